@@ -1,0 +1,30 @@
+# gpufleet.nvidia — the commands the README names.
+.PHONY: help test demo setup lint sanity unit molecule clean
+
+help:
+	@echo "make test   set up what is missing, then lint, sanity, unit, package and molecule"
+	@echo "make demo   bring up the local lab (Debian 12 + 13 containers) and run site.yml against it"
+	@echo "make setup  only the host packages, the virtual environment and the node images"
+
+test:
+	scripts/test.sh
+
+demo:
+	scripts/demo.sh
+
+setup:
+	scripts/setup-host.sh
+	scripts/setup-venv.sh
+	scripts/build-images.sh
+
+lint:
+	STAGES=lint scripts/test.sh
+sanity:
+	STAGES=sanity scripts/test.sh
+unit:
+	STAGES=unit scripts/test.sh
+molecule:
+	STAGES=molecule scripts/test.sh
+
+clean:
+	rm -rf .build .cache tests/output

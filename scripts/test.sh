@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The collection's one test command (`make test`): sets up what is missing, then runs every
+# check in order and stops at the first failure, printing how long each stage took.
+#
+#   scripts/test.sh                 everything
+#   STAGES="unit molecule" scripts/test.sh      only some stages (setup always runs)
+#   SCENARIOS="default" scripts/test.sh         only some molecule scenarios
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$ROOT"
+
+STAGES=${STAGES:-"lint sanity unit package molecule"}
+
+stage "setup: host" "$ROOT/scripts/setup-host.sh"
+stage "setup: venv" "$ROOT/scripts/setup-venv.sh"
+stage "setup: images" "$ROOT/scripts/build-images.sh"
+
+export PATH="$VENV/bin:$PATH"
+. "$ROOT/scripts/env.sh"
+
+for s in $STAGES; do
+  case $s in
+    lint) stage "ansible-lint" "$ROOT/scripts/run-lint.sh" ;;
+    sanity) stage "ansible-test sanity" "$ROOT/scripts/run-sanity.sh" ;;
+    unit) stage "unit tests" python -m pytest -q tests/unit ;;
+    package) stage "build and install" "$ROOT/scripts/run-package.sh" ;;
+    molecule) stage "molecule" "$ROOT/scripts/run-molecule.sh" ;;
+    *) die "unknown stage '$s' (known: lint sanity unit package molecule)" ;;
+  esac
+done
+print_stage_times
+log "all stages passed"
