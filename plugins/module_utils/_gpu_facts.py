@@ -1,0 +1,1180 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read-only discovery of a host's NVIDIA GPUs, driver, container stack, OS and kernel.
+
+Runs daily on thousands of nodes, so it reads files wherever it can and starts a process only
+for a binary that exists: at most ``nvidia-smi -q -x``, ``modinfo nvidia``, one ``--version``
+per container runtime found, and ``rpm -qf`` on RPM hosts. Every probe ends in a state
+(``ok``, ``missing`` or ``error``) with a detail under ``probes``; nothing it reads can make it
+raise.
+
+All host access goes through :class:`Host`, which reads files under ``host_root`` (a host
+mounted into a container) and runs commands through an injected runner, so the code can be
+tested, and replayed from a capture of a real host, without Ansible and without the host.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import posixpath
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+
+try:  # Python >= 3.11; the regex fallback below covers older targets
+    import tomllib
+except ImportError:  # pragma: no cover - depends on the target's Python
+    tomllib = None
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_table
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+NVIDIA_VENDOR = "0x10de"
+FACTS_SCHEMA = 1
+
+# Where binaries are looked for under host_root (plus the module's PATH when host_root is /).
+SEARCH_DIRS = (
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+    "/usr/local/nvidia/bin",
+    "/var/lib/rancher/rke2/bin",
+    "/opt/bin",
+)
+PCI_IDS_PATHS = (
+    "/usr/share/misc/pci.ids",
+    "/usr/share/hwdata/pci.ids",
+    "/usr/share/pci.ids",
+    "/usr/share/misc/pci.ids.gz",
+)
+LIBCUDA_PATHS = (
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib/aarch64-linux-gnu/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/libcuda.so.1",
+    "/usr/local/nvidia/lib64/libcuda.so.1",
+)
+SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e098032b8c4c"
+MOK_KEY_PATHS = ("/var/lib/dkms/mok.pub", "/var/lib/shim-signed/mok/MOK.der")
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+DOCKER_CONFIG = "/etc/docker/daemon.json"
+CRIO_CONFIG = "/etc/crio/crio.conf"
+CRIO_DROPIN_DIR = "/etc/crio/crio.conf.d"
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+RANCHER = {
+    "k3s": ("/usr/local/bin/k3s", "/usr/bin/k3s"),
+    "rke2": ("/usr/local/bin/rke2", "/usr/bin/rke2", "/opt/rke2/bin/rke2"),
+}
+# dpkg info lists worth opening when looking for the owner of the driver's files.
+_DPKG_LIST_RE = re.compile(r"(nvidia|libcuda|cuda-driver|cuda-compat)")
+# Installed packages reported under driver.packages.
+_DRIVER_PACKAGE_RE = re.compile(r"(nvidia|^cuda-drivers|^libcuda|^libnvidia)")
+_CRI_PLUGINS = ("cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime")
+_DETAIL_MAX = 400
+
+
+def default_kernel_root(host_root: str) -> str:
+    """Where /proc and /sys are read: under host_root when it has them, else this machine's.
+
+    A container that mounts the host at /host often gets an empty /host/proc; /proc/modules and
+    sysfs are the kernel's, so the container's own show the same kernel.
+    """
+    if host_root in ("", "/"):
+        return "/"
+    if os.path.exists(os.path.join(host_root, "proc", "modules")) or os.path.isdir(
+        os.path.join(host_root, "sys", "bus", "pci")
+    ):
+        return host_root
+    return "/"
+
+
+def subprocess_runner(host_root: str = "/", timeout: int = 60):
+    """A runner ``run(argv) -> (rc, stdout, stderr)``; under ``chroot host_root`` when not /.
+
+    Never raises: a command that cannot start answers rc 127, one that times out rc 124.
+    """
+
+    def run(argv):
+        cmd = list(argv)
+        if host_root not in ("", "/"):
+            cmd = ["chroot", host_root] + cmd
+        env = dict(os.environ)
+        env.update({"LC_ALL": "C", "LANG": "C"})
+        try:
+            proc = subprocess.run(  # noqa: S603 - fixed argv, no shell
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return 124, "", "%s timed out after %s seconds" % (" ".join(argv), timeout)
+        except (OSError, ValueError) as exc:
+            return 127, "", str(exc)
+        return (
+            proc.returncode,
+            proc.stdout.decode("utf-8", "replace"),
+            proc.stderr.decode("utf-8", "replace"),
+        )
+
+    return run
+
+
+class Host(object):
+    """The host as seen from here: files under ``root``, commands through ``runner``.
+
+    Paths given to its methods are host paths (``/etc/os-release``). Symbolic links are resolved
+    inside ``root``, so an absolute link on the host does not escape into this machine's files.
+    """
+
+    def __init__(self, root="/", runner=None, kernel_root=None, kernel_release=None, path_env=None):
+        self.root = root or "/"
+        self.kernel_root = kernel_root if kernel_root is not None else default_kernel_root(self.root)
+        self.runner = runner if runner is not None else subprocess_runner(self.root)
+        self._kernel_release = kernel_release
+        if path_env is None and self.root == "/":
+            path_env = os.environ.get("PATH", "")
+        self.path_env = path_env or ""
+
+    # --- paths ----------------------------------------------------------------------------
+    def _join(self, base, path):
+        if base == "/":
+            return path
+        return os.path.join(base, path.lstrip("/"))
+
+    def resolve(self, path):
+        """The host path with every symbolic link followed, within root."""
+        if self.root == "/":
+            return os.path.realpath(path)
+        parts = [p for p in path.split("/") if p]
+        resolved = "/"
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                resolved = posixpath.dirname(resolved) or "/"
+                continue
+            candidate = posixpath.join(resolved, part)
+            local = self._join(self.root, candidate)
+            if os.path.islink(local):
+                hops += 1
+                if hops > 40:
+                    return candidate
+                target = os.readlink(local)
+                if target.startswith("/"):
+                    resolved = "/"
+                parts = [p for p in target.split("/") if p] + parts
+            else:
+                resolved = candidate
+        return resolved
+
+    def local(self, path):
+        """The path on this machine of a host file."""
+        return self._join(self.root, self.resolve(path))
+
+    def klocal(self, path):
+        """The path on this machine of a /proc or /sys file."""
+        return self._join(self.kernel_root, path)
+
+    # --- reads ----------------------------------------------------------------------------
+    def read_text(self, path, kernel=False):
+        local = self.klocal(path) if kernel else self.local(path)
+        with open(local, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+
+    def read_bytes(self, path, kernel=False):
+        local = self.klocal(path) if kernel else self.local(path)
+        with open(local, "rb") as handle:
+            return handle.read()
+
+    def exists(self, path, kernel=False):
+        return os.path.exists(self.klocal(path) if kernel else self.local(path))
+
+    def isdir(self, path, kernel=False):
+        return os.path.isdir(self.klocal(path) if kernel else self.local(path))
+
+    def listdir(self, path, kernel=False):
+        return sorted(os.listdir(self.klocal(path) if kernel else self.local(path)))
+
+    def readlink(self, path, kernel=False):
+        return os.readlink(self.klocal(path) if kernel else self._join(self.root, path))
+
+    # --- commands -------------------------------------------------------------------------
+    def which(self, name, extra_dirs=()):
+        """The host path of an executable ``name``, or None."""
+        dirs = [d for d in self.path_env.split(os.pathsep) if d.startswith("/")]
+        for directory in list(dirs) + list(SEARCH_DIRS) + list(extra_dirs):
+            candidate = posixpath.join(directory, name)
+            local = self.local(candidate)
+            if os.path.isfile(local) and os.access(local, os.X_OK):
+                return candidate
+        return None
+
+    def run(self, argv):
+        return self.runner(list(argv))
+
+    def kernel_release(self):
+        if self._kernel_release is None:
+            self._kernel_release = os.uname()[2]
+        return self._kernel_release
+
+
+def make_host(host_root="/", timeout=60):
+    """A :class:`Host` for ``host_root`` whose commands run under chroot with ``timeout``."""
+    root = os.path.abspath(host_root or "/")
+    if not os.path.isdir(root):
+        raise GpuFleetError("host_root: '%s' is not a directory" % host_root, host_root=host_root)
+    if timeout is None or timeout < 1:
+        raise GpuFleetError(
+            "command_timeout: %s is not a number of seconds (expected 1 or more)" % timeout,
+            command_timeout=timeout,
+        )
+    return Host(root, runner=subprocess_runner(root, timeout))
+
+
+class Probes(dict):
+    """``name -> {'state': ok|missing|error, 'detail': str}``."""
+
+    def set(self, name, state, detail=""):
+        detail = str(detail).strip()
+        if len(detail) > _DETAIL_MAX:
+            detail = detail[: _DETAIL_MAX - 3] + "..."
+        self[name] = {"state": state, "detail": detail}
+
+    def ok(self, name, detail=""):
+        self.set(name, "ok", detail)
+
+    def missing(self, name, detail=""):
+        self.set(name, "missing", detail)
+
+    def error(self, name, detail=""):
+        self.set(name, "error", detail)
+
+
+def _first_line(text):
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _command_detail(argv, rc, out, err):
+    message = _first_line(err) or _first_line(out) or "no output"
+    return "%s exited %s: %s" % (" ".join([posixpath.basename(argv[0])] + list(argv[1:])), rc, message)
+
+
+def _run_version(host, probes, name, argv, pattern):
+    """Run ``argv`` (a --version call); return the first group of ``pattern`` or None."""
+    rc, out, err = host.run(argv)
+    if rc != 0:
+        probes.error(name, _command_detail(argv, rc, out, err))
+        return None
+    match = re.search(pattern, out + "\n" + err)
+    if not match:
+        probes.error(name, "%s: no version in %r" % (" ".join(argv), _first_line(out)))
+        return None
+    probes.ok(name, "%s %s" % (argv[0], match.group(1)))
+    return match.group(1)
+
+
+# --- OS, kernel, Secure Boot -------------------------------------------------------------------
+
+
+def parse_os_release(text):
+    values = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, dummy, value = line.partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+        values[key.strip()] = value
+    return values
+
+
+def os_family(os_id, id_like):
+    names = [os_id or ""] + (id_like or "").split()
+    if any(n in ("debian", "ubuntu") for n in names):
+        return "debian"
+    if any(n in ("rhel", "fedora", "centos", "rocky", "almalinux") for n in names):
+        return "redhat"
+    return "other"
+
+
+def gather_os(host, probes):
+    facts = {
+        "id": None,
+        "id_like": None,
+        "version_id": None,
+        "version_major": None,
+        "codename": None,
+        "pretty_name": None,
+        "family": "other",
+    }
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        if not host.exists(path):
+            continue
+        try:
+            values = parse_os_release(host.read_text(path))
+        except (IOError, OSError) as exc:
+            probes.error("os_release", "%s: %s" % (path, exc))
+            return facts
+        facts["id"] = values.get("ID")
+        facts["id_like"] = values.get("ID_LIKE")
+        facts["version_id"] = values.get("VERSION_ID")
+        facts["version_major"] = (values.get("VERSION_ID") or "").split(".")[0] or None
+        facts["codename"] = values.get("VERSION_CODENAME") or values.get("UBUNTU_CODENAME")
+        facts["pretty_name"] = values.get("PRETTY_NAME")
+        facts["family"] = os_family(facts["id"], facts["id_like"])
+        probes.ok("os_release", "%s: %s" % (path, facts["pretty_name"] or facts["id"]))
+        return facts
+    probes.missing("os_release", "neither /etc/os-release nor /usr/lib/os-release exists")
+    return facts
+
+
+def gather_kernel(host, probes):
+    release = host.kernel_release()
+    build = "/lib/modules/%s/build" % release
+    headers = host.exists(build)
+    if headers:
+        probes.ok("kernel_headers", "%s exists" % build)
+    else:
+        probes.missing("kernel_headers", "%s does not exist" % build)
+    return {"release": release, "headers_installed": headers, "headers_path": build}
+
+
+def gather_secure_boot(host, probes):
+    mok = [path for path in MOK_KEY_PATHS if host.exists(path)]
+    facts = {
+        "state": "unknown",
+        "dkms_mok_key": "/var/lib/dkms/mok.pub" in mok,
+        "mok_keys": mok,
+    }
+    if not host.isdir("/sys/firmware/efi", kernel=True):
+        facts["state"] = "not_efi"
+        probes.ok("secure_boot", "/sys/firmware/efi does not exist: not booted with EFI")
+        return facts
+    try:
+        data = host.read_bytes(SECURE_BOOT_VAR, kernel=True)
+    except (IOError, OSError) as exc:
+        probes.error("secure_boot", "%s: %s" % (SECURE_BOOT_VAR, exc))
+        return facts
+    # efivarfs: 4 bytes of attributes, then the variable's 1-byte value.
+    if len(data) < 5:
+        probes.error("secure_boot", "%s: %d bytes, expected 5" % (SECURE_BOOT_VAR, len(data)))
+        return facts
+    facts["state"] = "enabled" if bytearray(data)[4] == 1 else "disabled"
+    probes.ok("secure_boot", "SecureBoot efivar: %s" % facts["state"])
+    return facts
+
+
+# --- PCI ---------------------------------------------------------------------------------------
+
+
+def parse_pci_ids(data):
+    """Device names of the NVIDIA block of a pci.ids file: ``{0x2335: 'GH100 [H200 SXM 141GB]'}``."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    start = data.find(b"\n10de  ")
+    if start < 0:
+        if not data.startswith(b"10de  "):
+            return {}
+        start = 0
+    else:
+        start += 1
+    names = {}
+    lines = data[start:].split(b"\n")
+    for line in lines[1:]:
+        if not line or line.startswith(b"#"):
+            continue
+        if not line.startswith(b"\t"):
+            break  # the next vendor
+        if line.startswith(b"\t\t"):
+            continue  # a subsystem
+        dev, dummy, name = line[1:].partition(b"  ")
+        try:
+            names[int(dev, 16)] = name.decode("utf-8", "replace").strip()
+        except ValueError:
+            continue
+    return names
+
+
+def load_pci_ids(host, probes):
+    for path in PCI_IDS_PATHS:
+        if not host.exists(path):
+            continue
+        try:
+            data = host.read_bytes(path)
+            if path.endswith(".gz"):
+                data = gzip.decompress(data)
+        except (IOError, OSError, EOFError) as exc:
+            probes.error("pci_ids", "%s: %s" % (path, exc))
+            return {}
+        names = parse_pci_ids(data)
+        probes.ok("pci_ids", "%s: %d NVIDIA device names" % (path, len(names)))
+        return names
+    probes.missing("pci_ids", "no pci.ids file; names come from the collection's table")
+    return {}
+
+
+def _hex_id(text, width=4):
+    try:
+        return "0x%0*x" % (width, int(text.strip(), 16))
+    except (ValueError, AttributeError):
+        return None
+
+
+def gather_pci(host, probes):
+    """NVIDIA display/3D controllers and NVSwitches from sysfs."""
+    gpus = []
+    nvswitches = []
+    base = "/sys/bus/pci/devices"
+    try:
+        entries = host.listdir(base, kernel=True)
+    except (IOError, OSError) as exc:
+        if host.exists(base, kernel=True):
+            probes.error("pci_devices", "%s: %s" % (base, exc))
+        else:
+            probes.missing("pci_devices", "%s does not exist" % base)
+        probes.ok("pci_ids", "not read: no PCI devices")
+        return gpus, nvswitches
+    names = None
+    unreadable = []
+    for bus_id in entries:
+        device_dir = posixpath.join(base, bus_id)
+
+        def attr(name, device_dir=device_dir):
+            try:
+                return host.read_text(posixpath.join(device_dir, name), kernel=True).strip()
+            except (IOError, OSError):
+                return None
+
+        vendor = attr("vendor")
+        if vendor is None:
+            unreadable.append(bus_id)
+            continue
+        if vendor.lower() != NVIDIA_VENDOR:
+            continue
+        pci_class = (attr("class") or "").lower()
+        device_id = _hex_id(attr("device") or "")
+        if pci_class.startswith("0x0680"):
+            nvswitches.append(bus_id)
+            continue
+        if not (pci_class.startswith("0x0300") or pci_class.startswith("0x0302")):
+            continue  # audio, USB, bridges of the same card
+        if names is None:
+            names = load_pci_ids(host, probes)
+        sub_vendor = _hex_id(attr("subsystem_vendor") or "")
+        sub_device = _hex_id(attr("subsystem_device") or "")
+        dev = int(device_id, 16) if device_id else None
+        name, name_source, arch = None, "unknown", None
+        table_name, table_arch = _gpu_table.lookup(
+            dev,
+            int(sub_vendor, 16) if sub_vendor else None,
+            int(sub_device, 16) if sub_device else None,
+        )
+        if dev is not None and dev in names:
+            name, name_source = names[dev], "pci.ids"
+        elif table_name:
+            name, name_source = table_name, "table"
+        arch = table_arch or _gpu_table.architecture_from_name(name)
+        try:
+            driver = posixpath.basename(host.readlink(posixpath.join(device_dir, "driver"), kernel=True))
+        except (IOError, OSError):
+            driver = None
+        numa = attr("numa_node")
+        try:
+            numa = int(numa) if numa is not None else None
+        except ValueError:
+            numa = None
+        gpus.append(
+            {
+                "bus_id": bus_id,
+                "vendor_id": NVIDIA_VENDOR,
+                "device_id": device_id,
+                "subsystem_vendor_id": sub_vendor,
+                "subsystem_device_id": sub_device,
+                "class": pci_class or None,
+                "name": name,
+                "name_source": name_source,
+                "architecture": arch,
+                "kernel_driver": driver,
+                "numa_node": numa if numa is None or numa >= 0 else None,
+            }
+        )
+    if names is None:
+        probes.ok("pci_ids", "not read: no NVIDIA GPU to name")
+    detail = "%d PCI devices, %d NVIDIA GPUs, %d NVSwitches" % (len(entries), len(gpus), len(nvswitches))
+    if unreadable:
+        probes.error("pci_devices", "%s; unreadable: %s" % (detail, ", ".join(unreadable[:5])))
+    else:
+        probes.ok("pci_devices", detail)
+    return gpus, nvswitches
+
+
+# --- driver ------------------------------------------------------------------------------------
+
+
+def parse_proc_modules(text):
+    return [line.split()[0] for line in text.splitlines() if line.strip()]
+
+
+_NVRM_RE = re.compile(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)")
+
+
+def parse_nvrm_version(text):
+    """``(version, flavor)`` from /proc/driver/nvidia/version."""
+    line = next((l for l in text.splitlines() if l.startswith("NVRM version")), "")
+    if not line:
+        return None, None
+    match = _NVRM_RE.search(line)
+    version = match.group(1) if match else None
+    flavor = "open" if "Open Kernel Module" in line else "proprietary"
+    return version, flavor
+
+
+def parse_modinfo(text):
+    info = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip()
+        if key in ("filename", "version", "license", "signer", "sig_key", "vermagic") and key not in info:
+            info[key] = value.strip()
+    return info
+
+
+def _normalise_bus_id(bus_id):
+    """nvidia-smi's ``00000000:3B:00.0`` -> sysfs' ``0000:3b:00.0``."""
+    if not bus_id:
+        return None
+    domain, dummy, rest = bus_id.strip().lower().rpartition(":")
+    domain, dummy, bus = domain.rpartition(":")
+    return "%s:%s:%s" % ((domain[-4:] if domain else "0000").rjust(4, "0"), bus, rest)
+
+
+def _text(node, path):
+    found = node.find(path)
+    if found is None or found.text is None:
+        return None
+    text = found.text.strip()
+    return text or None
+
+
+def _mode(value):
+    if value is None:
+        return None
+    lowered = value.lower()
+    if lowered in ("enabled", "disabled"):
+        return lowered
+    return None
+
+
+def parse_nvidia_smi_xml(text):
+    """The facts of ``nvidia-smi -q -x``; raises ValueError when it is not its XML."""
+    try:
+        root = ET.fromstring(text.strip())
+    except ET.ParseError as exc:
+        raise ValueError("output is not XML: %s" % exc)
+    if root.tag != "nvidia_smi_log":
+        raise ValueError("unexpected root element <%s>" % root.tag)
+    gpus = []
+    for index, gpu in enumerate(root.findall("gpu")):
+        memory = _text(gpu, "fb_memory_usage/total")
+        try:
+            memory = int(memory.split()[0]) if memory else None
+        except ValueError:
+            memory = None
+        gpus.append(
+            {
+                "index": index,
+                "name": _text(gpu, "product_name"),
+                "uuid": _text(gpu, "uuid"),
+                "bus_id": _normalise_bus_id(gpu.get("id") or _text(gpu, "pci/pci_bus_id")),
+                "architecture": _gpu_table.normalise_architecture(_text(gpu, "product_architecture")),
+                "memory_total_mib": memory,
+                "mig_mode_current": _mode(_text(gpu, "mig_mode/current_mig")),
+                "mig_mode_pending": _mode(_text(gpu, "mig_mode/pending_mig")),
+                "persistence_mode": _mode(_text(gpu, "persistence_mode")),
+            }
+        )
+    return {
+        "driver_version": _text(root, "driver_version"),
+        "cuda_version": _text(root, "cuda_version"),
+        "gpus": gpus,
+    }
+
+
+def gather_nvidia_smi(host, probes):
+    facts = {
+        "state": "missing",
+        "path": None,
+        "driver_version": None,
+        "cuda_version": None,
+        "gpus": [],
+        "detail": None,
+    }
+    path = host.which("nvidia-smi")
+    if path is None:
+        probes.missing("nvidia_smi", "nvidia-smi not found in PATH, /usr/local/nvidia/bin or /usr/bin")
+        facts["detail"] = "not found"
+        return facts
+    facts["path"] = path
+    argv = [path, "-q", "-x"]
+    rc, out, err = host.run(argv)
+    if rc != 0:
+        facts["state"] = "error"
+        facts["detail"] = _first_line(out) or _first_line(err) or "exit status %s" % rc
+        probes.error("nvidia_smi", _command_detail(argv, rc, out, err))
+        return facts
+    try:
+        parsed = parse_nvidia_smi_xml(out)
+    except ValueError as exc:
+        facts["state"] = "error"
+        facts["detail"] = str(exc)
+        probes.error("nvidia_smi", "%s -q -x: %s" % (path, exc))
+        return facts
+    facts.update(parsed)
+    facts["state"] = "ok"
+    facts["detail"] = "%d GPU%s" % (len(parsed["gpus"]), "" if len(parsed["gpus"]) == 1 else "s")
+    probes.ok(
+        "nvidia_smi",
+        "%s: driver %s, CUDA %s, %s" % (path, parsed["driver_version"], parsed["cuda_version"], facts["detail"]),
+    )
+    return facts
+
+
+def gather_modinfo(host, probes):
+    facts = {
+        "state": "missing",
+        "version": None,
+        "flavor": None,
+        "filename": None,
+        "signer": None,
+    }
+    path = host.which("modinfo")
+    if path is None:
+        probes.missing("modinfo", "modinfo not found (kmod not installed)")
+        return facts
+    argv = [path, "nvidia"]
+    rc, out, err = host.run(argv)
+    if rc != 0:
+        if "not found" in (out + err):
+            probes.missing("modinfo", "no nvidia kernel module for this kernel (%s)" % _first_line(err or out))
+        else:
+            facts["state"] = "error"
+            probes.error("modinfo", _command_detail(argv, rc, out, err))
+        return facts
+    info = parse_modinfo(out)
+    facts["state"] = "ok"
+    facts["version"] = info.get("version")
+    facts["filename"] = info.get("filename")
+    facts["signer"] = info.get("signer") or None
+    license_ = info.get("license")
+    if license_:
+        facts["flavor"] = "proprietary" if license_.strip() == "NVIDIA" else "open"
+    probes.ok("modinfo", "%s %s" % (facts["filename"], facts["version"]))
+    return facts
+
+
+def parse_dpkg_status(text):
+    """``{package: version}`` of the installed packages of /var/lib/dpkg/status."""
+    installed = {}
+    for stanza in text.split("\n\n"):
+        name = version = status = None
+        for line in stanza.splitlines():
+            if line.startswith("Package:"):
+                name = line[8:].strip()
+            elif line.startswith("Status:"):
+                status = line[7:].strip()
+            elif line.startswith("Version:"):
+                version = line[8:].strip()
+        if name and status and status.endswith(" installed") and status.startswith("install"):
+            installed[name] = version
+    return installed
+
+
+def gather_dpkg(host, probes):
+    """Installed packages from /var/lib/dpkg/status, or None on hosts without dpkg."""
+    path = "/var/lib/dpkg/status"
+    if not host.exists(path):
+        probes.missing("dpkg_status", "%s does not exist" % path)
+        return None
+    try:
+        installed = parse_dpkg_status(host.read_text(path))
+    except (IOError, OSError) as exc:
+        probes.error("dpkg_status", "%s: %s" % (path, exc))
+        return None
+    probes.ok("dpkg_status", "%d installed packages" % len(installed))
+    return installed
+
+
+def _usrmerge_variants(path):
+    variants = {path}
+    for top in ("/bin/", "/sbin/", "/lib/", "/lib64/", "/lib32/"):
+        if path.startswith(top):
+            variants.add("/usr" + path)
+        if path.startswith("/usr" + top):
+            variants.add(path[4:])
+    return variants
+
+
+def dpkg_owner(host, paths):
+    """``(package, path)``: the dpkg package owning the first of ``paths`` that one owns.
+
+    Reads only the file lists whose names look like the driver's (nvidia, libcuda, cuda-driver,
+    cuda-compat), in pure Python: no ``dpkg -S`` process.
+    """
+    info = "/var/lib/dpkg/info"
+    wanted = {}
+    for path in paths:
+        for variant in _usrmerge_variants(path):
+            wanted.setdefault(variant, path)
+    try:
+        names = host.listdir(info)
+    except (IOError, OSError):
+        return None, None
+    owners = {}
+    for name in names:
+        if not name.endswith(".list") or not _DPKG_LIST_RE.search(name):
+            continue
+        try:
+            listed = host.read_text(posixpath.join(info, name)).splitlines()
+        except (IOError, OSError):
+            continue
+        for line in listed:
+            if line in wanted:
+                owners.setdefault(wanted[line], name[: -len(".list")].split(":")[0])
+    for path in paths:
+        if path in owners:
+            return owners[path], path
+    return None, None
+
+
+def rpm_owner(host, probes, paths):
+    rpm = host.which("rpm")
+    if rpm is None:
+        probes.missing("driver_package", "rpm not found")
+        return None
+    argv = [rpm, "-qf", "--queryformat", "%{NAME}\t%{VERSION}-%{RELEASE}\n"] + list(paths)
+    rc, out, err = host.run(argv)
+    for line in out.splitlines():
+        if "\t" in line:
+            name, dummy, version = line.partition("\t")
+            probes.ok("driver_package", "rpm: %s %s" % (name, version))
+            return {"manager": "rpm", "name": name.strip(), "version": version.strip()}
+    if rc not in (0, 1):
+        probes.error("driver_package", _command_detail(argv, rc, out, err))
+    else:
+        probes.ok("driver_package", "rpm: no package owns %s" % ", ".join(paths))
+    return None
+
+
+def gather_driver(host, probes, dpkg):
+    facts = {
+        "loaded": False,
+        "modules": [],
+        "version": None,
+        "flavor": None,
+        "nouveau_loaded": False,
+        "installed": None,
+        "nvidia_smi": None,
+        "libcuda": None,
+        "source": "absent",
+        "package": None,
+        "packages": None,
+    }
+    modules = []
+    try:
+        modules = parse_proc_modules(host.read_text("/proc/modules", kernel=True))
+        probes.ok("proc_modules", "%d modules loaded" % len(modules))
+    except (IOError, OSError) as exc:
+        if host.exists("/proc/modules", kernel=True):
+            probes.error("proc_modules", "/proc/modules: %s" % exc)
+        else:
+            probes.missing("proc_modules", "/proc/modules does not exist (no loadable modules)")
+    facts["modules"] = sorted(m for m in modules if m == "nvidia" or m.startswith("nvidia_"))
+    facts["nouveau_loaded"] = "nouveau" in modules or host.isdir("/sys/module/nouveau", kernel=True)
+
+    nvrm_version = nvrm_flavor = None
+    try:
+        nvrm_version, nvrm_flavor = parse_nvrm_version(host.read_text("/proc/driver/nvidia/version", kernel=True))
+        probes.ok("driver_version_file", "/proc/driver/nvidia/version: %s %s" % (nvrm_version, nvrm_flavor))
+    except (IOError, OSError) as exc:
+        if host.exists("/proc/driver/nvidia/version", kernel=True):
+            probes.error("driver_version_file", "/proc/driver/nvidia/version: %s" % exc)
+        else:
+            probes.missing("driver_version_file", "/proc/driver/nvidia/version does not exist: no driver loaded")
+    sys_version = None
+    try:
+        sys_version = host.read_text("/sys/module/nvidia/version", kernel=True).strip() or None
+    except (IOError, OSError):
+        pass
+    facts["loaded"] = "nvidia" in modules or nvrm_version is not None or sys_version is not None
+    facts["version"] = sys_version or nvrm_version
+    facts["flavor"] = nvrm_flavor
+
+    facts["installed"] = gather_modinfo(host, probes)
+    smi = gather_nvidia_smi(host, probes)
+    facts["nvidia_smi"] = smi
+    facts["libcuda"] = next((p for p in LIBCUDA_PATHS if host.exists(p)), None)
+
+    present = (
+        facts["loaded"]
+        or smi["path"] is not None
+        or facts["libcuda"] is not None
+        or facts["installed"]["state"] == "ok"
+    )
+    if dpkg is not None:
+        facts["packages"] = [
+            {"name": name, "version": version}
+            for name, version in sorted(dpkg.items())
+            if _DRIVER_PACKAGE_RE.search(name)
+        ]
+    owned = []
+    for path in (smi["path"], facts["libcuda"]):
+        if path:
+            owned.append(path)
+            real = host.resolve(path)
+            if real != path:
+                owned.append(real)
+    if owned:
+        if host.isdir("/var/lib/dpkg/info"):
+            name, path = dpkg_owner(host, owned)
+            if name:
+                facts["package"] = {
+                    "manager": "dpkg",
+                    "name": name,
+                    "version": (dpkg or {}).get(name),
+                }
+                probes.ok("driver_package", "dpkg: %s owns %s" % (name, path))
+            else:
+                probes.ok("driver_package", "dpkg: no package owns %s" % ", ".join(owned))
+        elif host.isdir("/var/lib/rpm") or host.isdir("/usr/lib/sysimage/rpm"):
+            facts["package"] = rpm_owner(host, probes, owned)
+        else:
+            probes.missing("driver_package", "no dpkg or rpm database")
+    else:
+        probes.missing("driver_package", "no nvidia-smi or libcuda.so.1 to look up")
+    if facts["package"]:
+        facts["source"] = "package"
+    elif present:
+        facts["source"] = "preinstalled"
+    return facts
+
+
+# --- container stack ---------------------------------------------------------------------------
+
+
+def _dig(data, *keys):
+    """``data[k1][k2]...``, or None where a level is missing or not a table."""
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _str_list(value):
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _toml_strings(text):
+    return [a or b for a, b in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', text)]
+
+
+def parse_containerd_config(text):
+    """Top-level ``version``, ``disabled_plugins``, ``imports`` and the runtimes of a config.toml.
+
+    Uses tomllib where the Python has it; otherwise reads only the top-level keys (those before
+    the first table header) with a small regex, and ``runtimes`` stays None.
+    """
+    result = {"version": None, "disabled_plugins": [], "imports": [], "runtimes": None, "parser": None}
+    if tomllib is not None:
+        data = tomllib.loads(text)
+        version = data.get("version")
+        result["version"] = version if isinstance(version, int) else None
+        result["disabled_plugins"] = _str_list(data.get("disabled_plugins"))
+        result["imports"] = _str_list(data.get("imports"))
+        plugin = cri_plugin_name(result["version"], empty=not text.strip())
+        runtimes = _dig(data, "plugins", plugin, "containerd", "runtimes")
+        if runtimes is None and plugin == "cri":
+            runtimes = _dig(data, "plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")
+        result["runtimes"] = sorted(runtimes) if isinstance(runtimes, dict) else []
+        result["parser"] = "tomllib"
+        return result
+    head = re.split(r"(?m)^\s*\[", text, maxsplit=1)[0]
+    match = re.search(r"(?m)^\s*version\s*=\s*(\d+)\s*(?:#.*)?$", head)
+    result["version"] = int(match.group(1)) if match else None
+    for key in ("disabled_plugins", "imports"):
+        found = re.search(r"(?ms)^\s*%s\s*=\s*\[(.*?)\]" % key, head)
+        result[key] = _toml_strings(found.group(1)) if found else []
+    result["parser"] = "regex"
+    return result
+
+
+def cri_plugin_name(version, empty=False):
+    """The CRI plugin's table for a config version (nvidia-container-toolkit's rules)."""
+    if version is None:
+        return "io.containerd.grpc.v1.cri" if empty else "cri"
+    if version >= 3:
+        return "io.containerd.cri.v1.runtime"
+    return "io.containerd.grpc.v1.cri"
+
+
+def gather_containerd(host, probes):
+    facts = {
+        "installed": False,
+        "path": None,
+        "version": None,
+        "config_path": CONTAINERD_CONFIG,
+        "config_exists": False,
+        "config_version": None,
+        "cri_plugin": None,
+        "disabled_plugins": [],
+        "cri_disabled": False,
+        "imports": [],
+        "runtimes": None,
+    }
+    path = host.which("containerd")
+    if path:
+        facts["installed"] = True
+        facts["path"] = path
+        version = _run_version(host, probes, "containerd", [path, "--version"], r"containerd\s+\S+\s+v?(\S+)")
+        facts["version"] = version
+    else:
+        probes.missing("containerd", "containerd not found")
+    facts["config_exists"] = host.exists(CONTAINERD_CONFIG)
+    if not facts["config_exists"]:
+        probes.missing("containerd_config", "%s does not exist" % CONTAINERD_CONFIG)
+        facts["cri_plugin"] = "io.containerd.grpc.v1.cri" if path else None
+        return facts
+    try:
+        text = host.read_text(CONTAINERD_CONFIG)
+        parsed = parse_containerd_config(text)
+    except (IOError, OSError) as exc:
+        probes.error("containerd_config", "%s: %s" % (CONTAINERD_CONFIG, exc))
+        return facts
+    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+        probes.error("containerd_config", "%s is not valid TOML: %s" % (CONTAINERD_CONFIG, exc))
+        return facts
+    facts["config_version"] = parsed["version"]
+    facts["cri_plugin"] = cri_plugin_name(parsed["version"], empty=not text.strip())
+    facts["disabled_plugins"] = parsed["disabled_plugins"]
+    facts["cri_disabled"] = any(p in _CRI_PLUGINS for p in parsed["disabled_plugins"])
+    facts["imports"] = parsed["imports"]
+    facts["runtimes"] = parsed["runtimes"]
+    probes.ok(
+        "containerd_config",
+        "%s: version %s, disabled_plugins %s (%s)"
+        % (CONTAINERD_CONFIG, parsed["version"], parsed["disabled_plugins"], parsed["parser"]),
+    )
+    return facts
+
+
+def gather_docker(host, probes):
+    facts = {
+        "installed": False,
+        "path": None,
+        "version": None,
+        "config_path": DOCKER_CONFIG,
+        "config_exists": False,
+        "runtimes": None,
+        "default_runtime": None,
+    }
+    path = host.which("dockerd")
+    if path:
+        facts["installed"] = True
+        facts["path"] = path
+        facts["version"] = _run_version(host, probes, "docker", [path, "--version"], r"version\s+v?([0-9][^,\s]*)")
+    else:
+        probes.missing("docker", "dockerd not found")
+    facts["config_exists"] = host.exists(DOCKER_CONFIG)
+    if not facts["config_exists"]:
+        probes.missing("docker_config", "%s does not exist" % DOCKER_CONFIG)
+        return facts
+    try:
+        data = json.loads(host.read_text(DOCKER_CONFIG) or "{}")
+    except (IOError, OSError) as exc:
+        probes.error("docker_config", "%s: %s" % (DOCKER_CONFIG, exc))
+        return facts
+    except ValueError as exc:
+        probes.error("docker_config", "%s is not valid JSON: %s" % (DOCKER_CONFIG, exc))
+        return facts
+    if not isinstance(data, dict):
+        probes.error("docker_config", "%s is not a JSON object" % DOCKER_CONFIG)
+        return facts
+    runtimes = data.get("runtimes")
+    facts["runtimes"] = sorted(runtimes) if isinstance(runtimes, dict) else []
+    facts["default_runtime"] = data.get("default-runtime")
+    probes.ok("docker_config", "%s: runtimes %s" % (DOCKER_CONFIG, facts["runtimes"]))
+    return facts
+
+
+def gather_crio(host, probes):
+    facts = {
+        "installed": False,
+        "path": None,
+        "version": None,
+        "config_path": CRIO_CONFIG,
+        "config_exists": host.exists(CRIO_CONFIG),
+        "dropin_dir": CRIO_DROPIN_DIR,
+        "dropin_dir_exists": host.isdir(CRIO_DROPIN_DIR),
+    }
+    path = host.which("crio")
+    if path:
+        facts["installed"] = True
+        facts["path"] = path
+        facts["version"] = _run_version(
+            host, probes, "crio", [path, "--version"], r"(?im)(?:crio version|^Version:)\s*v?(\d[^\s]*)"
+        )
+    else:
+        probes.missing("crio", "crio not found")
+    return facts
+
+
+def gather_rancher(host, probes, name):
+    base = "/var/lib/rancher/%s/agent/etc/containerd" % name
+    binary = next((p for p in RANCHER[name] if host.exists(p)), None) or host.which(name)
+    facts = {
+        "installed": binary is not None,
+        "path": binary,
+        "config_path": base + "/config.toml",
+        "config_exists": host.exists(base + "/config.toml"),
+        "template_path": base + "/config.toml.tmpl",
+        "template_exists": host.exists(base + "/config.toml.tmpl"),
+    }
+    if binary:
+        probes.ok(
+            name, "%s; generated containerd config %s" % (binary, "exists" if facts["config_exists"] else "absent")
+        )
+    else:
+        probes.missing(name, "%s not found" % name)
+    return facts
+
+
+def gather_toolkit(host, probes, dpkg):
+    facts = {
+        "installed": False,
+        "version": None,
+        "version_source": None,
+        "nvidia_ctk": host.which("nvidia-ctk"),
+        "nvidia_container_cli": host.which("nvidia-container-cli"),
+        "nvidia_container_runtime": host.which("nvidia-container-runtime"),
+        "config_path": TOOLKIT_CONFIG,
+        "config_exists": host.exists(TOOLKIT_CONFIG),
+        "packages": None,
+    }
+    if dpkg is not None:
+        facts["packages"] = {
+            name: dpkg[name]
+            for name in (
+                "nvidia-container-toolkit",
+                "nvidia-container-toolkit-base",
+                "libnvidia-container-tools",
+                "libnvidia-container1",
+            )
+            if name in dpkg
+        }
+        if "nvidia-container-toolkit" in dpkg:
+            facts["version"] = dpkg["nvidia-container-toolkit"]
+            facts["version_source"] = "dpkg"
+            probes.ok("toolkit", "dpkg: nvidia-container-toolkit %s" % facts["version"])
+    if facts["version"] is None and facts["nvidia_ctk"]:
+        facts["version"] = _run_version(
+            host, probes, "toolkit", [facts["nvidia_ctk"], "--version"], r"version\s+v?(\d[^\s]*)"
+        )
+        facts["version_source"] = "nvidia-ctk" if facts["version"] else None
+    elif facts["version"] is None and facts["nvidia_container_cli"]:
+        facts["version"] = _run_version(
+            host, probes, "toolkit", [facts["nvidia_container_cli"], "--version"], r"cli-version:\s*v?(\S+)"
+        )
+        facts["version_source"] = "nvidia-container-cli" if facts["version"] else None
+    elif facts["version"] is None:
+        probes.missing("toolkit", "neither nvidia-ctk nor nvidia-container-cli found")
+    facts["installed"] = bool(
+        facts["version"] or facts["nvidia_ctk"] or facts["nvidia_container_cli"] or facts["nvidia_container_runtime"]
+    )
+    return facts
+
+
+# --- everything --------------------------------------------------------------------------------
+
+
+def _merge_nvidia_smi(gpus, smi):
+    """Fill architectures that the PCI data left unknown from nvidia-smi, by bus id.
+
+    Where sysfs listed no GPU but nvidia-smi did (a container without /sys/bus/pci), the GPUs
+    come from nvidia-smi with ``name_source: nvidia-smi``.
+    """
+    by_bus = dict((g["bus_id"], g) for g in smi.get("gpus") or [] if g.get("bus_id"))
+    for gpu in gpus:
+        seen = by_bus.get(gpu["bus_id"])
+        if seen and not gpu["architecture"]:
+            gpu["architecture"] = seen["architecture"]
+        if seen and not gpu["name"]:
+            gpu["name"] = seen["name"]
+            gpu["name_source"] = "nvidia-smi"
+    if not gpus:
+        for seen in smi.get("gpus") or []:
+            gpus.append(
+                {
+                    "bus_id": seen["bus_id"],
+                    "vendor_id": NVIDIA_VENDOR,
+                    "device_id": None,
+                    "subsystem_vendor_id": None,
+                    "subsystem_device_id": None,
+                    "class": None,
+                    "name": seen["name"],
+                    "name_source": "nvidia-smi",
+                    "architecture": seen["architecture"],
+                    "kernel_driver": "nvidia",
+                    "numa_node": None,
+                }
+            )
+    return gpus
+
+
+def gather_facts(host):
+    """Every fact of the ``gpufleet_nvidia`` dict, for ``host`` (a :class:`Host`)."""
+    probes = Probes()
+    os_facts = gather_os(host, probes)
+    kernel = gather_kernel(host, probes)
+    secure_boot = gather_secure_boot(host, probes)
+    gpus, nvswitches = gather_pci(host, probes)
+    dpkg = gather_dpkg(host, probes)
+    driver = gather_driver(host, probes, dpkg)
+    gpus = _merge_nvidia_smi(gpus, driver["nvidia_smi"])
+    container = {
+        "toolkit": gather_toolkit(host, probes, dpkg),
+        "containerd": gather_containerd(host, probes),
+        "docker": gather_docker(host, probes),
+        "crio": gather_crio(host, probes),
+        "k3s": gather_rancher(host, probes, "k3s"),
+        "rke2": gather_rancher(host, probes, "rke2"),
+    }
+    return {
+        "schema": FACTS_SCHEMA,
+        "host_root": host.root,
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "nvswitches": {"count": len(nvswitches), "bus_ids": nvswitches},
+        "driver": driver,
+        "container": container,
+        "os": os_facts,
+        "kernel": kernel,
+        "secure_boot": secure_boot,
+        "probes": dict(sorted(probes.items())),
+    }

@@ -1,0 +1,669 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight: what would stop the declared NVIDIA stack from working on a host, all at once.
+
+:func:`evaluate` compares a desired state (driver version or branch, flavour, install method,
+CUDA versions, container runtime) with a host's ``gpufleet_nvidia`` facts and returns every
+problem, each with its rule id, severity (``blocking`` or ``warning``), message, reason and fix,
+plus each rule's outcome. :func:`enforce` raises GpuFleetError when blocking problems remain
+after the user's waivers. Nothing here touches the host.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_table as table
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions as versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+BLOCKING = "blocking"
+WARNING = "warning"
+
+# Rule id -> what it checks. The order is the order of ``checks`` and of the problems.
+RULES = (
+    ("driver_version_format", "driver_version is a driver release or branch"),
+    ("cuda_version_format", "every entry of cuda_versions is a CUDA release"),
+    ("os_supported", "the OS release supports the driver install method"),
+    ("driver_missing", "driver_method preinstalled finds a working driver"),
+    ("driver_not_package_owned", "driver_method package finds no driver installed by other means"),
+    ("driver_drift", "the pre-installed driver is the declared version and flavour"),
+    ("gpu_open_modules", "the driver flavour can drive every GPU"),
+    ("gpu_driver_branch", "the driver branch supports every GPU"),
+    ("cuda_driver", "the driver runs every CUDA release asked for"),
+    ("nouveau", "nouveau does not hold the GPUs"),
+    ("secure_boot", "Secure Boot lets the driver's kernel modules load"),
+    ("kernel_headers", "kernel headers are there for DKMS to build the modules"),
+    ("containerd_cri", "containerd's CRI plugin is enabled"),
+    ("container_runtime", "the container runtime asked for is installed"),
+)
+RULE_IDS = tuple(rule[0] for rule in RULES)
+
+# driver_method=package: OS id -> supported releases (VERSION_ID, or its major for these ids).
+PACKAGE_OS = {
+    "debian": ("12", "13"),
+    "ubuntu": ("22.04", "24.04"),
+    "rhel": ("8", "9"),
+    "rocky": ("8", "9"),
+    "almalinux": ("8", "9"),
+}
+_MAJOR_ONLY = ("debian", "rhel", "rocky", "almalinux")
+
+# Rules about the GPUs themselves, skipped on a host without one.
+NO_GPU_SKIPPED = ("gpu_open_modules", "gpu_driver_branch", "nouveau")
+
+FACT_KEYS = ("gpus", "driver", "container", "os", "kernel", "secure_boot")
+
+
+class Report(object):
+    def __init__(self, waive):
+        self.waive = set(waive or ())
+        self.problems = []
+        self.checks = dict((rule, {"outcome": "pass", "detail": ""}) for rule in RULE_IDS)
+
+    def problem(self, rule, severity, message, reason, fix):
+        waived = rule in self.waive
+        self.problems.append(
+            {
+                "rule": rule,
+                "severity": severity,
+                "message": message,
+                "reason": reason,
+                "fix": fix,
+                "waived": waived,
+            }
+        )
+        # A rule's outcome is its worst problem; its detail that problem's message.
+        check = self.checks[rule]
+        outcome = "waived" if waived else severity
+        order = ("pass", "skipped", "waived", WARNING, BLOCKING)
+        if order.index(outcome) > order.index(check["outcome"]):
+            check["outcome"] = outcome
+            check["detail"] = message
+
+    def skip(self, rule, detail):
+        if self.checks[rule]["outcome"] == "pass":
+            self.checks[rule] = {"outcome": "skipped", "detail": detail}
+
+    def passed(self, rule, detail):
+        if self.checks[rule]["outcome"] == "pass":
+            self.checks[rule]["detail"] = detail
+
+
+def _gpus(count):
+    return "%d GPU%s" % (count, "" if count == 1 else "s")
+
+
+def _gpu_label(gpu):
+    name = gpu.get("name") or "device %s" % (gpu.get("device_id") or "unknown")
+    return "%s at %s" % (name, gpu.get("bus_id"))
+
+
+def _device_int(gpu):
+    try:
+        return int(gpu.get("device_id") or "", 16)
+    except ValueError:
+        return None
+
+
+def installed_driver_version(facts):
+    """The version of the driver on the host: loaded module, else nvidia-smi, else modinfo."""
+    driver = facts.get("driver") or {}
+    smi = driver.get("nvidia_smi") or {}
+    installed = driver.get("installed") or {}
+    for value in (driver.get("version"), smi.get("driver_version"), installed.get("version")):
+        parsed = versions.try_parse_driver_version(value)
+        if parsed is not None:
+            return parsed
+    return None
+
+
+def installed_driver_flavor(facts):
+    driver = facts.get("driver") or {}
+    return driver.get("flavor") or (driver.get("installed") or {}).get("flavor")
+
+
+def _needs_open(gpu):
+    dev = _device_int(gpu)
+    if dev in table.OPEN_MODULES_REQUIRED_DEVICES:
+        return table.OPEN_MODULES_REQUIRED_DEVICES[dev]
+    if gpu.get("architecture") in table.OPEN_MODULES_REQUIRED_ARCHITECTURES:
+        return gpu["architecture"]
+    return None
+
+
+def _pre_turing(gpu):
+    rank = table.architecture_rank(gpu.get("architecture"))
+    return rank is not None and rank < table.architecture_rank(table.OPEN_MODULES_MIN_ARCHITECTURE)
+
+
+def _check_format(report, driver_version, cuda_versions):
+    declared = None
+    if driver_version in (None, ""):
+        report.skip("driver_version_format", "no driver_version given")
+    else:
+        try:
+            declared = versions.parse_driver_version(driver_version)
+            report.passed(
+                "driver_version_format", "%s is a %s" % (declared, "branch" if declared.is_branch else "release")
+            )
+        except GpuFleetError as exc:
+            report.problem(
+                "driver_version_format",
+                BLOCKING,
+                "driver_version: %s" % exc.msg,
+                "Nothing about the driver can be checked or installed without a valid version.",
+                "Set driver_version to a branch (580) or a release (580.95.05).",
+            )
+    cudas = []
+    for value in cuda_versions or ():
+        try:
+            versions.parse_cuda_version(value)
+            cudas.append(str(value).strip())
+        except GpuFleetError as exc:
+            report.problem(
+                "cuda_version_format",
+                BLOCKING,
+                "cuda_versions: %s" % exc.msg,
+                "The driver's CUDA support cannot be checked against a malformed CUDA version.",
+                "Write each CUDA version as major.minor or major.minor.update (12.4, 12.4.1, 13.0).",
+            )
+    if not cuda_versions:
+        report.skip("cuda_version_format", "no cuda_versions given")
+    else:
+        report.passed("cuda_version_format", "well-formed: %s" % ", ".join(cudas))
+    return declared, cudas
+
+
+def _check_os(report, facts, method):
+    os_facts = facts.get("os") or {}
+    os_id = os_facts.get("id")
+    if method != "package":
+        report.passed("os_supported", "driver_method %s works on any OS" % method)
+        return
+    release = os_facts.get("version_id") or ""
+    if os_id in _MAJOR_ONLY:
+        release = os_facts.get("version_major") or release.split(".")[0]
+    supported = PACKAGE_OS.get(os_id or "", ())
+    label = os_facts.get("pretty_name") or ("%s %s" % (os_id, os_facts.get("version_id"))).strip()
+    if release in supported:
+        report.passed("os_supported", "%s supports driver_method package" % label)
+        return
+    report.problem(
+        "os_supported",
+        BLOCKING,
+        "driver_method package is not supported on %s (supported: Debian 12/13, Ubuntu 22.04/24.04, "
+        "RHEL/Rocky/AlmaLinux 8/9)" % (label if os_id else "an unidentified OS"),
+        "The driver role only knows the package repositories and names of those releases.",
+        "Use driver_method: preinstalled and provide the driver yourself, or move the host to a supported release.",
+    )
+
+
+def _check_driver_presence(report, facts, method, declared, declared_flavor):
+    driver = facts.get("driver") or {}
+    smi = driver.get("nvidia_smi") or {}
+    source = driver.get("source") or "absent"
+    installed = installed_driver_version(facts)
+    where = []
+    if smi.get("path"):
+        where.append("nvidia-smi at %s" % smi["path"])
+    if driver.get("loaded"):
+        where.append("kernel module %s loaded" % (driver.get("version") or ""))
+    elif (driver.get("installed") or {}).get("state") == "ok":
+        where.append("kernel module %s installed" % ((driver.get("installed") or {}).get("version") or ""))
+    where = ", ".join(w.strip() for w in where) or "driver files present"
+
+    if method == "package":
+        report.skip("driver_missing", "driver_method package installs the driver")
+        report.skip("driver_drift", "driver_method package manages the version")
+        if source == "preinstalled":
+            report.problem(
+                "driver_not_package_owned",
+                BLOCKING,
+                "a driver that no package installed is present (%s) and driver_method is package" % where,
+                "Installing the driver packages over a driver from a .run file, a container or an image "
+                "leaves two drivers fighting over the same files and kernel modules.",
+                "Remove the pre-installed driver first (for a .run install: nvidia-uninstall), or set "
+                "driver_method: preinstalled to keep it.",
+            )
+        else:
+            report.passed("driver_not_package_owned", "driver source: %s" % source)
+        return
+
+    report.skip("driver_not_package_owned", "driver_method preinstalled keeps the driver there is")
+    if source == "absent":
+        report.problem(
+            "driver_missing",
+            BLOCKING,
+            "driver_method is preinstalled but no NVIDIA driver is installed or loaded",
+            "With driver_method preinstalled nothing installs a driver, so the GPUs stay unusable.",
+            "Install the driver (in the image, or with a .run file) before this play, or set driver_method: package.",
+        )
+        report.skip("driver_drift", "no driver to compare")
+        return
+    if not driver.get("loaded"):
+        report.problem(
+            "driver_missing",
+            BLOCKING,
+            "driver_method is preinstalled and a driver is installed (%s) but its kernel module is not loaded" % where,
+            "Without the nvidia kernel module no GPU can be used.",
+            "Load it (modprobe nvidia) or reboot, and check dmesg for why it did not load.",
+        )
+    elif smi.get("state") == "error":
+        report.problem(
+            "driver_missing",
+            WARNING,
+            "the pre-installed driver is loaded but nvidia-smi fails: %s" % (smi.get("detail") or "unknown error"),
+            "nvidia-smi failing usually means the user-space driver and the kernel module do not match.",
+            "Reinstall the driver's user-space part of the loaded version, or reboot after an upgrade.",
+        )
+    else:
+        report.passed("driver_missing", "driver %s loaded" % (driver.get("version") or installed))
+
+    drift = []
+    if declared is not None and installed is not None and not versions.matches(declared, installed):
+        drift.append("version %s, declared %s" % (installed, declared))
+    flavor = installed_driver_flavor(facts)
+    if declared_flavor in ("open", "proprietary") and flavor and flavor != declared_flavor:
+        drift.append("flavour %s, declared %s" % (flavor, declared_flavor))
+    if drift:
+        report.problem(
+            "driver_drift",
+            WARNING,
+            "the pre-installed driver has drifted from the declared one: %s" % "; ".join(drift),
+            "The fleet no longer runs the driver its inventory says; CUDA and GPU checks use the installed one.",
+            "Update the host's image or driver, or change driver_version / driver_flavor to what is installed.",
+        )
+    elif declared is None and declared_flavor not in ("open", "proprietary"):
+        report.passed("driver_drift", "nothing declared to compare with driver %s" % installed)
+    else:
+        report.passed("driver_drift", "installed driver %s %s matches what is declared" % (installed, flavor or ""))
+
+
+def _resolve_flavor(report, gpus, method, declared_flavor, facts):
+    """The flavour the checks use, and whether GPUs disagree on it."""
+    if method == "preinstalled":
+        return installed_driver_flavor(facts)
+    if declared_flavor in ("open", "proprietary"):
+        return declared_flavor
+    needs_prop = [g for g in gpus if _pre_turing(g)]
+    needs_open = [g for g in gpus if _needs_open(g)]
+    if needs_prop and needs_open:
+        report.problem(
+            "gpu_open_modules",
+            BLOCKING,
+            "no driver flavour drives every GPU: %s needs the proprietary modules, %s needs the open modules"
+            % (_gpu_label(needs_prop[0]), _gpu_label(needs_open[0])),
+            "One host loads one flavour of the nvidia kernel module.",
+            "Move the GPUs so that a host has either pre-Turing or Blackwell/Grace Hopper GPUs, not both.",
+        )
+        return None
+    return "proprietary" if needs_prop else "open"
+
+
+def _check_gpus(report, gpus, flavor, compared, compared_label):
+    if flavor is None:
+        report.skip("gpu_open_modules", "driver flavour unknown")
+    else:
+        bad = False
+        for gpu in gpus:
+            needs = _needs_open(gpu)
+            if flavor == "open" and _pre_turing(gpu):
+                bad = True
+                report.problem(
+                    "gpu_open_modules",
+                    BLOCKING,
+                    "the %s GPU %s cannot be driven by the open kernel modules"
+                    % (gpu["architecture"], _gpu_label(gpu)),
+                    "The open kernel modules need the GPU System Processor, which Turing introduced; "
+                    "Maxwell, Pascal and Volta GPUs need the proprietary modules.",
+                    "Set driver_flavor: proprietary (or auto).",
+                )
+            elif flavor == "proprietary" and needs:
+                bad = True
+                report.problem(
+                    "gpu_open_modules",
+                    BLOCKING,
+                    "the %s GPU %s needs the open kernel modules, not the proprietary ones" % (needs, _gpu_label(gpu)),
+                    "NVIDIA supports Blackwell and Grace Hopper only with the open kernel modules.",
+                    "Set driver_flavor: open (or auto).",
+                )
+        if not bad:
+            report.passed("gpu_open_modules", "%s modules drive the %s" % (flavor, _gpus(len(gpus))))
+
+    if compared is None:
+        report.skip("gpu_driver_branch", "no driver version to compare")
+        return
+    seen = set()
+    bad = False
+    for gpu in gpus:
+        arch = gpu.get("architecture")
+        dev = _device_int(gpu)
+        if (arch, dev) in seen:
+            continue
+        seen.add((arch, dev))
+        if not arch:
+            report.problem(
+                "gpu_driver_branch",
+                WARNING,
+                "the GPU %s has an unknown architecture: its driver support was not checked" % _gpu_label(gpu),
+                "Neither pci.ids, the collection's table nor nvidia-smi named its architecture.",
+                "Install pci.ids (pciutils / hwdata) or check NVIDIA's supported-GPU list for this driver by hand.",
+            )
+            continue
+        newest = table.ARCHITECTURE_MAX_BRANCH.get(arch)
+        if newest is not None and compared.branch > newest:
+            bad = True
+            report.problem(
+                "gpu_driver_branch",
+                BLOCKING,
+                "the %s GPU %s is not supported by drivers after R%d; %s is R%d"
+                % (arch, _gpu_label(gpu), newest, compared_label, compared.branch),
+                "NVIDIA's R%d is the last driver branch for %s GPUs." % (newest, arch),
+                "Set driver_version to %d (or an older supported branch)." % newest,
+            )
+        minimums = []
+        if arch in table.ARCHITECTURE_MIN_DRIVER:
+            minimums.append((table.ARCHITECTURE_MIN_DRIVER[arch], "%s GPUs" % arch))
+        if dev in table.DEVICE_MIN_DRIVER:
+            minimum, product = table.DEVICE_MIN_DRIVER[dev]
+            minimums.append((minimum, product))
+        unmet = [m for m in minimums if not versions.satisfies(compared, m[0])]
+        if unmet:  # only the strictest of the GPU's minimums
+            minimum, what = max(unmet, key=lambda m: versions.parse_driver_version(m[0]).key())
+            bad = True
+            report.problem(
+                "gpu_driver_branch",
+                BLOCKING,
+                "the GPU %s needs driver %s or newer; %s is older" % (_gpu_label(gpu), minimum, compared_label),
+                "%s are not supported by older drivers." % what,
+                "Set driver_version to %s or a newer branch." % versions.parse_driver_version(minimum).branch,
+            )
+    if not bad:
+        report.passed("gpu_driver_branch", "%s supports the %s" % (compared_label, _gpus(len(gpus))))
+
+
+def _check_cuda(report, cudas, compared, compared_label):
+    if not cudas:
+        report.skip("cuda_driver", "no cuda_versions given")
+        return
+    if compared is None:
+        report.skip("cuda_driver", "no driver version to compare")
+        return
+    notes = []
+    for cuda in cudas:
+        result = versions.check_cuda(compared, cuda)
+        minimum = result["minimum"]
+        family = result["family_minimum"]
+        if result["outcome"] == "ok":
+            notes.append("CUDA %s needs %s" % (cuda, minimum))
+        elif result["outcome"] == "too_old":
+            report.problem(
+                "cuda_driver",
+                BLOCKING,
+                "CUDA %s needs driver %s or newer (at least %s for any CUDA %d.x); %s is older"
+                % (cuda, minimum or family, family, result["release"][0], compared_label),
+                "Below the CUDA major's family minimum even minor-version compatibility does not apply: "
+                "CUDA %s applications fail to initialise." % cuda,
+                "Set driver_version to %s or newer." % versions.parse_driver_version(minimum or family).branch,
+            )
+        elif result["outcome"] == "minor_version_compat":
+            report.problem(
+                "cuda_driver",
+                WARNING,
+                "CUDA %s asks for driver %s; %s is older and runs it only through minor-version compatibility"
+                % (cuda, minimum, compared_label),
+                "Minor-version compatibility runs applications built with a newer CUDA %d.x, but not those "
+                "that need PTX JIT compilation or features of the newer driver." % result["release"][0],
+                "Set driver_version to %s or newer for full support." % minimum,
+            )
+        else:
+            report.problem(
+                "cuda_driver",
+                WARNING,
+                "CUDA %s is not in the collection's CUDA-to-driver table: its minimum driver was not checked" % cuda,
+                "The table lists CUDA releases up to 13.2 Update 2.",
+                "Check the CUDA release notes for its minimum driver.",
+            )
+    report.passed("cuda_driver", "; ".join(notes))
+
+
+def _check_nouveau(report, facts, method):
+    driver = facts.get("driver") or {}
+    if not driver.get("nouveau_loaded"):
+        report.passed("nouveau", "nouveau not loaded")
+        return
+    if method == "package":
+        report.problem(
+            "nouveau",
+            WARNING,
+            "the nouveau driver is loaded; the driver role will blacklist it and the host needs a reboot",
+            "nouveau holds the GPUs until it is unloaded, so the nvidia module cannot bind them.",
+            "Allow the reboot that the driver role asks for (or blacklist nouveau and reboot beforehand).",
+        )
+    elif not driver.get("loaded"):
+        report.problem(
+            "nouveau",
+            BLOCKING,
+            "the nouveau driver is loaded and the NVIDIA driver is not",
+            "nouveau holds the GPUs, so the pre-installed NVIDIA driver cannot bind them.",
+            "Blacklist nouveau (modprobe.d: blacklist nouveau, options nouveau modeset=0), rebuild the initramfs and reboot.",
+        )
+    else:
+        report.passed("nouveau", "nouveau loaded beside the NVIDIA driver")
+
+
+def _check_secure_boot(report, facts, method):
+    sb = facts.get("secure_boot") or {}
+    state = sb.get("state")
+    os_id = (facts.get("os") or {}).get("id")
+    driver = facts.get("driver") or {}
+    if state != "enabled":
+        if state == "unknown":
+            report.skip("secure_boot", "Secure Boot state unknown")
+        else:
+            report.passed("secure_boot", "Secure Boot %s" % (state or "unknown"))
+        return
+    if method == "preinstalled":
+        installed = driver.get("installed") or {}
+        if (driver.get("source") or "absent") == "absent":
+            report.skip("secure_boot", "Secure Boot enabled; no driver to check (see driver_missing)")
+        elif driver.get("loaded") or installed.get("signer"):
+            report.passed("secure_boot", "Secure Boot enabled; the driver's module is loaded or signed")
+        else:
+            report.problem(
+                "secure_boot",
+                WARNING,
+                "Secure Boot is enabled and the pre-installed nvidia module is neither loaded nor known to be signed",
+                "With Secure Boot the kernel refuses modules that are not signed by an enrolled key.",
+                "Sign the module with a key enrolled in the MOK list (mokutil --import), or disable Secure Boot.",
+            )
+        return
+    if os_id == "ubuntu":
+        report.passed("secure_boot", "Secure Boot enabled; Ubuntu's precompiled signed modules apply")
+        return
+    if sb.get("dkms_mok_key"):
+        report.passed(
+            "secure_boot", "Secure Boot enabled; DKMS signs with /var/lib/dkms/mok.pub (enrolment not verified)"
+        )
+        return
+    report.problem(
+        "secure_boot",
+        BLOCKING,
+        "Secure Boot is enabled and DKMS would build unsigned nvidia modules (no /var/lib/dkms/mok.pub)",
+        "The kernel refuses to load modules that are not signed by a key enrolled in the MOK list.",
+        "Create and enroll a DKMS signing key (dkms generate_mok; mokutil --import /var/lib/dkms/mok.pub; "
+        "reboot to confirm), or disable Secure Boot.",
+    )
+
+
+def _check_headers(report, facts, method):
+    os_facts = facts.get("os") or {}
+    kernel = facts.get("kernel") or {}
+    if method != "package":
+        report.skip("kernel_headers", "driver_method preinstalled builds nothing")
+        return
+    if os_facts.get("id") == "ubuntu" or os_facts.get("family") not in ("debian", "redhat"):
+        report.skip("kernel_headers", "no DKMS build on %s" % (os_facts.get("id") or "this OS"))
+        return
+    if kernel.get("headers_installed"):
+        report.passed("kernel_headers", "%s exists" % kernel.get("headers_path"))
+        return
+    package = "linux-headers-%s" if os_facts.get("family") == "debian" else "kernel-devel-%s"
+    report.problem(
+        "kernel_headers",
+        BLOCKING,
+        "the headers of the running kernel %s are not installed (%s is missing)"
+        % (kernel.get("release"), kernel.get("headers_path")),
+        "DKMS builds the nvidia modules against the running kernel's headers; without them the driver "
+        "installs but never loads.",
+        "Install %s, or reboot into a kernel whose headers are installed." % (package % kernel.get("release")),
+    )
+
+
+def _check_runtime(report, facts, runtime):
+    container = facts.get("container") or {}
+    if runtime in (None, "none"):
+        report.skip("containerd_cri", "container_runtime none")
+        report.skip("container_runtime", "container_runtime none")
+        return
+    found = (container.get(runtime) or {}).get("installed")
+    if found:
+        report.passed("container_runtime", "%s installed" % runtime)
+    else:
+        report.problem(
+            "container_runtime",
+            WARNING,
+            "container_runtime is %s but %s was not found on the host" % (runtime, runtime),
+            "The NVIDIA runtime is configured into an existing container runtime, not installed with one.",
+            "Install %s before the container runtime role runs, or set container_runtime to the one in use." % runtime,
+        )
+    if runtime != "containerd":
+        report.skip("containerd_cri", "container_runtime %s" % runtime)
+        return
+    containerd = container.get("containerd") or {}
+    if containerd.get("cri_disabled"):
+        disabled = list(containerd.get("disabled_plugins") or [])
+        report.problem(
+            "containerd_cri",
+            BLOCKING,
+            "containerd's CRI plugin is disabled in %s (disabled_plugins = %s)"
+            % (containerd.get("config_path"), disabled),
+            "Kubernetes talks to containerd through the CRI plugin; Docker's containerd.io package ships "
+            "it disabled.",
+            "Let the container_runtime role remove the CRI plugin from disabled_plugins (its option for "
+            "enabling the CRI plugin), or remove it from %s yourself and restart containerd."
+            % containerd.get("config_path"),
+        )
+    else:
+        report.passed("containerd_cri", "CRI plugin enabled")
+
+
+def _check_facts(facts):
+    if not isinstance(facts, dict):
+        raise GpuFleetError("facts: expected a gpufleet_nvidia facts dict, got %s" % type(facts).__name__)
+    missing = [key for key in FACT_KEYS if key not in facts]
+    if missing:
+        raise GpuFleetError(
+            "facts: not a gpufleet_nvidia facts dict (missing %s); pass the gpufleet_nvidia fact "
+            "of gpufleet.nvidia.gpu_facts" % ", ".join(missing),
+            missing=missing,
+        )
+
+
+def evaluate(
+    facts,
+    driver_version=None,
+    driver_flavor="auto",
+    driver_method="package",
+    cuda_versions=None,
+    container_runtime="containerd",
+    waive=None,
+):
+    """Every problem of the desired state on the host that ``facts`` describes.
+
+    Returns ``{'ok', 'msg', 'gpu_count', 'problems', 'checks', 'blocking', 'warnings',
+    'resolved'}``; ``ok`` is False while a blocking problem is not waived.
+    """
+    _check_facts(facts)
+    unknown = [rule for rule in waive or () if rule not in RULE_IDS]
+    if unknown:
+        raise GpuFleetError(
+            "waive: unknown rule %s (expected some of %s)"
+            % (", ".join("'%s'" % r for r in unknown), ", ".join(RULE_IDS)),
+            unknown=unknown,
+        )
+    report = Report(waive)
+    declared, cudas = _check_format(report, driver_version, cuda_versions)
+    gpus = facts.get("gpus") or []
+    resolved = {
+        "driver_method": driver_method,
+        "driver_flavor": None,
+        "driver_version": None,
+        "driver_version_source": None,
+    }
+    # Without a GPU the rules about GPUs have nothing to look at; the desired state itself (OS
+    # and method, the driver it declares or finds, CUDA, the runtime) is still checked, since a
+    # caller that runs preflight on such a node asks whether that state could work there.
+    _check_os(report, facts, driver_method)
+    _check_driver_presence(report, facts, driver_method, declared, driver_flavor)
+    flavor = _resolve_flavor(report, gpus, driver_method, driver_flavor, facts)
+    if driver_method == "preinstalled" and installed_driver_version(facts):
+        compared = installed_driver_version(facts)
+        label = "the installed driver %s" % compared
+        resolved["driver_version_source"] = "installed"
+    else:
+        # package method, or a pre-installed driver that is not there (driver_missing says so):
+        # what was declared is what the workloads would get.
+        compared = declared
+        label = "driver_version %s" % compared
+        resolved["driver_version_source"] = "declared" if compared else None
+    resolved["driver_flavor"] = flavor
+    resolved["driver_version"] = str(compared) if compared else None
+    if gpus:
+        _check_gpus(report, gpus, flavor, compared, label)
+        _check_nouveau(report, facts, driver_method)
+    else:
+        for rule in NO_GPU_SKIPPED:
+            report.skip(rule, "no NVIDIA GPU on this host")
+    _check_cuda(report, cudas, compared, label)
+    _check_secure_boot(report, facts, driver_method)
+    _check_headers(report, facts, driver_method)
+    _check_runtime(report, facts, container_runtime)
+    return _result(report, len(gpus), resolved)
+
+
+def _result(report, gpu_count, resolved):
+    blocking = [p for p in report.problems if p["severity"] == BLOCKING and not p["waived"]]
+    warnings = [p for p in report.problems if p["severity"] == WARNING and not p["waived"]]
+    waived = [p for p in report.problems if p["waived"]]
+    counts = "%d blocking, %d warning%s, %d waived" % (
+        len(blocking),
+        len(warnings),
+        "" if len(warnings) == 1 else "s",
+        len(waived),
+    )
+    if gpu_count:
+        msg = "%d GPU%s: %s" % (gpu_count, "" if gpu_count == 1 else "s", counts)
+    else:
+        msg = "no NVIDIA GPU on this host, desired state checked: %s" % counts
+    return {
+        "ok": not blocking,
+        "msg": msg,
+        "gpu_count": gpu_count,
+        "problems": report.problems,
+        "checks": report.checks,
+        "blocking_count": len(blocking),
+        "warning_count": len(warnings),
+        "resolved": resolved,
+    }
+
+
+def enforce(result):
+    """Raise GpuFleetError naming every blocking problem that is not waived."""
+    blocking = [p for p in result["problems"] if p["severity"] == BLOCKING and not p["waived"]]
+    if not blocking:
+        return result
+    lines = "; ".join("[%s] %s" % (p["rule"], p["message"]) for p in blocking)
+    raise GpuFleetError(
+        "preflight: %d blocking problem%s: %s" % (len(blocking), "" if len(blocking) == 1 else "s", lines),
+        **dict((k, v) for k, v in result.items() if k != "msg"),
+    )

@@ -1,0 +1,244 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Discover a host's NVIDIA GPUs, driver, container stack, OS and kernel
+version_added: 0.1.0
+description:
+  - Reads, without changing anything, what the rest of the collection needs to know about a host
+    and returns it as the C(gpufleet_nvidia) fact.
+  - GPUs and NVSwitches come from sysfs (C(/sys/bus/pci/devices)), named from the host's C(pci.ids)
+    or, without one, from a table of data-center GPUs in the collection.
+  - The driver is described from C(/proc/modules), C(/proc/driver/nvidia/version),
+    C(/sys/module/nvidia/version), C(modinfo nvidia) and one C(nvidia-smi -q -x); where it came
+    from is the package owning C(nvidia-smi) or C(libcuda.so.1) (dpkg file lists read directly,
+    or C(rpm -qf)), else C(preinstalled), else C(absent).
+  - Built to run daily on thousands of nodes, it reads files wherever it can and runs a command
+    only for a binary that exists. Every probe that fails (no C(nvidia-smi), C(nvidia-smi) failing
+    to reach the driver, an unreadable file, bad XML or TOML) is reported under C(probes) with
+    its state and detail; the module itself does not fail because of the host's state.
+author:
+  - gpufleet.nvidia maintainers (@gpufleet)
+options:
+  host_root:
+    description:
+      - Where the host's root file system is, for a host mounted into a container.
+      - When not C(/), files are read under it and commands run through C(chroot host_root).
+        C(/proc) and C(/sys) are read under it when it has them, else from this machine (the
+        same kernel).
+    type: path
+    default: /
+  command_timeout:
+    description:
+      - Seconds after which a command (C(nvidia-smi), C(modinfo), a C(--version)) is abandoned and
+        reported as an error probe.
+    type: int
+    default: 60
+attributes:
+  check_mode:
+    description: Can run in check_mode and return the same result; it never changes anything.
+    support: full
+  diff_mode:
+    description: Nothing is changed, so there is no diff.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+notes:
+  - On RPM hosts the owning package is asked with C(rpm -qf), run inside C(chroot host_root) when
+    O(host_root) is not C(/).
+seealso:
+  - module: gpufleet.nvidia.preflight
+"""
+
+EXAMPLES = r"""
+- name: Gather NVIDIA facts
+  gpufleet.nvidia.gpu_facts:
+
+- name: Show what the driver is and where it came from
+  ansible.builtin.debug:
+    msg: >-
+      {{ gpufleet_nvidia.driver.version }} ({{ gpufleet_nvidia.driver.flavor }},
+      {{ gpufleet_nvidia.driver.source }}) on {{ gpufleet_nvidia.gpu_count }} GPUs
+
+- name: Gather facts of the host mounted at /host in a privileged container
+  gpufleet.nvidia.gpu_facts:
+    host_root: /host
+  register: gpu
+
+- name: Stop when nvidia-smi cannot talk to the driver
+  ansible.builtin.fail:
+    msg: "{{ gpu.gpufleet_nvidia.probes.nvidia_smi.detail }}"
+  when: gpu.gpufleet_nvidia.probes.nvidia_smi.state == 'error'
+"""
+
+RETURN = r"""
+gpufleet_nvidia:
+  description:
+    - The facts, also set as the C(gpufleet_nvidia) host fact.
+  returned: always
+  type: dict
+  contains:
+    schema:
+      description: Version of this dict's layout.
+      type: int
+      returned: always
+      sample: 1
+    host_root:
+      description: The O(host_root) the facts were read under.
+      type: str
+      returned: always
+      sample: /
+    gpus:
+      description: NVIDIA display and 3D controllers (PCI class 0x0300 and 0x0302).
+      type: list
+      elements: dict
+      returned: always
+      sample:
+        - bus_id: "0000:00:06.0"
+          vendor_id: "0x10de"
+          device_id: "0x2335"
+          subsystem_vendor_id: "0x10de"
+          subsystem_device_id: "0x18bf"
+          class: "0x030200"
+          name: GH100 [H200 SXM 141GB]
+          name_source: table
+          architecture: Hopper
+          kernel_driver: nvidia
+          numa_node: null
+    gpu_count:
+      description: Number of GPUs.
+      type: int
+      returned: always
+      sample: 1
+    nvswitches:
+      description: NVIDIA NVSwitch bridges (PCI class 0x0680).
+      type: dict
+      returned: always
+      sample: {"count": 0, "bus_ids": []}
+    driver:
+      description:
+        - The driver. C(loaded), C(version) and C(flavor) (C(open) or C(proprietary)) describe the
+          loaded kernel module; C(installed) the module on disk (C(modinfo)); C(nvidia_smi) the one
+          C(nvidia-smi -q -x) call; C(source) is C(package), C(preinstalled) or C(absent);
+          C(package) the owning package; C(packages) the installed NVIDIA packages (dpkg hosts).
+      type: dict
+      returned: always
+      sample:
+        loaded: true
+        modules: [nvidia, nvidia_uvm]
+        version: 580.159.04
+        flavor: open
+        nouveau_loaded: false
+        installed: {state: missing, version: null, flavor: null, filename: null, signer: null}
+        nvidia_smi:
+          state: ok
+          path: /usr/local/nvidia/bin/nvidia-smi
+          driver_version: 580.159.04
+          cuda_version: "13.0"
+          detail: 1 GPU
+          gpus:
+            - index: 0
+              name: NVIDIA H200
+              uuid: GPU-d35d5d0d-d305-4f92-c0d5-c310f071b577
+              bus_id: "0000:00:06.0"
+              architecture: Hopper
+              memory_total_mib: 143771
+              mig_mode_current: disabled
+              mig_mode_pending: disabled
+              persistence_mode: enabled
+        libcuda: /usr/local/nvidia/lib64/libcuda.so.1
+        source: preinstalled
+        package: null
+        packages: null
+    container:
+      description:
+        - The NVIDIA Container Toolkit (C(toolkit)) and the container runtimes (C(containerd),
+          C(docker), C(crio), C(k3s), C(rke2)), each with C(installed), its binary, version and
+          configuration paths. For containerd also the config's top-level C(version), the CRI
+          plugin's table name, C(disabled_plugins), C(cri_disabled), C(imports) and the runtimes of
+          the main file (null without Python's tomllib).
+      type: dict
+      returned: always
+      sample:
+        toolkit: {installed: false, version: null, version_source: null, nvidia_ctk: null,
+                  nvidia_container_cli: null, nvidia_container_runtime: null,
+                  config_path: /etc/nvidia-container-runtime/config.toml, config_exists: false,
+                  packages: {}}
+        containerd: {installed: true, path: /usr/bin/containerd, version: 1.6.20~ds1,
+                     config_path: /etc/containerd/config.toml, config_exists: true, config_version: 2,
+                     cri_plugin: io.containerd.grpc.v1.cri, disabled_plugins: [], cri_disabled: false,
+                     imports: [], runtimes: []}
+        docker: {installed: false, path: null, version: null, config_path: /etc/docker/daemon.json,
+                 config_exists: false, runtimes: null, default_runtime: null}
+        crio: {installed: false, path: null, version: null, config_path: /etc/crio/crio.conf,
+               config_exists: false, dropin_dir: /etc/crio/crio.conf.d, dropin_dir_exists: false}
+        k3s: {installed: false, path: null,
+              config_path: /var/lib/rancher/k3s/agent/etc/containerd/config.toml, config_exists: false,
+              template_path: /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl,
+              template_exists: false}
+        rke2: {installed: false, path: null,
+               config_path: /var/lib/rancher/rke2/agent/etc/containerd/config.toml, config_exists: false,
+               template_path: /var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl,
+               template_exists: false}
+    os:
+      description: From os-release; C(family) is C(debian), C(redhat) or C(other).
+      type: dict
+      returned: always
+      sample: {id: ubuntu, id_like: debian, version_id: "24.04", version_major: "24", codename: noble,
+               pretty_name: Ubuntu 24.04.3 LTS, family: debian}
+    kernel:
+      description: The running kernel and whether its headers (C(/lib/modules/RELEASE/build)) are installed.
+      type: dict
+      returned: always
+      sample: {release: 6.8.0-48-generic, headers_installed: true,
+               headers_path: /lib/modules/6.8.0-48-generic/build}
+    secure_boot:
+      description:
+        - C(state) is C(enabled), C(disabled), C(not_efi) or C(unknown) (from the SecureBoot EFI
+          variable); C(dkms_mok_key) whether C(/var/lib/dkms/mok.pub) exists; C(mok_keys) the MOK
+          key files found.
+      type: dict
+      returned: always
+      sample: {state: not_efi, dkms_mok_key: false, mok_keys: []}
+    probes:
+      description: Every probe, by name, with C(state) (C(ok), C(missing) or C(error)) and C(detail).
+      type: dict
+      returned: always
+      sample:
+        nvidia_smi: {state: error, detail: "nvidia-smi -q -x exited 9: NVIDIA-SMI has failed because it
+          couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is
+          installed and running."}
+        modinfo: {state: missing, detail: modinfo not found (kmod not installed)}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            host_root=dict(type="path", default="/"),
+            command_timeout=dict(type="int", default=60),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        host = _gpu_facts.make_host(module.params["host_root"], module.params["command_timeout"])
+        facts = _gpu_facts.gather_facts(host)
+    except GpuFleetError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    module.exit_json(changed=False, ansible_facts={"gpufleet_nvidia": facts}, gpufleet_nvidia=facts)
+
+
+if __name__ == "__main__":
+    main()

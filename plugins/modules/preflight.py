@@ -1,0 +1,263 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: preflight
+short_description: Check, before changing anything, that the declared NVIDIA stack can work on a host
+version_added: 0.1.0
+description:
+  - Compares the desired driver, CUDA versions and container runtime with the host's
+    C(gpufleet_nvidia) facts and reports every problem at once, each with its rule, severity
+    (C(blocking) or C(warning)), message, reason and fix.
+  - Fails, naming every blocking problem, when a blocking problem remains that O(waive) does not
+    accept. Warnings never fail it.
+  - On a host without NVIDIA GPUs the rules about GPUs (C(gpu_open_modules), C(gpu_driver_branch),
+    C(nouveau)) are skipped and the desired state itself is still checked; the message starts with
+    C(no NVIDIA GPU on this host). The M(gpufleet.nvidia.discover) role runs preflight on GPU nodes only.
+  - "Rules: C(driver_version_format), C(cuda_version_format) (malformed input), C(os_supported)
+    (package method on Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9),
+    C(driver_missing) and C(driver_drift) (preinstalled method), C(driver_not_package_owned)
+    (package method over a driver from elsewhere), C(gpu_open_modules) (open modules need Turing
+    or newer; Blackwell and Grace Hopper need them), C(gpu_driver_branch) (Maxwell, Pascal and
+    Volta end with R580, Kepler with R470; Hopper needs R525, H200 R550, Blackwell R570,
+    HGX B200 570.133.20), C(cuda_driver) (CUDA minimum driver; only the CUDA major's family
+    minimum met is a warning, below it blocking), C(nouveau), C(secure_boot) (DKMS-built modules
+    need a MOK key unless Ubuntu's precompiled signed modules apply), C(kernel_headers) (DKMS on
+    Debian and RHEL), C(containerd_cri) (CRI plugin disabled), C(container_runtime) (runtime not
+    found)."
+author:
+  - gpufleet.nvidia maintainers (@gpufleet)
+options:
+  driver_version:
+    description:
+      - The driver branch (V(580)) or release (V(580.95.05)) to install, or, with
+        O(driver_method=preinstalled), the one expected. Quote it in YAML (V("580.10") would
+        otherwise become the number 580.1).
+      - Required when O(driver_method=package).
+    type: str
+  driver_flavor:
+    description:
+      - Kernel module flavour. V(auto) picks V(open) unless a GPU is older than Turing.
+      - With O(driver_method=preinstalled) the loaded flavour is checked; a declared one that differs
+        is reported as drift.
+    type: str
+    choices: [open, proprietary, auto]
+    default: auto
+  driver_method:
+    description:
+      - V(package) installs the driver from the distribution's or NVIDIA's packages.
+      - V(preinstalled) keeps the driver that is on the host (an image, a .run file) and checks it.
+    type: str
+    choices: [package, preinstalled]
+    default: package
+  cuda_versions:
+    description:
+      - CUDA releases the host's workloads are built with (V(12.4), V(12.4.1) for Update 1, V(13.0)).
+        The driver compared is O(driver_version) with O(driver_method=package), the installed one with
+        O(driver_method=preinstalled).
+    type: list
+    elements: str
+    default: []
+  container_runtime:
+    description:
+      - The container runtime that the NVIDIA runtime goes into; V(none) skips the runtime checks.
+    type: str
+    choices: [containerd, crio, docker, k3s, rke2, none]
+    default: containerd
+  waive:
+    description:
+      - Rule ids whose problems the user accepts. Waived problems stay in RV(problems) with
+        C(waived=true) and their reason, but never fail the module.
+    type: list
+    elements: str
+    choices: [driver_version_format, cuda_version_format, os_supported, driver_missing,
+              driver_not_package_owned, driver_drift, gpu_open_modules, gpu_driver_branch,
+              cuda_driver, nouveau, secure_boot, kernel_headers, containerd_cri, container_runtime]
+    default: []
+  facts:
+    description:
+      - A C(gpufleet_nvidia) facts dict from M(gpufleet.nvidia.gpu_facts). When omitted, the module
+        gathers the facts itself, reading under O(host_root).
+    type: dict
+  host_root:
+    description:
+      - Where the host's root file system is when the module gathers the facts itself.
+    type: path
+    default: /
+attributes:
+  check_mode:
+    description: Can run in check_mode and return the same result; it never changes anything.
+    support: full
+  diff_mode:
+    description: Nothing is changed, so there is no diff.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+seealso:
+  - module: gpufleet.nvidia.gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: Check that driver 580 from packages suits the host and CUDA 12.4 and 13.0
+  gpufleet.nvidia.preflight:
+    driver_version: "580"
+    driver_method: package
+    cuda_versions: ["12.4", "13.0"]
+    container_runtime: containerd
+
+- name: Check a pre-installed driver against the gathered facts, accepting a drifted version
+  gpufleet.nvidia.preflight:
+    driver_version: "570"
+    driver_method: preinstalled
+    cuda_versions: ["12.8"]
+    container_runtime: k3s
+    waive: [driver_drift]
+    facts: "{{ gpufleet_nvidia }}"
+  register: preflight
+
+- name: Show the warnings
+  ansible.builtin.debug:
+    msg: "{{ preflight.problems | selectattr('severity', 'eq', 'warning') | map(attribute='message') }}"
+"""
+
+RETURN = r"""
+msg:
+  description: A summary, or on failure every blocking problem as C([rule] message).
+  returned: always
+  type: str
+  sample: "1 GPU: 0 blocking, 1 warning, 0 waived"
+ok:
+  description: Whether no blocking problem remains after O(waive).
+  returned: always
+  type: bool
+  sample: true
+gpu_count:
+  description: Number of NVIDIA GPUs checked.
+  returned: always
+  type: int
+  sample: 1
+problems:
+  description: Every problem found, in rule order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    rule:
+      description: The rule's id (see O(waive)).
+      type: str
+      sample: cuda_driver
+    severity:
+      description: V(blocking) or V(warning).
+      type: str
+      sample: warning
+    message:
+      description: What is wrong, with the values involved.
+      type: str
+      sample: >-
+        CUDA 12.4 asks for driver 550.54.14; driver_version 550.40.07 is older and runs it only
+        through minor-version compatibility
+    reason:
+      description: Why it matters.
+      type: str
+      sample: >-
+        Minor-version compatibility runs applications built with a newer CUDA 12.x, but not those
+        that need PTX JIT compilation or features of the newer driver.
+    fix:
+      description: What to do about it.
+      type: str
+      sample: Set driver_version to 550.54.14 or newer for full support.
+    waived:
+      description: Whether O(waive) accepts it.
+      type: bool
+      sample: false
+  sample:
+    - rule: driver_drift
+      severity: warning
+      message: "the pre-installed driver has drifted from the declared one: version 580.159.04, declared 570"
+      reason: The fleet no longer runs the driver its inventory says; CUDA and GPU checks use the installed one.
+      fix: Update the host's image or driver, or change driver_version / driver_flavor to what is installed.
+      waived: true
+checks:
+  description:
+    - Every rule by id, with its C(outcome) (C(pass), C(skipped), C(waived), C(warning) or
+      C(blocking)) and a C(detail).
+  returned: always
+  type: dict
+  sample:
+    cuda_driver: {outcome: pass, detail: CUDA 13.0 needs 580.65.06}
+    kernel_headers: {outcome: skipped, detail: driver_method preinstalled builds nothing}
+blocking_count:
+  description: Number of blocking problems not waived.
+  returned: always
+  type: int
+  sample: 0
+warning_count:
+  description:
+    - Number of warnings not waived. (Not C(warnings), which Ansible reserves for its own list of
+      warning messages.)
+  returned: always
+  type: int
+  sample: 1
+resolved:
+  description:
+    - What the checks used. C(driver_flavor) is the flavour O(driver_flavor=auto) resolved to (or the
+      installed one); C(driver_version) the version compared and C(driver_version_source)
+      V(declared) or V(installed).
+  returned: always
+  type: dict
+  sample: {driver_method: preinstalled, driver_flavor: open, driver_version: 580.159.04,
+           driver_version_source: installed}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _preflight
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            driver_version=dict(type="str"),
+            driver_flavor=dict(type="str", choices=["open", "proprietary", "auto"], default="auto"),
+            driver_method=dict(type="str", choices=["package", "preinstalled"], default="package"),
+            cuda_versions=dict(type="list", elements="str", default=[]),
+            container_runtime=dict(
+                type="str", choices=["containerd", "crio", "docker", "k3s", "rke2", "none"], default="containerd"
+            ),
+            waive=dict(type="list", elements="str", choices=list(_preflight.RULE_IDS), default=[]),
+            facts=dict(type="dict"),
+            host_root=dict(type="path", default="/"),
+        ),
+        required_if=[("driver_method", "package", ["driver_version"])],
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        facts = params["facts"]
+        if facts is None:
+            facts = _gpu_facts.gather_facts(_gpu_facts.make_host(params["host_root"]))
+        result = _preflight.evaluate(
+            facts,
+            driver_version=params["driver_version"],
+            driver_flavor=params["driver_flavor"],
+            driver_method=params["driver_method"],
+            cuda_versions=params["cuda_versions"],
+            container_runtime=params["container_runtime"],
+            waive=params["waive"],
+        )
+        _preflight.enforce(result)
+    except GpuFleetError as exc:
+        module.fail_json(msg=exc.msg, **exc.details)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,749 @@
+"""Tests of module_utils/_gpu_facts.py, replayed from the host captures in tests/unit/fixtures/hosts.
+
+``CaptureHost`` (also used by the preflight and module tests) reads a capture's ``root/``
+(rebuilt from its frozen form by ``tests/unit/hostfs.py``) as the host's file system and answers commands from its ``commands/<name>.txt`` / ``.rc``.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import posixpath
+import subprocess
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts as gf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
+
+HOSTS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hosts")
+HOSTS = os.path.normpath(HOSTS)
+
+# (binary name, arguments...) -> the capture's commands/<name>
+COMMANDS = {
+    ("nvidia-smi", "-q", "-x"): "nvidia-smi-q-x",
+    ("modinfo", "nvidia"): "modinfo-nvidia",
+    ("nvidia-ctk", "--version"): "nvidia-ctk-version",
+    ("nvidia-container-cli", "--version"): "nvidia-container-cli-version",
+    ("containerd", "--version"): "containerd-version",
+    ("dockerd", "--version"): "dockerd-version",
+    ("crio", "--version"): "crio-version",
+}
+
+
+def _read(path, default=None):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except IOError:
+        return default
+
+
+class CaptureHost(gf.Host):
+    """A :class:`Host` replaying ``tests/unit/fixtures/hosts/<name>``.
+
+    Executables: files in ``root/``, the paths listed by ``commands/which*.txt`` and
+    ``ls-driver-root.txt``, and, for a captured ``--version``-style command whose exit status is
+    not 127, ``/usr/bin/<name>``. Files listed by ``ls-driver-root.txt`` also exist. A
+    ``build.resolved-exists`` marker (capture-host.sh) makes ``.../build`` exist.
+    """
+
+    def __init__(self, name, commands=None):
+        self.capture = os.path.join(HOSTS, name)
+        root = hostfs.materialize(os.path.join(self.capture, "root"))
+        release = (_read(os.path.join(self.capture, "commands", "uname-r.txt"), "") or "").strip() or "0.0.0"
+        super(CaptureHost, self).__init__(
+            root=root, runner=self._replay, kernel_root=root, kernel_release=release, path_env=""
+        )
+        self.calls = []
+        self.overrides = dict(commands or {})
+        listed = []
+        commands_dir = os.path.join(self.capture, "commands")
+        # what `command -v` found first (the host's own PATH order), then the driver's file list
+        entries = sorted(e for e in os.listdir(commands_dir) if e.startswith("which") and e.endswith(".txt"))
+        for entry in entries + ["ls-driver-root.txt"]:
+            listed += [l.strip() for l in (_read(os.path.join(commands_dir, entry), "") or "").splitlines()]
+        self.present = set(l for l in listed if l.startswith("/"))
+        self.executables = [l for l in listed if l.startswith("/") and "bin/" in l]
+        for key, capture in COMMANDS.items():
+            rc = _read(os.path.join(commands_dir, capture + ".rc"))
+            if (
+                rc is not None
+                and rc.strip() != "127"
+                and not any(posixpath.basename(p) == key[0] for p in self.executables)
+            ):
+                self.executables.append("/usr/bin/" + key[0])
+
+    def which(self, name, extra_dirs=()):
+        found = super(CaptureHost, self).which(name, extra_dirs)
+        if found:
+            return found
+        for path in self.executables:
+            if posixpath.basename(path) == name:
+                return path
+        return None
+
+    def exists(self, path, kernel=False):
+        if super(CaptureHost, self).exists(path, kernel):
+            return True
+        if kernel:
+            return False
+        if path in self.present:
+            return True
+        return os.path.isdir(self._join(self.root, path) + ".resolved-exists")
+
+    def _replay(self, argv):
+        self.calls.append(list(argv))
+        key = (posixpath.basename(argv[0]),) + tuple(argv[1:])
+        name = COMMANDS.get(key) or ("rpm-qf" if key[0] == "rpm" and "-qf" in key else None)
+        if name in self.overrides:
+            return self.overrides[name]
+        text = _read(os.path.join(self.capture, "commands", "%s.txt" % name)) if name else None
+        if text is None:
+            return 127, "", "%s: not captured" % " ".join(argv)
+        rc = int((_read(os.path.join(self.capture, "commands", "%s.rc" % name)) or "0").strip())
+        return rc, text, ""
+
+
+_CACHE = {}
+
+
+def fixture_facts(name):
+    """The facts of a capture (a fresh copy each call)."""
+    if name not in _CACHE:
+        _CACHE[name] = gf.gather_facts(CaptureHost(name))
+    return copy.deepcopy(_CACHE[name])
+
+
+def states(facts):
+    return dict((k, v["state"]) for k, v in facts["probes"].items())
+
+
+ALL_PROBES = {
+    "containerd",
+    "containerd_config",
+    "crio",
+    "docker",
+    "docker_config",
+    "dpkg_status",
+    "driver_package",
+    "driver_version_file",
+    "k3s",
+    "kernel_headers",
+    "modinfo",
+    "nvidia_smi",
+    "os_release",
+    "pci_devices",
+    "pci_ids",
+    "proc_modules",
+    "rke2",
+    "secure_boot",
+    "toolkit",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ubuntu2404-h200-preinstalled",
+        "ubuntu2404-h200-smi-failing",
+        "debian12-nogpu",
+        "debian12-l40s-x2-package",
+        "ubuntu2204-v100-nouveau",
+        "rocky9-h100x8-rpm-rke2",
+    ],
+)
+def test_every_probe_is_reported(name):
+    facts = fixture_facts(name)
+    assert set(facts["probes"]) == ALL_PROBES
+    assert all(p["state"] in ("ok", "missing", "error") for p in facts["probes"].values())
+    assert set(facts) == {
+        "schema",
+        "host_root",
+        "gpus",
+        "gpu_count",
+        "nvswitches",
+        "driver",
+        "container",
+        "os",
+        "kernel",
+        "secure_boot",
+        "probes",
+    }
+
+
+# --- the real captures -------------------------------------------------------------------------
+
+
+def test_h200_preinstalled_capture():
+    host = CaptureHost("ubuntu2404-h200-preinstalled")
+    facts = gf.gather_facts(host)
+    assert facts["gpu_count"] == 1
+    assert facts["gpus"] == [
+        {
+            "bus_id": "0000:00:06.0",
+            "vendor_id": "0x10de",
+            "device_id": "0x2335",
+            "subsystem_vendor_id": "0x10de",
+            "subsystem_device_id": "0x18bf",
+            "class": "0x030200",
+            "name": "GH100 [H200 SXM 141GB]",
+            "name_source": "table",
+            "architecture": "Hopper",
+            "kernel_driver": "nvidia",
+            "numa_node": None,
+        }
+    ]
+    assert facts["nvswitches"] == {"count": 0, "bus_ids": []}
+    driver = facts["driver"]
+    assert driver["loaded"] is True
+    assert driver["modules"] == ["nvidia", "nvidia_uvm"]
+    assert driver["version"] == "580.159.04"
+    assert driver["flavor"] == "open"
+    assert driver["nouveau_loaded"] is False
+    assert driver["installed"]["state"] == "missing"
+    assert driver["source"] == "preinstalled"
+    assert driver["package"] is None
+    assert driver["libcuda"] == "/usr/local/nvidia/lib64/libcuda.so.1"
+    smi = driver["nvidia_smi"]
+    assert smi["state"] == "ok"
+    assert smi["path"] == "/usr/local/nvidia/bin/nvidia-smi"
+    assert smi["driver_version"] == "580.159.04"
+    assert smi["cuda_version"] == "13.0"
+    assert smi["gpus"] == [
+        {
+            "index": 0,
+            "name": "NVIDIA H200",
+            "uuid": "GPU-d35d5d0d-d305-4f92-c0d5-c310f071b577",
+            "bus_id": "0000:00:06.0",
+            "architecture": "Hopper",
+            "memory_total_mib": 143771,
+            "mig_mode_current": "disabled",
+            "mig_mode_pending": "disabled",
+            "persistence_mode": "enabled",
+        }
+    ]
+    assert facts["os"] == {
+        "id": "ubuntu",
+        "id_like": "debian",
+        "version_id": "24.04",
+        "version_major": "24",
+        "codename": "noble",
+        "pretty_name": "Ubuntu 24.04.3 LTS",
+        "family": "debian",
+    }
+    assert facts["kernel"] == {
+        "release": "6.18.44-fc-v657-gpu",
+        "headers_installed": False,
+        "headers_path": "/lib/modules/6.18.44-fc-v657-gpu/build",
+    }
+    assert facts["secure_boot"] == {"state": "not_efi", "dkms_mok_key": False, "mok_keys": []}
+    container = facts["container"]
+    assert [k for k, v in container.items() if v["installed"]] == []
+    # one subprocess: the nvidia-smi call; nothing else exists on that host
+    assert host.calls == [["/usr/local/nvidia/bin/nvidia-smi", "-q", "-x"]]
+    assert states(facts) == {
+        "containerd": "missing",
+        "containerd_config": "missing",
+        "crio": "missing",
+        "docker": "missing",
+        "docker_config": "missing",
+        "dpkg_status": "missing",
+        "driver_package": "missing",
+        "driver_version_file": "ok",
+        "k3s": "missing",
+        "kernel_headers": "missing",
+        "modinfo": "missing",
+        "nvidia_smi": "ok",
+        "os_release": "ok",
+        "pci_devices": "ok",
+        "pci_ids": "missing",
+        "proc_modules": "ok",
+        "rke2": "missing",
+        "secure_boot": "ok",
+        "toolkit": "missing",
+    }
+
+
+def test_debian12_nogpu_capture():
+    host = CaptureHost("debian12-nogpu")
+    facts = gf.gather_facts(host)
+    assert facts["gpus"] == [] and facts["gpu_count"] == 0
+    assert facts["probes"]["pci_devices"] == {"state": "ok", "detail": "6 PCI devices, 0 NVIDIA GPUs, 0 NVSwitches"}
+    assert facts["probes"]["proc_modules"]["state"] == "missing"
+    assert facts["driver"]["source"] == "absent"
+    assert facts["driver"]["loaded"] is False
+    assert facts["driver"]["packages"] == []
+    assert facts["driver"]["nvidia_smi"]["state"] == "missing"
+    containerd = facts["container"]["containerd"]
+    assert containerd["installed"] is True
+    assert containerd["path"] == "/usr/bin/containerd"
+    assert containerd["version"] == "1.6.20~ds1"
+    assert containerd["config_exists"] is True
+    assert containerd["config_version"] == 2
+    assert containerd["cri_plugin"] == "io.containerd.grpc.v1.cri"
+    assert containerd["cri_disabled"] is False
+    assert facts["os"]["id"] == "debian" and facts["os"]["version_major"] == "12"
+    assert facts["os"]["family"] == "debian"
+    assert host.calls == [["/usr/bin/containerd", "--version"]]
+
+
+# --- the derived fixtures ----------------------------------------------------------------------
+
+
+def test_nvidia_smi_failing_is_a_reported_state():
+    facts = fixture_facts("ubuntu2404-h200-smi-failing")
+    smi = facts["driver"]["nvidia_smi"]
+    assert smi["state"] == "error"
+    assert smi["detail"] == (
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+        "Make sure that the latest NVIDIA driver is installed and running."
+    )
+    assert facts["probes"]["nvidia_smi"] == {
+        "state": "error",
+        "detail": "nvidia-smi -q -x exited 9: NVIDIA-SMI has failed because it couldn't communicate with the "
+        "NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.",
+    }
+    assert facts["driver"]["loaded"] is False
+    assert facts["driver"]["version"] is None
+    assert facts["driver"]["source"] == "preinstalled"
+    assert facts["gpus"][0]["kernel_driver"] is None
+    assert facts["probes"]["driver_version_file"]["state"] == "missing"
+
+
+def test_debian_package_owned_proprietary_multi_gpu():
+    host = CaptureHost("debian12-l40s-x2-package")
+    facts = gf.gather_facts(host)
+    assert [(g["bus_id"], g["name"], g["name_source"], g["architecture"], g["numa_node"]) for g in facts["gpus"]] == [
+        ("0000:41:00.0", "AD102GL [L40S]", "pci.ids", "Ada Lovelace", 0),
+        ("0000:c1:00.0", "AD102GL [L40S]", "pci.ids", "Ada Lovelace", 1),
+    ]  # the ASPEED VGA (vendor 0x1a03) is not an NVIDIA GPU
+    driver = facts["driver"]
+    assert (driver["version"], driver["flavor"]) == ("550.163.01", "proprietary")
+    assert driver["modules"] == ["nvidia", "nvidia_drm", "nvidia_modeset", "nvidia_uvm"]
+    assert driver["installed"] == {
+        "state": "ok",
+        "version": "550.163.01",
+        "flavor": "proprietary",
+        "filename": "/lib/modules/6.1.0-28-amd64/updates/dkms/nvidia-current.ko",
+        "signer": "DKMS module signing key",
+    }
+    assert driver["source"] == "package"
+    assert driver["package"] == {"manager": "dpkg", "name": "nvidia-smi", "version": "550.163.01-1"}
+    names = [p["name"] for p in driver["packages"]]
+    assert "nvidia-driver" in names and "libcuda1" in names
+    assert "nvidia-open-kernel-dkms" not in names  # only its config files are left
+    assert facts["secure_boot"] == {"state": "enabled", "dkms_mok_key": True, "mok_keys": ["/var/lib/dkms/mok.pub"]}
+    # /lib/modules/<rel>/build is an absolute link, resolved inside the host root
+    assert facts["kernel"]["headers_installed"] is True
+    containerd = facts["container"]["containerd"]
+    assert containerd["version"] == "1.7.27"
+    assert containerd["config_version"] is None
+    assert containerd["cri_plugin"] == "cri"
+    assert containerd["disabled_plugins"] == ["cri"]
+    assert containerd["cri_disabled"] is True
+    docker = facts["container"]["docker"]
+    assert (docker["installed"], docker["version"], docker["runtimes"]) == (True, "28.3.3", ["nvidia"])
+    toolkit = facts["container"]["toolkit"]
+    assert (toolkit["version"], toolkit["version_source"]) == ("1.17.8-1", "dpkg")
+    assert toolkit["packages"] == {
+        "nvidia-container-toolkit": "1.17.8-1",
+        "nvidia-container-toolkit-base": "1.17.8-1",
+        "libnvidia-container-tools": "1.17.8-1",
+        "libnvidia-container1": "1.17.8-1",
+    }
+    assert facts["probes"]["pci_ids"]["state"] == "ok"
+    # nvidia-ctk is not run: dpkg already knows the toolkit's version
+    assert sorted(c[0] for c in host.calls) == [
+        "/usr/bin/containerd",
+        "/usr/bin/dockerd",
+        "/usr/bin/nvidia-smi",
+        "/usr/sbin/modinfo",
+    ]
+
+
+def test_libcuda_owner_found_through_the_resolved_link():
+    host = CaptureHost("debian12-l40s-x2-package")
+    name, path = gf.dpkg_owner(host, ["/usr/lib/x86_64-linux-gnu/libcuda.so.550.163.01"])
+    assert (name, path) == ("libcuda1", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.163.01")
+    # usrmerge: /lib/... is found in a list that says /usr/lib/...
+    name, path = gf.dpkg_owner(host, ["/lib/x86_64-linux-gnu/libcuda.so.1"])
+    assert name == "libcuda1"
+
+
+def test_nouveau_volta_without_nvidia_driver():
+    facts = fixture_facts("ubuntu2204-v100-nouveau")
+    gpu = facts["gpus"][0]
+    assert (gpu["name"], gpu["name_source"], gpu["architecture"], gpu["kernel_driver"]) == (
+        "GV100GL [Tesla V100 SXM2 16GB]",
+        "table",
+        "Volta",
+        "nouveau",
+    )
+    driver = facts["driver"]
+    assert driver["nouveau_loaded"] is True
+    assert driver["loaded"] is False
+    assert driver["source"] == "absent"
+    assert driver["installed"]["state"] == "missing"
+    assert facts["probes"]["modinfo"] == {
+        "state": "missing",
+        "detail": "no nvidia kernel module for this kernel (modinfo: ERROR: Module nvidia not found.)",
+    }
+    assert facts["secure_boot"]["state"] == "enabled"
+    assert facts["secure_boot"]["dkms_mok_key"] is False
+
+
+def test_rpm_host_with_nvswitches_mig_and_rke2():
+    host = CaptureHost("rocky9-h100x8-rpm-rke2")
+    facts = gf.gather_facts(host)
+    assert facts["gpu_count"] == 8
+    assert {g["name"] for g in facts["gpus"]} == {"GH100 [H100 SXM5 80GB]"}
+    assert facts["nvswitches"] == {
+        "count": 4,
+        "bus_ids": ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"],
+    }
+    driver = facts["driver"]
+    assert (driver["version"], driver["flavor"], driver["installed"]["flavor"]) == ("570.172.08", "open", "open")
+    assert driver["modules"] == ["nvidia", "nvidia_peermem", "nvidia_uvm"]
+    assert driver["package"] == {"manager": "rpm", "name": "nvidia-driver-cuda", "version": "570.172.08-1.el9"}
+    assert driver["source"] == "package"
+    assert driver["packages"] is None
+    rpm_calls = [c for c in host.calls if c[0] == "/usr/bin/rpm"]
+    assert rpm_calls == [
+        [
+            "/usr/bin/rpm",
+            "-qf",
+            "--queryformat",
+            "%{NAME}\t%{VERSION}-%{RELEASE}\n",
+            "/usr/bin/nvidia-smi",
+            "/usr/lib64/libcuda.so.1",
+            "/usr/lib64/libcuda.so.570.172.08",
+        ]
+    ]
+    smi = driver["nvidia_smi"]["gpus"]
+    assert (smi[0]["mig_mode_current"], smi[0]["mig_mode_pending"]) == ("enabled", "enabled")
+    assert (smi[1]["mig_mode_current"], smi[1]["mig_mode_pending"]) == ("disabled", "enabled")
+    assert smi[7]["bus_id"] == "0000:db:00.0"
+    assert facts["os"]["family"] == "redhat" and facts["os"]["version_major"] == "9"
+    assert facts["secure_boot"]["state"] == "disabled"
+    assert facts["kernel"]["headers_installed"] is False
+    rke2 = facts["container"]["rke2"]
+    assert (rke2["installed"], rke2["config_exists"], rke2["template_exists"]) == (True, True, False)
+    assert facts["container"]["k3s"]["installed"] is False
+
+
+# --- probe failures become states --------------------------------------------------------------
+
+
+class BrokenHost(CaptureHost):
+    """A capture whose named files cannot be read."""
+
+    def __init__(self, name, unreadable=(), **kwargs):
+        super(BrokenHost, self).__init__(name, **kwargs)
+        self.unreadable = set(unreadable)
+
+    def read_text(self, path, kernel=False):
+        if path in self.unreadable:
+            raise IOError(13, "Permission denied")
+        return super(BrokenHost, self).read_text(path, kernel)
+
+    def read_bytes(self, path, kernel=False):
+        if path in self.unreadable:
+            raise IOError(13, "Permission denied")
+        return super(BrokenHost, self).read_bytes(path, kernel)
+
+
+@pytest.mark.parametrize(
+    "path, probe, detail",
+    [
+        ("/etc/os-release", "os_release", "/etc/os-release: [Errno 13] Permission denied"),
+        ("/proc/modules", "proc_modules", "/proc/modules: [Errno 13] Permission denied"),
+        (
+            "/etc/containerd/config.toml",
+            "containerd_config",
+            "/etc/containerd/config.toml: [Errno 13] Permission denied",
+        ),
+        ("/etc/docker/daemon.json", "docker_config", "/etc/docker/daemon.json: [Errno 13] Permission denied"),
+        ("/var/lib/dpkg/status", "dpkg_status", "/var/lib/dpkg/status: [Errno 13] Permission denied"),
+        ("/usr/share/misc/pci.ids", "pci_ids", "/usr/share/misc/pci.ids: [Errno 13] Permission denied"),
+        (
+            gf.SECURE_BOOT_VAR,
+            "secure_boot",
+            gf.SECURE_BOOT_VAR + ": [Errno 13] Permission denied",
+        ),
+    ],
+)
+def test_unreadable_file_is_an_error_probe(path, probe, detail):
+    facts = gf.gather_facts(BrokenHost("debian12-l40s-x2-package", unreadable=[path]))
+    assert facts["probes"][probe] == {"state": "error", "detail": detail}
+
+
+def test_unreadable_secure_boot_variable_leaves_state_unknown():
+    facts = gf.gather_facts(BrokenHost("debian12-l40s-x2-package", unreadable=[gf.SECURE_BOOT_VAR]))
+    assert facts["secure_boot"]["state"] == "unknown"
+
+
+@pytest.mark.parametrize(
+    "answer, detail",
+    [
+        ((0, "<nvidia_smi_log><gpu", ""), "/usr/bin/nvidia-smi -q -x: output is not XML: "),
+        ((0, "<html/>", ""), "/usr/bin/nvidia-smi -q -x: unexpected root element <html>"),
+        ((124, "", "/usr/bin/nvidia-smi -q -x timed out after 60 seconds"), "nvidia-smi -q -x exited 124: "),
+        ((127, "", "[Errno 8] Exec format error"), "nvidia-smi -q -x exited 127: [Errno 8] Exec format error"),
+    ],
+)
+def test_bad_nvidia_smi_answers_are_error_probes(answer, detail):
+    facts = gf.gather_facts(CaptureHost("debian12-l40s-x2-package", commands={"nvidia-smi-q-x": answer}))
+    assert facts["probes"]["nvidia_smi"]["state"] == "error"
+    assert facts["probes"]["nvidia_smi"]["detail"].startswith(detail)
+    assert facts["driver"]["nvidia_smi"]["state"] == "error"
+    assert facts["gpu_count"] == 2  # the PCI facts stand
+
+
+def test_failing_version_command_is_an_error_probe():
+    facts = gf.gather_facts(
+        CaptureHost("debian12-l40s-x2-package", commands={"dockerd-version": (1, "", "permission denied")})
+    )
+    assert facts["probes"]["docker"] == {"state": "error", "detail": "dockerd --version exited 1: permission denied"}
+    assert facts["container"]["docker"]["installed"] is True
+    assert facts["container"]["docker"]["version"] is None
+
+
+def test_modinfo_failing_otherwise_is_an_error():
+    facts = gf.gather_facts(
+        CaptureHost(
+            "debian12-l40s-x2-package", commands={"modinfo-nvidia": (1, "", "modinfo: ERROR: could not get modinfo")}
+        )
+    )
+    assert facts["driver"]["installed"]["state"] == "error"
+    assert facts["probes"]["modinfo"]["state"] == "error"
+
+
+def test_bad_toml_and_json_are_error_probes(tmp_path, monkeypatch):
+    host = CaptureHost("debian12-l40s-x2-package")
+    texts = {"/etc/containerd/config.toml": "version = [", "/etc/docker/daemon.json": "{not json"}
+    real = host.read_text
+    monkeypatch.setattr(host, "read_text", lambda path, kernel=False: texts.get(path) or real(path, kernel))
+    facts = gf.gather_facts(host)
+    assert facts["probes"]["docker_config"]["state"] == "error"
+    assert facts["probes"]["docker_config"]["detail"].startswith("/etc/docker/daemon.json is not valid JSON")
+    if gf.tomllib is not None:
+        assert facts["probes"]["containerd_config"]["state"] == "error"
+        assert facts["probes"]["containerd_config"]["detail"].startswith(
+            "/etc/containerd/config.toml is not valid TOML"
+        )
+
+
+# --- parsers -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \n",
+            ("580.159.04", "open"),
+        ),
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.163.01  Tue Apr  8 12:46:15 UTC 2025\n",
+            ("550.163.01", "proprietary"),
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.26  Release Build\n",
+            ("570.26", "open"),
+        ),
+        ("GCC version: gcc 12\n", (None, None)),
+    ],
+)
+def test_parse_nvrm_version(text, expected):
+    assert gf.parse_nvrm_version(text) == expected
+
+
+def test_parse_pci_ids_reads_only_the_nvidia_block():
+    data = (
+        b"# comment\n10dd  Evans & Sutherland\n\t0100  Lightning 1200\n"
+        b"10de  NVIDIA Corporation\n\t2335  GH100 [H200 SXM 141GB]\n\t\t10de 18be  H200 SXM 141GB\n"
+        b"# a comment inside the block\n\t2901  GB100 [B200]\n"
+        b"10df  Emulex Corporation\n\t0720  OneConnect NIC (Skyhawk)\n"
+    )
+    assert gf.parse_pci_ids(data) == {0x2335: "GH100 [H200 SXM 141GB]", 0x2901: "GB100 [B200]"}
+    assert gf.parse_pci_ids(b"8086  Intel\n\t1234  x\n") == {}
+    assert gf.parse_pci_ids(b"10de  NVIDIA Corporation\n\t1eb8  TU104GL [Tesla T4]\n") == {0x1EB8: "TU104GL [Tesla T4]"}
+
+
+def test_parse_nvidia_smi_xml_of_the_golden_h200_output():
+    path = "/work/shared/reference/golden/h200/nvidia-smi-q.xml"
+    if not os.path.exists(path):
+        pytest.skip("golden reference not available")
+    parsed = gf.parse_nvidia_smi_xml(_read(path))
+    assert parsed["driver_version"] == "580.159.04"
+    assert parsed["gpus"][0]["architecture"] == "Hopper"
+
+
+@pytest.mark.parametrize(
+    "bus_id, expected",
+    [("00000000:00:06.0", "0000:00:06.0"), ("00000000:3B:00.0", "0000:3b:00.0"), ("0001:C1:00.0", "0001:c1:00.0")],
+)
+def test_normalise_bus_id(bus_id, expected):
+    assert gf._normalise_bus_id(bus_id) == expected
+
+
+def test_parse_os_release_quotes():
+    values = gf.parse_os_release('ID="rocky"\nNAME=\'Rocky Linux\'\n# c\nPRETTY_NAME="A \\"quoted\\" name"\nBAD\n')
+    assert values == {"ID": "rocky", "NAME": "Rocky Linux", "PRETTY_NAME": 'A "quoted" name'}
+
+
+@pytest.mark.parametrize(
+    "os_id, like, family",
+    [
+        ("ubuntu", "debian", "debian"),
+        ("debian", None, "debian"),
+        ("rocky", "rhel centos fedora", "redhat"),
+        ("rhel", "fedora", "redhat"),
+        ("almalinux", "rhel centos fedora", "redhat"),
+        ("sles", "suse opensuse", "other"),
+    ],
+)
+def test_os_family(os_id, like, family):
+    assert gf.os_family(os_id, like) == family
+
+
+CONTAINERD_V2 = """
+version = 2
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+imports = ["/etc/containerd/conf.d/*.toml"]
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+    runtime_type = "io.containerd.runc.v2"
+"""
+CONTAINERD_V3 = """version = 3
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+"""
+
+
+@pytest.mark.parametrize("use_tomllib", [True, False])
+def test_parse_containerd_config(use_tomllib, monkeypatch):
+    if use_tomllib and gf.tomllib is None:
+        pytest.skip("no tomllib on this Python")
+    if not use_tomllib:
+        monkeypatch.setattr(gf, "tomllib", None)
+    parsed = gf.parse_containerd_config(CONTAINERD_V2)
+    assert parsed["version"] == 2
+    assert parsed["disabled_plugins"] == ["io.containerd.grpc.v1.cri"]
+    assert parsed["imports"] == ["/etc/containerd/conf.d/*.toml"]
+    assert parsed["runtimes"] == (["nvidia", "runc"] if use_tomllib else None)
+    parsed = gf.parse_containerd_config(CONTAINERD_V3)
+    assert parsed["version"] == 3
+    assert parsed["runtimes"] == (["runc"] if use_tomllib else None)
+    parsed = gf.parse_containerd_config("disabled_plugins = [\n  \"cri\",\n  'x'\n]\n")
+    assert (parsed["version"], parsed["disabled_plugins"]) == (None, ["cri", "x"])
+
+
+@pytest.mark.parametrize(
+    "version, empty, plugin",
+    [
+        (None, False, "cri"),
+        (None, True, "io.containerd.grpc.v1.cri"),
+        (2, False, "io.containerd.grpc.v1.cri"),
+        (3, False, "io.containerd.cri.v1.runtime"),
+        (4, False, "io.containerd.cri.v1.runtime"),
+    ],
+)
+def test_cri_plugin_name(version, empty, plugin):
+    assert gf.cri_plugin_name(version, empty) == plugin
+
+
+# --- Host ----------------------------------------------------------------------------------------
+
+
+def test_resolve_keeps_absolute_links_inside_the_root(tmp_path):
+    (tmp_path / "usr" / "src" / "headers").mkdir(parents=True)
+    (tmp_path / "lib" / "modules" / "r").mkdir(parents=True)
+    os.symlink("/usr/src/headers", str(tmp_path / "lib" / "modules" / "r" / "build"))
+    os.symlink("../../../usr/src/headers", str(tmp_path / "lib" / "modules" / "r" / "rel"))
+    os.symlink("/loop", str(tmp_path / "loop"))
+    host = gf.Host(str(tmp_path), runner=lambda argv: (0, "", ""), kernel_root=str(tmp_path))
+    assert host.resolve("/lib/modules/r/build") == "/usr/src/headers"
+    assert host.resolve("/lib/modules/r/rel") == "/usr/src/headers"
+    assert host.exists("/lib/modules/r/build")
+    assert host.resolve("/loop") == "/loop"  # a cycle ends, it does not hang
+
+
+def test_which_looks_under_the_root(tmp_path):
+    (tmp_path / "usr" / "local" / "nvidia" / "bin").mkdir(parents=True)
+    binary = tmp_path / "usr" / "local" / "nvidia" / "bin" / "nvidia-smi"
+    binary.write_text("")
+    host = gf.Host(str(tmp_path), runner=lambda argv: (0, "", ""), kernel_root=str(tmp_path))
+    assert host.which("nvidia-smi") is None  # not executable
+    binary.chmod(0o755)
+    assert host.which("nvidia-smi") == "/usr/local/nvidia/bin/nvidia-smi"
+
+
+def test_make_host_checks_its_arguments(tmp_path):
+    with pytest.raises(GpuFleetError) as exc:
+        gf.make_host(str(tmp_path / "missing"))
+    assert exc.value.msg == "host_root: '%s' is not a directory" % (tmp_path / "missing")
+    with pytest.raises(GpuFleetError) as exc:
+        gf.make_host(str(tmp_path), 0)
+    assert exc.value.msg == "command_timeout: 0 is not a number of seconds (expected 1 or more)"
+    host = gf.make_host(str(tmp_path) + "/")
+    assert host.root == str(tmp_path)
+    assert host.kernel_root == "/"  # an empty host root: /proc and /sys of this machine
+
+
+def test_default_kernel_root(tmp_path):
+    assert gf.default_kernel_root("/") == "/"
+    assert gf.default_kernel_root(str(tmp_path)) == "/"
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "modules").write_text("")
+    assert gf.default_kernel_root(str(tmp_path)) == str(tmp_path)
+
+
+def test_subprocess_runner_never_raises():
+    run = gf.subprocess_runner("/", timeout=5)
+    assert run(["sh", "-c", "echo out; echo err >&2; exit 3"]) == (3, "out\n", "err\n")
+    rc, out, err = run(["/nonexistent/binary"])
+    assert rc == 127 and "nonexistent" in err
+    rc, out, err = gf.subprocess_runner("/", timeout=1)(["sleep", "5"])
+    assert (rc, err) == (124, "sleep 5 timed out after 1 seconds")
+
+
+def test_subprocess_runner_chroots_under_a_host_root(monkeypatch):
+    seen = {}
+
+    class Done(object):
+        returncode = 0
+        stdout = b"ok"
+        stderr = b""
+
+    def fake_run(cmd, **kwargs):
+        seen["cmd"] = cmd
+        seen["env"] = kwargs["env"]
+        return Done()
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert gf.subprocess_runner("/host", timeout=5)(["/usr/bin/nvidia-smi", "-q", "-x"]) == (0, "ok", "")
+    assert seen["cmd"] == ["chroot", "/host", "/usr/bin/nvidia-smi", "-q", "-x"]
+    assert seen["env"]["LC_ALL"] == "C"
+
+
+def test_live_machine_does_not_crash():
+    """Whatever this machine is, gathering ends in facts, not an exception."""
+    facts = gf.gather_facts(gf.make_host("/", 30))
+    assert set(facts["probes"]) == ALL_PROBES
+
+
+def test_parse_containerd_config_odd_shapes():
+    if gf.tomllib is None:
+        pytest.skip("no tomllib on this Python")
+    parsed = gf.parse_containerd_config(
+        'version = 2\ndisabled_plugins = "cri"\n[plugins]\n"io.containerd.grpc.v1.cri" = 3\n'
+    )
+    assert (parsed["disabled_plugins"], parsed["runtimes"]) == ([], [])
+    parsed = gf.parse_containerd_config("")
+    assert (parsed["version"], parsed["runtimes"]) == (None, [])

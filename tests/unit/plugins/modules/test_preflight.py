@@ -1,0 +1,126 @@
+"""Tests of the gpufleet.nvidia.preflight module."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.modules import preflight
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import (
+    CaptureHost,
+    fixture_facts,
+)
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_h200_passes_with_its_preinstalled_driver(check_mode):
+    result = run_module(
+        preflight,
+        {
+            "driver_version": "580",
+            "driver_method": "preinstalled",
+            "cuda_versions": ["12.4", "13.0"],
+            "container_runtime": "none",
+            "facts": fixture_facts("ubuntu2404-h200-preinstalled"),
+        },
+        check_mode=check_mode,
+    )
+    assert result["changed"] is False
+    assert result["ok"] is True
+    assert result["problems"] == []
+    assert result["msg"] == "1 GPU: 0 blocking, 0 warnings, 0 waived"
+    assert result["resolved"]["driver_version"] == "580.159.04"
+    assert result["checks"]["gpu_driver_branch"] == {
+        "outcome": "pass",
+        "detail": "the installed driver 580.159.04 supports the 1 GPU",
+    }
+
+
+def test_blocking_problems_fail_with_all_of_them():
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(
+            preflight,
+            {
+                "driver_version": "570",
+                "cuda_versions": ["13.0"],
+                "container_runtime": "none",
+                "facts": fixture_facts("ubuntu2404-h200-preinstalled"),
+            },
+        )
+    result = exc.value.result
+    assert result["msg"] == (
+        "preflight: 2 blocking problems: "
+        "[driver_not_package_owned] a driver that no package installed is present (nvidia-smi at "
+        "/usr/local/nvidia/bin/nvidia-smi, kernel module 580.159.04 loaded) and driver_method is package; "
+        "[cuda_driver] CUDA 13.0 needs driver 580.65.06 or newer (at least 580 for any CUDA 13.x); "
+        "driver_version 570 is older"
+    )
+    assert result["blocking_count"] == 2
+    assert [p["rule"] for p in result["problems"]] == ["driver_not_package_owned", "cuda_driver"]
+    assert result["checks"]["cuda_driver"]["outcome"] == "blocking"
+    # Ansible reads `warnings` and `deprecations` in a result as lists of messages; a count
+    # there made ansible-core 2.19 fail the task with "Event.msg must be <class 'str'>".
+    assert "warnings" not in result and "deprecations" not in result
+    assert result["warning_count"] == 0
+
+
+def test_waived_problems_do_not_fail():
+    result = run_module(
+        preflight,
+        {
+            "driver_version": "570",
+            "container_runtime": "rke2",
+            "waive": ["kernel_headers"],
+            "facts": fixture_facts("rocky9-h100x8-rpm-rke2"),
+        },
+    )
+    assert result["ok"] is True
+    assert [(p["rule"], p["waived"]) for p in result["problems"]] == [("kernel_headers", True)]
+
+
+def test_malformed_driver_version_fails_with_the_format_message():
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(preflight, {"driver_version": "5x5", "facts": fixture_facts("debian12-l40s-x2-package")})
+    assert exc.value.result["msg"].startswith(
+        "preflight: 2 blocking problems: [driver_version_format] driver_version: version '5x5' is not a "
+        "driver version (expected e.g. 580 or 580.95.05); "
+    )
+
+
+def test_package_method_requires_driver_version():
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(preflight, {"facts": fixture_facts("debian12-nogpu")})
+    assert exc.value.result["msg"] == "driver_method is package but all of the following are missing: driver_version"
+
+
+def test_unknown_waiver_is_refused_by_the_argument_spec():
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(
+            preflight, {"driver_method": "preinstalled", "waive": ["nope"], "facts": fixture_facts("debian12-nogpu")}
+        )
+    assert "waive" in exc.value.result["msg"] and "nope" in exc.value.result["msg"]
+
+
+def test_not_a_facts_dict_fails_cleanly():
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(preflight, {"driver_version": "580", "facts": {"gpus": []}})
+    assert exc.value.result["msg"] == (
+        "facts: not a gpufleet_nvidia facts dict (missing driver, container, os, kernel, secure_boot); "
+        "pass the gpufleet_nvidia fact of gpufleet.nvidia.gpu_facts"
+    )
+    assert exc.value.result["missing"] == ["driver", "container", "os", "kernel", "secure_boot"]
+
+
+def test_gathers_the_facts_itself_without_facts(monkeypatch):
+    seen = {}
+
+    def make_host(host_root="/", timeout=60):
+        seen["root"] = host_root
+        return CaptureHost("debian12-nogpu")
+
+    monkeypatch.setattr(_gpu_facts, "make_host", make_host)
+    result = run_module(preflight, {"driver_version": "580", "host_root": "/host", "waive": ["kernel_headers"]})
+    assert seen["root"] == "/host"
+    assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 0 blocking, 0 warnings, 1 waived"
+    assert result["gpu_count"] == 0
