@@ -1,0 +1,198 @@
+"""Tests of the cdi_spec module: check mode, idempotence, diff, mode, removal, failures.
+
+The node is the H200 test host rebuilt under tmp_path (see test_cdi.py); ``/proc`` and ``/sys``
+are read from that tree and its device nodes are plain files, by patching ``_cdi.Host``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import stat
+from unittest import mock
+
+import pytest
+import yaml
+
+from ansible.module_utils import basic
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _cdi
+from ansible_collections.gpufleet.nvidia.plugins.modules import cdi_spec
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_cdi import (
+    KERNEL,
+    UUID,
+    VERSION,
+    materialize,
+)
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
+
+
+@pytest.fixture
+def node(tmp_path):
+    """(host root, output path) with _cdi.Host reading the replayed H200 tree."""
+    root = materialize(str(tmp_path / "host"))
+    host = functools.partial(
+        _cdi.Host, system_root=root, is_device_node=os.path.isfile, kernel_release=KERNEL, machine="x86_64"
+    )
+    # Nothing is run in unit tests: the nvidia-smi fallback gets "command not found".
+    with mock.patch.object(_cdi, "Host", host), mock.patch.object(
+        basic.AnsibleModule, "run_command", return_value=(127, "", "nvidia-smi: command not found")
+    ):
+        yield root, str(tmp_path / "etc" / "cdi" / "nvidia.yaml")
+
+
+def args(root, output, **extra):
+    params = {"driver_root": root, "dev_root": root, "output": output}
+    params.update(extra)
+    return params
+
+
+def file_mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_present_four_steps(node):
+    """Check mode, real run, check mode again, real run again (community.crypto's sequence)."""
+    root, output = node
+    first = run_module(cdi_spec, args(root, output), check_mode=True)
+    assert first["changed"] is True
+    assert not os.path.exists(output) and not os.path.exists(os.path.dirname(output))
+
+    second = run_module(cdi_spec, args(root, output))
+    assert second["changed"] is True
+    assert second["spec"] == first["spec"]
+    with open(output, encoding="utf-8") as handle:
+        assert yaml.safe_load(handle.read()) == second["spec"]
+    assert file_mode(output) == 0o644
+    assert file_mode(os.path.dirname(output)) == 0o755
+
+    third = run_module(cdi_spec, args(root, output), check_mode=True)
+    fourth = run_module(cdi_spec, args(root, output))
+    assert third["changed"] is False and fourth["changed"] is False
+
+
+def test_returns(node):
+    root, output = node
+    result = run_module(cdi_spec, args(root, output))
+    assert result["path"] == output
+    assert result["devices"] == ["0", UUID, "all"]
+    assert result["driver_version"] == VERSION
+    assert result["counts"] == {
+        "device_nodes": 4, "libraries": 26, "binaries": 5, "firmware": 2, "configs": 2, "ipc": 0, "hooks": 6, "mounts": 35,
+    }
+    assert result["spec"]["cdiVersion"] == "0.5.0" and result["spec"]["kind"] == "nvidia.com/gpu"
+
+
+def test_diff_on_create_change_and_delete(node):
+    root, output = node
+    created = run_module(cdi_spec, args(root, output), diff=True)
+    with open(output, encoding="utf-8") as handle:
+        text = handle.read()
+    assert created["diff"] == {"before": "", "after": text, "before_header": output, "after_header": output}
+
+    unchanged = run_module(cdi_spec, args(root, output), diff=True)
+    assert unchanged["changed"] is False and unchanged["diff"]["before"] == unchanged["diff"]["after"] == text
+
+    changed = run_module(cdi_spec, args(root, output, device_name_strategy="uuid"), diff=True, check_mode=True)
+    assert changed["changed"] is True
+    assert changed["diff"]["before"] == text and '"0"' not in changed["diff"]["after"]
+    with open(output, encoding="utf-8") as handle:
+        assert handle.read() == text  # check mode left it alone
+
+    deleted = run_module(cdi_spec, args(root, output, state="absent"), diff=True)
+    assert deleted["diff"] == {"before": text, "after": "", "before_header": output, "after_header": output}
+
+
+def test_rewrite_keeps_the_files_mode(node):
+    root, output = node
+    os.makedirs(os.path.dirname(output))
+    with open(output, "w", encoding="utf-8") as handle:
+        handle.write("cdiVersion: 0.3.0\n")
+    os.chmod(output, 0o600)
+    result = run_module(cdi_spec, args(root, output))
+    assert result["changed"] is True
+    assert file_mode(output) == 0o600
+    with open(output, encoding="utf-8") as handle:
+        assert "nvidia.com/gpu" in handle.read()
+
+
+def test_mode_option(node):
+    root, output = node
+    assert run_module(cdi_spec, args(root, output, mode="0640"))["changed"] is True
+    assert file_mode(output) == 0o640
+    assert run_module(cdi_spec, args(root, output, mode="0640"))["changed"] is False
+    # Only the mode differs: changed, and check mode does not touch it.
+    assert run_module(cdi_spec, args(root, output, mode="0644"), check_mode=True)["changed"] is True
+    assert file_mode(output) == 0o640
+    assert run_module(cdi_spec, args(root, output, mode="0644"))["changed"] is True
+    assert file_mode(output) == 0o644
+
+
+def test_absent(node):
+    root, output = node
+    assert run_module(cdi_spec, args(root, output, state="absent"))["changed"] is False
+    run_module(cdi_spec, args(root, output))
+    check = run_module(cdi_spec, args(root, output, state="absent"), check_mode=True)
+    assert check["changed"] is True and os.path.exists(output)
+    removed = run_module(cdi_spec, args(root, output, state="absent"))
+    assert removed["changed"] is True and not os.path.exists(output)
+    assert removed["devices"] == [] and removed["spec"] == {}
+    assert run_module(cdi_spec, args(root, output, state="absent"))["changed"] is False
+
+
+def test_json_output(node, tmp_path):
+    root, _output = node
+    output = str(tmp_path / "nvidia.json")
+    result = run_module(cdi_spec, args(root, output))
+    with open(output, encoding="utf-8") as handle:
+        assert json.load(handle) == result["spec"]
+
+
+def test_nvidia_ctk_path_alias(node):
+    root, output = node
+    result = run_module(cdi_spec, args(root, output, nvidia_ctk_path="/usr/bin/nvidia-ctk"))
+    hooks = result["spec"]["containerEdits"]["hooks"]
+    assert {h["path"] for h in hooks} == {"/usr/bin/nvidia-ctk"}
+    assert all(h["args"][:2] == ["nvidia-ctk", "hook"] for h in hooks)
+
+
+def test_warns_when_the_hook_program_is_missing(node):
+    root, output = node
+    with mock.patch.object(basic.AnsibleModule, "warn") as warn:
+        run_module(cdi_spec, args(root, output, nvidia_cdi_hook_path="/nonexistent/nvidia-cdi-hook"))
+    assert "/nonexistent/nvidia-cdi-hook does not exist" in warn.call_args[0][0]
+
+
+def test_fails_cleanly_without_a_gpu(node):
+    """No /proc/driver/nvidia/gpus and nvidia-smi failing: a message naming both."""
+    root, output = node
+    shutil.rmtree(root + "/proc/driver/nvidia/gpus")
+    with pytest.raises(AnsibleFailJson) as err:
+        run_module(cdi_spec, args(root, output))
+    assert err.value.result["msg"] == (
+        "cdi_spec: no GPU under %s/proc/driver/nvidia/gpus and `chroot %s /usr/local/nvidia/bin/nvidia-smi -q -x` "
+        "failed (rc 127): nvidia-smi: command not found" % (root, root)
+    )
+    assert err.value.result["rc"] == 127
+    basic.AnsibleModule.run_command.assert_called_once_with(
+        ["chroot", root, "/usr/local/nvidia/bin/nvidia-smi", "-q", "-x"], environ_update={"LC_ALL": "C"}
+    )
+    assert not os.path.exists(output)
+
+
+def test_fails_cleanly_on_a_bad_output_name(node):
+    root, _output = node
+    with pytest.raises(AnsibleFailJson) as err:
+        run_module(cdi_spec, args(root, "/etc/cdi/nvidia.yml"))
+    assert err.value.result["msg"] == (
+        "cdi_spec: output '/etc/cdi/nvidia.yml' must end in .yaml or .json (the CDI registry reads only those)"
+    )
+
+
+def test_rejects_an_unknown_hook_name(node):
+    root, output = node
+    with pytest.raises(AnsibleFailJson) as err:
+        run_module(cdi_spec, args(root, output, disabled_hooks=["chmod"]))
+    assert "disabled_hooks" in err.value.result["msg"]
