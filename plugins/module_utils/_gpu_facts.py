@@ -605,6 +605,8 @@ def parse_nvidia_smi_xml(text):
                 "bus_id": _normalise_bus_id(gpu.get("id") or _text(gpu, "pci/pci_bus_id")),
                 "architecture": _gpu_table.normalise_architecture(_text(gpu, "product_architecture")),
                 "memory_total_mib": memory,
+                # nvidia-smi answers "N/A" for a GPU that cannot do MIG, Enabled/Disabled otherwise.
+                "mig_capable": _mode(_text(gpu, "mig_mode/current_mig")) is not None,
                 "mig_mode_current": _mode(_text(gpu, "mig_mode/current_mig")),
                 "mig_mode_pending": _mode(_text(gpu, "mig_mode/pending_mig")),
                 "persistence_mode": _mode(_text(gpu, "persistence_mode")),

@@ -126,7 +126,8 @@ gpufleet_nvidia:
       description:
         - The driver. C(loaded), C(version) and C(flavor) (C(open) or C(proprietary)) describe the
           loaded kernel module; C(installed) the module on disk (C(modinfo)); C(nvidia_smi) the one
-          C(nvidia-smi -q -x) call; C(source) is C(package), C(preinstalled) or C(absent);
+          C(nvidia-smi -q -x) call, with per GPU its index, name, UUID, bus id, memory, C(mig_capable),
+          the current and pending MIG mode and the persistence mode; C(source) is C(package), C(preinstalled) or C(absent);
           C(package) the owning package; C(packages) the installed NVIDIA packages (dpkg hosts).
       type: dict
       returned: always
@@ -150,6 +151,7 @@ gpufleet_nvidia:
               bus_id: "0000:00:06.0"
               architecture: Hopper
               memory_total_mib: 143771
+              mig_capable: true
               mig_mode_current: disabled
               mig_mode_pending: disabled
               persistence_mode: enabled

@@ -219,6 +219,7 @@ def test_h200_preinstalled_capture():
             "bus_id": "0000:00:06.0",
             "architecture": "Hopper",
             "memory_total_mib": 143771,
+            "mig_capable": True,
             "mig_mode_current": "disabled",
             "mig_mode_pending": "disabled",
             "persistence_mode": "enabled",
@@ -747,3 +748,11 @@ def test_parse_containerd_config_odd_shapes():
     assert (parsed["disabled_plugins"], parsed["runtimes"]) == ([], [])
     parsed = gf.parse_containerd_config("")
     assert (parsed["version"], parsed["runtimes"]) == (None, [])
+
+
+def test_mig_capable_follows_what_nvidia_smi_says():
+    # The H200 answers Disabled (capable, off); the L40S answers N/A (not capable).
+    h200 = fixture_facts("ubuntu2404-h200-preinstalled")["driver"]["nvidia_smi"]["gpus"]
+    l40s = fixture_facts("debian12-l40s-x2-package")["driver"]["nvidia_smi"]["gpus"]
+    assert [(g["mig_capable"], g["mig_mode_current"]) for g in h200] == [(True, "disabled")]
+    assert [(g["mig_capable"], g["mig_mode_current"]) for g in l40s] == [(False, None), (False, None)]
