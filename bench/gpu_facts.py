@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Time gpu_facts on this host: the probes in-process, and the whole module through Ansible.
 
     python3 bench/gpu_facts.py [--runs N] [--host-root /] [--no-ansible]
@@ -40,7 +39,7 @@ def bench_probes(runs: int, host_root: str) -> dict:
     from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts as gf
 
     times, commands, facts = [], 0, {}
-    for _ in range(runs):
+    for _run in range(runs):
         host = gf.make_host(host_root)
         calls = []
         real_run = host.run
@@ -68,7 +67,7 @@ def bench_module(runs: int, host_root: str) -> None:
     argv = [ansible, "localhost", "-c", "local", "-m", "gpufleet.nvidia.gpu_facts",
             "-a", "host_root=%s" % host_root, "-o"]
     times = []
-    for _ in range(runs):
+    for _run in range(runs):
         start = time.perf_counter()
         proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         times.append(time.perf_counter() - start)

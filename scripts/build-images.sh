@@ -14,7 +14,7 @@ security=$(host_debian_mirror debian-security)
 INCLUDE=python3,python3-apt,systemd,systemd-sysv,dbus,tini,ca-certificates,procps,kmod,gnupg,iproute2
 
 build() {  # build TAG SUITE FORMAT
-  local tag=$1 suite=$2 format=$3 image="$IMAGE_REPO:$1" sources
+  local suite=$2 format=$3 image="$IMAGE_REPO:$1" sources
   if [ "${FORCE:-0}" != 1 ] && podman image exists "$image"; then
     log "image $image present"
     return 0
@@ -32,6 +32,8 @@ build() {  # build TAG SUITE FORMAT
   local tmp
   tmp=$(mktemp -d)
   printf '%s\n' "$sources" > "$tmp/sources"
+  # The hooks are run by mmdebstrap's shell with the new root as $1: single quotes on purpose.
+  # shellcheck disable=SC2016
   mmdebstrap --variant=apt --format=tar --include="$INCLUDE" \
     --aptopt='Acquire::Languages "none"' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \

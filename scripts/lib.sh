@@ -1,10 +1,14 @@
 # Shared helpers for the scripts under scripts/ (sourced, not run).
 # shellcheck shell=bash
 
+# Read by the scripts that source this file.
+# shellcheck disable=SC2034
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC2034
 VENV=${GPUFLEET_VENV:-$ROOT/.venv}
 # Images the lab and the molecule scenarios run: one per Debian release, with systemd
 # installed (PID 1 when a scenario needs services) and tini (PID 1 otherwise).
+# shellcheck disable=SC2034
 IMAGE_REPO=${GPUFLEET_IMAGE_REPO:-localhost/gpufleet-node}
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }

@@ -2,13 +2,14 @@
 # Install what the tests and the lab need on a Debian 12 host, as root. Safe to re-run.
 #  - rootful podman from bookworm, configured for this kind of host (runc, ulimits),
 #  - mmdebstrap to build the node images offline from Debian's packages,
-#  - containerd (its binary validates runtime configs in the unit tests).
+#  - containerd (its binary validates runtime configs in the unit tests),
+#  - shellcheck, which ansible-test sanity runs on the shell scripts.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "setup-host.sh"
 
 PACKAGES=(podman runc uidmap slirp4netns fuse-overlayfs catatonit containernetworking-plugins
-          mmdebstrap debian-archive-keyring containerd python3-venv git rsync)
+          mmdebstrap debian-archive-keyring containerd python3-venv git rsync shellcheck)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

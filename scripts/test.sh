@@ -7,7 +7,7 @@
 #   SCENARIOS="default" scripts/test.sh         only some molecule scenarios
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 STAGES=${STAGES:-"lint sanity unit package molecule"}
 

@@ -81,11 +81,11 @@ def materialize(frozen: str) -> str:
     if os.path.exists(links):
         with open(links, encoding="utf-8") as handle:
             for line in handle:
-                kind, _, rest = line.rstrip("\n").partition(" ")
+                kind, _sep, rest = line.rstrip("\n").partition(" ")
                 if kind == "D":
                     os.makedirs(os.path.join(out, rest.lstrip("/")), exist_ok=True)
                 elif kind == "L":
-                    path, _, target = rest.partition(" ")
+                    path, _sep, target = rest.partition(" ")
                     local = os.path.join(out, path.lstrip("/"))
                     os.makedirs(os.path.dirname(local), exist_ok=True)
                     os.symlink(target, local)

@@ -9,7 +9,7 @@ import json
 def _os_release(host):
     data = {}
     for line in host.file("/etc/os-release").content_string.splitlines():
-        key, _, value = line.partition("=")
+        key, _sep, value = line.partition("=")
         data[key] = value.strip('"')
     return data
 
