@@ -65,7 +65,9 @@ def bench_module(runs: int, host_root: str) -> None:
         return
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PIPELINING="1")
     argv = [ansible, "localhost", "-c", "local", "-m", "gpufleet.nvidia.gpu_facts",
-            "-a", "host_root=%s" % host_root, "-o"]
+            "-a", "host_root=%s" % host_root, "-o",
+            # this Python, not whatever interpreter discovery would find first on PATH
+            "-e", "ansible_python_interpreter=%s" % sys.executable]
     times = []
     for _run in range(runs):
         start = time.perf_counter()

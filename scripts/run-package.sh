@@ -9,5 +9,9 @@ rm -rf "$out"
 mkdir -p "$out/dist" "$out/collections"
 ansible-galaxy collection build --output-path "$out/dist" .
 tarball=$(ls "$out"/dist/gpufleet-nvidia-*.tar.gz)
+# Only the empty path is configured, so the source tree's own link (scripts/env.sh) cannot be
+# mistaken for an installed copy.
+export ANSIBLE_COLLECTIONS_PATH=$out/collections
 ansible-galaxy collection install --no-deps -p "$out/collections" "$tarball"
-ANSIBLE_COLLECTIONS_PATH=$out/collections ansible-playbook -i localhost, -c local tests/package/installed.yml
+test -f "$out/collections/ansible_collections/gpufleet/nvidia/MANIFEST.json"
+ansible-playbook -i localhost, -c local tests/package/installed.yml
