@@ -136,6 +136,9 @@ class Host(object):
 
     def __init__(self, root="/", runner=None, kernel_root=None, kernel_release=None, path_env=None):
         self.root = root or "/"
+        # Commands run through `chroot root` when the host is mounted elsewhere; what talks to
+        # the host's own daemons (systemctl) cannot work from there.
+        self.chrooted = self.root != "/"
         self.kernel_root = kernel_root if kernel_root is not None else default_kernel_root(self.root)
         self.runner = runner if runner is not None else subprocess_runner(self.root)
         self._kernel_release = kernel_release
@@ -1149,6 +1152,116 @@ def _merge_nvidia_smi(gpus, smi):
     return gpus
 
 
+# --- multi-GPU hosts: topology and fabric manager ----------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
+
+
+def parse_topo_matrix(text):
+    """The GPU-to-GPU part of ``nvidia-smi topo -m``.
+
+    Returns ``{'gpus': [names], 'links': {gpu: {peer: link}}, 'cpu_affinity': {gpu: str},
+    'numa_affinity': {gpu: str}, 'nvlink_pairs': n}``; the link codes are nvidia-smi's own
+    (``X``, ``NV<n>``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``). Raises ValueError on a text
+    that has no matrix. Columns are separated by tabs; nvidia-smi underlines the header with ANSI
+    escapes, which are dropped.
+    """
+    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    header = next((line for line in lines if line.strip().startswith("GPU0")), None)
+    if header is None:
+        raise ValueError("no GPU0 column in the topology matrix")
+    columns = [c.strip() for c in header.strip().split("\t") if c.strip()]
+    gpus = [c for c in columns if re.match(r"^GPU\d+$", c)]
+    links, cpu, numa = {}, {}, {}
+    for line in lines:
+        cells = [c.strip() for c in line.split("\t")]
+        if not cells or not re.match(r"^GPU\d+$", cells[0]) or line is header:
+            continue
+        values = cells[1:]
+        row = dict(zip(columns, values))
+        links[cells[0]] = dict((peer, row.get(peer)) for peer in gpus if peer != cells[0])
+        cpu[cells[0]] = row.get("CPU Affinity")
+        numa[cells[0]] = row.get("NUMA Affinity")
+    pairs = set()
+    for gpu, peers in links.items():
+        for peer, link in peers.items():
+            if link and link.startswith("NV"):
+                pairs.add(tuple(sorted((gpu, peer))))
+    return {"gpus": gpus, "links": links, "cpu_affinity": cpu, "numa_affinity": numa, "nvlink_pairs": len(pairs)}
+
+
+def gather_topology(host, probes, nvidia_smi):
+    """``nvidia-smi topo -m`` on hosts with two GPUs or more (one call; none otherwise)."""
+    facts = {"state": "skipped", "detail": None, "gpus": [], "links": {}, "cpu_affinity": {},
+             "numa_affinity": {}, "nvlink_pairs": 0}
+    if nvidia_smi["state"] != "ok":
+        facts["detail"] = "nvidia-smi %s" % nvidia_smi["state"]
+        probes.missing("topology", facts["detail"])
+        return facts
+    if len(nvidia_smi["gpus"]) < 2:
+        facts["detail"] = "one GPU: no GPU-to-GPU topology"
+        probes.ok("topology", facts["detail"])
+        return facts
+    argv = [nvidia_smi["path"], "topo", "-m"]
+    rc, out, err = host.run(argv)
+    if rc != 0:
+        facts["state"] = "error"
+        facts["detail"] = _first_line(out) or _first_line(err) or "exit status %s" % rc
+        probes.error("topology", _command_detail(argv, rc, out, err))
+        return facts
+    try:
+        facts.update(parse_topo_matrix(out))
+    except ValueError as exc:
+        facts["state"] = "error"
+        facts["detail"] = str(exc)
+        probes.error("topology", "%s: %s" % (" ".join(argv), exc))
+        return facts
+    facts["state"] = "ok"
+    facts["detail"] = "%d GPUs, %d NVLink pairs" % (len(facts["gpus"]), facts["nvlink_pairs"])
+    probes.ok("topology", facts["detail"])
+    return facts
+
+
+def gather_fabric_manager(host, probes, dpkg, nvswitch_count):
+    """NVIDIA's fabric manager: needed where NVSwitches join the GPUs, at the driver's version.
+
+    The version comes from its package where dpkg knows it, else from ``nv-fabricmanager
+    --version``; the service state from ``systemctl is-active`` (only on the host itself).
+    """
+    facts = {
+        "required": nvswitch_count > 0,
+        "installed": False,
+        "path": None,
+        "version": None,
+        "version_source": None,
+        "package": None,
+        "service": None,
+    }
+    for name, version in sorted((dpkg or {}).items()):
+        if name.startswith("nvidia-fabricmanager"):
+            facts.update(installed=True, version=version.split("-")[0].split(":")[-1],
+                         version_source="package", package=name)
+            break
+    path = host.which("nv-fabricmanager", extra_dirs=("/usr/bin", "/usr/sbin"))
+    if path:
+        facts.update(installed=True, path=path)
+        if facts["version"] is None:
+            version = _run_version(host, probes, "fabric_manager", [path, "--version"], r"(\d+\.\d+(?:\.\d+)?)")
+            facts.update(version=version, version_source="binary" if version else None)
+    if not facts["installed"]:
+        detail = "not installed" + ("; NVSwitches present, it is required" if facts["required"] else "")
+        (probes.error if facts["required"] else probes.missing)("fabric_manager", detail)
+        return facts
+    systemctl = host.which("systemctl", extra_dirs=("/usr/bin", "/bin"))
+    if systemctl and not host.chrooted:
+        rc, out, _err = host.run([systemctl, "is-active", _FABRIC_MANAGER_UNIT])
+        facts["service"] = _first_line(out) or ("active" if rc == 0 else "unknown")
+    probes.ok("fabric_manager", "version %s (%s), service %s" % (facts["version"], facts["version_source"],
+                                                                 facts["service"]))
+    return facts
+
+
 def gather_facts(host):
     """Every fact of the ``gpufleet_nvidia`` dict, for ``host`` (a :class:`Host`)."""
     probes = Probes()
@@ -1159,6 +1272,8 @@ def gather_facts(host):
     dpkg = gather_dpkg(host, probes)
     driver = gather_driver(host, probes, dpkg)
     gpus = _merge_nvidia_smi(gpus, driver["nvidia_smi"])
+    topology = gather_topology(host, probes, driver["nvidia_smi"])
+    fabric_manager = gather_fabric_manager(host, probes, dpkg, len(nvswitches))
     container = {
         "toolkit": gather_toolkit(host, probes, dpkg),
         "containerd": gather_containerd(host, probes),
@@ -1173,6 +1288,8 @@ def gather_facts(host):
         "gpus": gpus,
         "gpu_count": len(gpus),
         "nvswitches": {"count": len(nvswitches), "bus_ids": nvswitches},
+        "topology": topology,
+        "fabric_manager": fabric_manager,
         "driver": driver,
         "container": container,
         "os": os_facts,

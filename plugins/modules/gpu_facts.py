@@ -122,6 +122,39 @@ gpufleet_nvidia:
       type: dict
       returned: always
       sample: {"count": 0, "bus_ids": []}
+    topology:
+      description:
+        - The GPU-to-GPU topology as C(nvidia-smi topo -m) gives it, read only on hosts with two
+          GPUs or more (C(state=skipped) otherwise). C(links) maps each GPU to its peers with
+          nvidia-smi's link codes (C(NV<n>) for n bonded NVLinks, C(PIX), C(PXB), C(PHB), C(NODE),
+          C(SYS)); C(nvlink_pairs) counts the GPU pairs joined by NVLink.
+      type: dict
+      returned: always
+      sample:
+        state: ok
+        detail: 2 GPUs, 1 NVLink pairs
+        gpus: [GPU0, GPU1]
+        links: {GPU0: {GPU1: NV18}, GPU1: {GPU0: NV18}}
+        cpu_affinity: {GPU0: "0-47", GPU1: "0-47"}
+        numa_affinity: {GPU0: "0", GPU1: "0"}
+        nvlink_pairs: 1
+    fabric_manager:
+      description:
+        - NVIDIA's fabric manager, which hosts whose GPUs are joined by NVSwitches need at exactly
+          the driver's version (C(required) is true when NVSwitches are present). C(version) comes
+          from its package (C(version_source=package)) or from C(nv-fabricmanager --version);
+          C(service) is what C(systemctl is-active nvidia-fabricmanager) answers (null when not
+          asked, for instance through O(host_root)).
+      type: dict
+      returned: always
+      sample:
+        required: true
+        installed: true
+        path: /usr/bin/nv-fabricmanager
+        version: 570.172.08
+        version_source: binary
+        package: null
+        service: active
     driver:
       description:
         - The driver. C(loaded), C(version) and C(flavor) (C(open) or C(proprietary)) describe the

@@ -29,6 +29,9 @@ COMMANDS = {
     ("containerd", "--version"): "containerd-version",
     ("dockerd", "--version"): "dockerd-version",
     ("crio", "--version"): "crio-version",
+    ("nvidia-smi", "topo", "-m"): "nvidia-smi-topo-m",
+    ("nv-fabricmanager", "--version"): "nv-fabricmanager-version",
+    ("systemctl", "is-active", "nvidia-fabricmanager"): "systemctl-is-active-fabricmanager",
 }
 
 
@@ -57,6 +60,8 @@ class CaptureHost(gf.Host):
             root=root, runner=self._replay, kernel_root=root, kernel_release=release, path_env=""
         )
         self.calls = []
+        # the captured commands ran on the host itself, not through chroot
+        self.chrooted = False
         self.overrides = dict(commands or {})
         listed = []
         commands_dir = os.path.join(self.capture, "commands")
@@ -127,6 +132,7 @@ ALL_PROBES = {
     "docker",
     "docker_config",
     "dpkg_status",
+    "fabric_manager",
     "driver_package",
     "driver_version_file",
     "k3s",
@@ -140,6 +146,7 @@ ALL_PROBES = {
     "rke2",
     "secure_boot",
     "toolkit",
+    "topology",
 }
 
 
@@ -164,6 +171,8 @@ def test_every_probe_is_reported(name):
         "gpus",
         "gpu_count",
         "nvswitches",
+        "topology",
+        "fabric_manager",
         "driver",
         "container",
         "os",
@@ -250,6 +259,7 @@ def test_h200_preinstalled_capture():
         "crio": "missing",
         "docker": "missing",
         "docker_config": "missing",
+        "fabric_manager": "missing",
         "dpkg_status": "missing",
         "driver_package": "missing",
         "driver_version_file": "ok",
@@ -264,6 +274,7 @@ def test_h200_preinstalled_capture():
         "rke2": "missing",
         "secure_boot": "ok",
         "toolkit": "missing",
+        "topology": "ok",
     }
 
 
@@ -360,6 +371,7 @@ def test_debian_package_owned_proprietary_multi_gpu():
         "/usr/bin/containerd",
         "/usr/bin/dockerd",
         "/usr/bin/nvidia-smi",
+        "/usr/bin/nvidia-smi",  # topo -m: two GPUs
         "/usr/sbin/modinfo",
     ]
 
@@ -756,3 +768,118 @@ def test_mig_capable_follows_what_nvidia_smi_says():
     l40s = fixture_facts("debian12-l40s-x2-package")["driver"]["nvidia_smi"]["gpus"]
     assert [(g["mig_capable"], g["mig_mode_current"]) for g in h200] == [(True, "disabled")]
     assert [(g["mig_capable"], g["mig_mode_current"]) for g in l40s] == [(False, None), (False, None)]
+
+
+# --- multi-GPU hosts: topology and fabric manager ----------------------------------------------
+
+
+def test_topology_of_the_real_single_gpu_capture_parses():
+    text = _read(os.path.join(HOSTS, "ubuntu2404-h200-preinstalled", "commands", "nvidia-smi-topo-m.txt"))
+    topo = gf.parse_topo_matrix(text)
+    assert topo == {
+        "gpus": ["GPU0"],
+        "links": {"GPU0": {}},
+        "cpu_affinity": {"GPU0": "0-15"},
+        "numa_affinity": {"GPU0": "0"},
+        "nvlink_pairs": 0,
+    }
+
+
+def test_single_gpu_host_runs_no_topology_command():
+    host = CaptureHost("ubuntu2404-h200-preinstalled")
+    facts = gf.gather_facts(host)
+    assert facts["topology"]["state"] == "skipped"
+    assert facts["topology"]["detail"] == "one GPU: no GPU-to-GPU topology"
+    assert [c[1:] for c in host.calls] == [["-q", "-x"]]
+
+
+def test_hgx_topology_counts_every_nvlink_pair():
+    facts = fixture_facts("rocky9-h100x8-rpm-rke2")
+    topo = facts["topology"]
+    assert topo["state"] == "ok"
+    assert topo["gpus"] == ["GPU%d" % i for i in range(8)]
+    assert topo["links"]["GPU0"]["GPU7"] == "NV18"
+    assert set(topo["links"]["GPU3"]) == set("GPU%d" % i for i in range(8) if i != 3)
+    assert topo["nvlink_pairs"] == 28  # 8 choose 2
+    assert topo["numa_affinity"]["GPU5"] == "1"
+    assert topo["detail"] == "8 GPUs, 28 NVLink pairs"
+
+
+def test_pcie_pair_has_no_nvlink():
+    topo = fixture_facts("debian12-l40s-x2-package")["topology"]
+    assert topo["links"] == {"GPU0": {"GPU1": "SYS"}, "GPU1": {"GPU0": "SYS"}}
+    assert topo["nvlink_pairs"] == 0
+
+
+def test_topology_failure_is_a_reported_state():
+    host = CaptureHost("debian12-l40s-x2-package", commands={"nvidia-smi-topo-m": (255, "Failed to get topology\n", "")})
+    facts = gf.gather_facts(host)
+    assert facts["topology"]["state"] == "error"
+    assert facts["probes"]["topology"]["state"] == "error"
+    assert facts["topology"]["detail"] == "Failed to get topology"
+
+
+def test_parse_topo_matrix_refuses_other_text():
+    with pytest.raises(ValueError, match="no GPU0 column"):
+        gf.parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+
+
+def test_hgx_fabric_manager_version_and_service():
+    fm = fixture_facts("rocky9-h100x8-rpm-rke2")["fabric_manager"]
+    assert fm == {
+        "required": True,
+        "installed": True,
+        "path": "/usr/bin/nv-fabricmanager",
+        "version": "570.172.08",
+        "version_source": "binary",
+        "package": None,
+        "service": "active",
+    }
+
+
+def test_nvswitch_host_without_fabric_manager_is_an_error_probe():
+    host = CaptureHost("rocky9-h100x8-rpm-rke2")
+    host.executables = [p for p in host.executables if not p.endswith("/nv-fabricmanager")]
+    facts = gf.gather_facts(host)
+    assert facts["nvswitches"]["count"] > 0
+    assert facts["fabric_manager"]["required"] is True
+    assert facts["fabric_manager"]["installed"] is False
+    assert facts["probes"]["fabric_manager"] == {
+        "state": "error",
+        "detail": "not installed; NVSwitches present, it is required",
+    }
+
+
+def test_fabric_manager_version_from_its_package_and_service_state():
+    # A Debian host with the fabric manager package: dpkg gives the version, systemctl the state.
+    host = CaptureHost(
+        "debian12-l40s-x2-package",
+        commands={"systemctl-is-active-fabricmanager": (3, "inactive\n", "")},
+    )
+    host.executables += ["/usr/bin/nv-fabricmanager", "/usr/bin/systemctl"]
+    dpkg = {"nvidia-fabricmanager-550": "550.163.01-1", "nvidia-smi": "550.163.01-1"}
+    probes = gf.Probes()
+    fm = gf.gather_fabric_manager(host, probes, dpkg, nvswitch_count=0)
+    assert fm == {
+        "required": False,
+        "installed": True,
+        "path": "/usr/bin/nv-fabricmanager",
+        "version": "550.163.01",
+        "version_source": "package",
+        "package": "nvidia-fabricmanager-550",
+        "service": "inactive",
+    }
+    assert probes["fabric_manager"]["detail"] == "version 550.163.01 (package), service inactive"
+
+
+def test_fabric_manager_version_from_the_binary_without_a_package():
+    host = CaptureHost(
+        "rocky9-h100x8-rpm-rke2",
+        commands={
+            "nv-fabricmanager-version": (0, "Fabric Manager version is : 570.172.08\n", ""),
+            "systemctl-is-active-fabricmanager": (0, "active\n", ""),
+        },
+    )
+    host.executables += ["/usr/bin/nv-fabricmanager", "/usr/bin/systemctl"]
+    fm = gf.gather_fabric_manager(host, gf.Probes(), None, nvswitch_count=4)
+    assert (fm["version"], fm["version_source"], fm["service"]) == ("570.172.08", "binary", "active")
