@@ -159,6 +159,7 @@ ALL_PROBES = {
         "debian12-l40s-x2-package",
         "ubuntu2204-v100-nouveau",
         "rocky9-h100x8-rpm-rke2",
+        "ubuntu2404-h200x2-preinstalled",
     ],
 )
 def test_every_probe_is_reported(name):
@@ -883,3 +884,23 @@ def test_fabric_manager_version_from_the_binary_without_a_package():
     host.executables += ["/usr/bin/nv-fabricmanager", "/usr/bin/systemctl"]
     fm = gf.gather_fabric_manager(host, gf.Probes(), None, nvswitch_count=4)
     assert (fm["version"], fm["version_source"], fm["service"]) == ("570.172.08", "binary", "active")
+
+
+def test_real_two_gpu_capture():
+    # Captured on the lent two-H200 machine: both GPUs joined by 18 NVLinks, no NVSwitch
+    # visible to the guest, no fabric manager.
+    host = CaptureHost("ubuntu2404-h200x2-preinstalled")
+    facts = gf.gather_facts(host)
+    assert facts["gpu_count"] == 2
+    assert [g["bus_id"] for g in facts["gpus"]] == ["0000:00:06.0", "0000:00:07.0"]
+    assert {g["architecture"] for g in facts["gpus"]} == {"Hopper"}
+    smi = facts["driver"]["nvidia_smi"]
+    assert [g["index"] for g in smi["gpus"]] == [0, 1]
+    assert len({g["uuid"] for g in smi["gpus"]}) == 2
+    assert all(g["memory_total_mib"] == 143771 and g["mig_capable"] for g in smi["gpus"])
+    assert facts["topology"]["links"] == {"GPU0": {"GPU1": "NV18"}, "GPU1": {"GPU0": "NV18"}}
+    assert facts["topology"]["nvlink_pairs"] == 1
+    assert facts["topology"]["cpu_affinity"] == {"GPU0": "0-31", "GPU1": "0-31"}
+    assert facts["nvswitches"] == {"count": 0, "bus_ids": []}
+    assert (facts["fabric_manager"]["required"], facts["fabric_manager"]["installed"]) == (False, False)
+    assert [c[1:] for c in host.calls] == [["-q", "-x"], ["topo", "-m"]]
