@@ -1,0 +1,1039 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the cluster layer applies, built from the inventory: Helm values, objects, node labels.
+
+Plain functions over plain data, shared by the filter plugins ``gpu_fleet_nodes``,
+``gpu_operator_plan``, ``device_plugin_plan``, ``gpu_node_label_patches`` and
+``image_pull_secret``, and by the unit tests that render every example fleet. Nothing here talks
+to a cluster. Problems are collected, not raised, so that a role can stop before anything is
+applied and show all of them at once; each names the variable, the bad value and what would be
+accepted.
+
+Everything returned is deterministic (dicts built in a fixed order, lists sorted, YAML dumped
+the same way each time) so that a second run hands Helm the very same values and nothing changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - controller-side code; ansible-core requires PyYAML
+    yaml = None
+
+try:
+    from ansible.module_utils.parsing.convert_bool import boolean as _ansible_boolean
+except ImportError:  # pragma: no cover - ansible-core is always there on the controller
+    _ansible_boolean = None
+
+# --- Names the NVIDIA stack uses ----------------------------------------------------------------
+LABEL_DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
+LABEL_DEPLOY_TOOLKIT = "nvidia.com/gpu.deploy.container-toolkit"
+LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
+LABEL_POD_SECURITY = "pod-security.kubernetes.io/enforce"
+
+DRIVER_METHODS = ("package", "preinstalled", "operator")
+HOST_DRIVER_METHODS = ("package", "preinstalled")
+RUNTIMES = ("containerd", "crio", "docker", "k3s", "rke2", "none")
+# The runtime each flavour is to the GPU Operator (operator.defaultRuntime).
+RUNTIME_FAMILY = {
+    "containerd": "containerd",
+    "k3s": "containerd",
+    "rke2": "containerd",
+    "crio": "crio",
+    "docker": "docker",
+}
+MIG_STRATEGIES = ("none", "single", "mixed")
+SHARING_STRATEGIES = ("none", "time-slicing", "mps")
+SHARING_OPTIONS = ("strategy", "replicas", "rename_by_default", "fail_requests_greater_than_one", "resources")
+POD_SECURITY_LEVELS = ("", "privileged", "baseline", "restricted")
+# The per-host inventory variables the cluster layer reads.
+HOST_VARS = (
+    "gpufleet_node_name",
+    "nvidia_driver_method",
+    "container_toolkit_enabled",
+    "container_toolkit_runtime",
+    "gpufleet_sharing_config",
+    "gpufleet_mig_config",
+)
+
+# k3s and RKE2 run their own containerd: its config is generated from a template under
+# /var/lib/rancher/<distribution>/agent/etc/containerd, the socket is /run/k3s/containerd, and
+# from containerd 2 (config version 3) the generated config imports config-v3.toml.d/*.toml.
+# The toolkit reads the generated file (RUNTIME_CONFIG_SOURCE=file=...) and writes its runtime
+# into a drop-in there, which survives the distribution regenerating config.toml. Names from
+# the GPU Operator's "Specifying Configuration Options for containerd" and RKE2's
+# "Deploy NVIDIA operator" documentation.
+RANCHER_CONTAINERD = {
+    "k3s": "/var/lib/rancher/k3s/agent/etc/containerd",
+    "rke2": "/var/lib/rancher/rke2/agent/etc/containerd",
+}
+RANCHER_CONTAINERD_SOCKET = "/run/k3s/containerd/containerd.sock"
+
+# GPU Operator chart components whose image repository an air-gapped site redirects, as
+# chart value paths. Each takes ``repository`` and ``imagePullSecrets`` (a list of names).
+GPU_OPERATOR_IMAGE_COMPONENTS = (
+    "operator",
+    "validator",
+    "driver",
+    "driver.manager",
+    "toolkit",
+    "devicePlugin",
+    "dcgm",
+    "dcgmExporter",
+    "gfd",
+    "migManager",
+    "nodeStatusExporter",
+    "gds",
+    "gdrcopy",
+)
+# Components that take imagePullSecrets (the driver manager shares the driver's pod).
+GPU_OPERATOR_PULL_SECRET_COMPONENTS = tuple(c for c in GPU_OPERATOR_IMAGE_COMPONENTS if c != "driver.manager")
+NFD_IMAGE = "node-feature-discovery"
+
+# Values the role derives itself; an override there would undo the derivation silently.
+GPU_OPERATOR_DERIVED_VALUES = (
+    "driver.enabled",
+    "toolkit.enabled",
+    "operator.defaultRuntime",
+    "mig.strategy",
+    "devicePlugin.config",
+)
+DEVICE_PLUGIN_DERIVED_VALUES = ("config", "migStrategy")
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_RESOURCE = re.compile(r"^nvidia\.com/(gpu|mig-[0-9][0-9a-z.+]*)$")
+_CHART_VERSION = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+$")
+_DRIVER_VERSION = re.compile(r"^[0-9]{3}(\.[0-9]{1,3}){0,2}$")
+_REGISTRY = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$")
+_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")
+
+
+# --- Small helpers ------------------------------------------------------------------------------
+def plain(value):
+    """``value`` rebuilt from builtin types only.
+
+    Inventory values reach the filters as ansible-core's tagged subclasses of str, dict and
+    list, which ``yaml.safe_dump`` refuses; the plans are built from plain copies.
+    """
+    if isinstance(value, dict):
+        return dict((plain(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
+def _q(value):
+    """A value as it appears in a message: strings quoted, the rest as YAML would show them."""
+    if isinstance(value, str):
+        return "'%s'" % value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _one_of(choices):
+    return "one of: " + ", ".join(c if c else "''" for c in choices)
+
+
+def to_bool(value, var, problems):
+    """``value`` as a bool, the way Ansible reads yes/no/true/1; a problem when it is not one."""
+    if isinstance(value, bool):
+        return value
+    try:
+        if _ansible_boolean is None:  # pragma: no cover
+            raise TypeError(value)
+        return _ansible_boolean(value, strict=True)
+    except TypeError:
+        problems.append("%s: %s is not a boolean (expected true or false)" % (var, _q(value)))
+        return False
+
+
+def dump_yaml(data, sort_keys=False):
+    """YAML text the same way every time: block style, keys in the order they were built (or
+    sorted, for data whose order came from the user's inventory)."""
+    if yaml is None:  # pragma: no cover
+        raise RuntimeError("PyYAML is required on the control host")
+    return yaml.safe_dump(data, default_flow_style=False, sort_keys=sort_keys, width=1000)
+
+
+def deep_merge(base, extra):
+    """``extra`` merged into a copy of ``base``: dicts recursively, anything else replaced."""
+    merged = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _paths(data, prefix=""):
+    for key, value in data.items():
+        path = "%s.%s" % (prefix, key) if prefix else str(key)
+        yield path
+        if isinstance(value, dict):
+            yield from _paths(value, path)
+
+
+def _set_path(data, dotted, value):
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        data = data.setdefault(part, {})
+    data[parts[-1]] = value
+
+
+def _check_overrides(overrides, var, derived, problems):
+    if not isinstance(overrides, dict):
+        problems.append("%s: %s is not a mapping of chart values (expected a dict)" % (var, _q(overrides)))
+        return {}
+    reported = []
+    for path in _paths(overrides):
+        if any(path.startswith(r + ".") for r in reported):
+            continue
+        if any(path == owned or path.startswith(owned + ".") for owned in derived):
+            reported.append(path)
+            problems.append(
+                "%s.%s: the role sets this value from the inventory; remove it from %s (see the "
+                "role's README for the variable that drives it)" % (var, path, var)
+            )
+    return overrides
+
+
+def _check_name(value, var, pattern, what, problems):
+    if not isinstance(value, str) or not value or not pattern.match(value) or len(value) > 253:
+        problems.append("%s: %s is not %s" % (var, _q(value), what))
+        return False
+    return True
+
+
+def _check_namespace(value, var, problems):
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.match(value):
+        problems.append(
+            "%s: %s is not a namespace name (expected a DNS label: lower-case alphanumerics and "
+            "'-', at most 63 characters)" % (var, _q(value))
+        )
+
+
+def _check_duration(value, var, problems):
+    if not isinstance(value, str) or not _DURATION.match(value):
+        problems.append("%s: %s is not a duration (expected e.g. 10m or 900s)" % (var, _q(value)))
+
+
+# --- The fleet, from the inventory -------------------------------------------------------------
+def fleet_nodes(hosts, hostvars, role):
+    """The GPU nodes of the inventory as the cluster layer sees them.
+
+    Per host (inventory variables; defaults in brackets): ``gpufleet_node_name`` [the inventory
+    name], ``nvidia_driver_method`` [package], ``container_toolkit_enabled`` [true unless the
+    driver method is operator], ``container_toolkit_runtime`` [containerd],
+    ``gpufleet_sharing_config`` [none: the default config] and ``gpufleet_mig_config`` [none].
+    A host is *prepared* for a component when this collection put it on the host: the driver
+    when the method is package or preinstalled, the toolkit when its role is enabled.
+    """
+    problems = []
+    nodes = []
+    if hosts is None:
+        hosts = []
+    if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
+        return {"nodes": [], "problems": ["%s: the node group is not a list of hosts (got %s)" % (role, _q(hosts))]}
+    seen = {}
+    for host in hosts:
+        if host not in hostvars:
+            problems.append("%s: host %s of the node group is not in the inventory" % (role, _q(host)))
+            continue
+        hv = hostvars[host]
+        hv = dict((k, plain(hv[k])) for k in HOST_VARS if k in hv)
+        where = "%s: host %s" % (role, _q(host))
+
+        name = hv.get("gpufleet_node_name") or host
+        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+            problems.append(
+                "%s: gpufleet_node_name %s is not a Kubernetes node name (expected lower-case "
+                "alphanumerics, '-' and '.'; set gpufleet_node_name to the node's name in the cluster)"
+                % (where, _q(name))
+            )
+        elif name in seen:
+            problems.append(
+                "%s: gpufleet_node_name %s is also the node of host %s (expected one host per node)"
+                % (where, _q(name), _q(seen[name]))
+            )
+        else:
+            seen[name] = host
+
+        method = hv.get("nvidia_driver_method", "package")
+        if method not in DRIVER_METHODS:
+            problems.append(
+                "%s: nvidia_driver_method %s is not a driver method (expected %s)" % (where, _q(method), _one_of(DRIVER_METHODS))
+            )
+        host_driver = method in HOST_DRIVER_METHODS
+
+        toolkit = hv.get("container_toolkit_enabled", method != "operator")
+        host_toolkit = to_bool(toolkit, "%s: container_toolkit_enabled" % where, problems)
+
+        runtime = hv.get("container_toolkit_runtime", "containerd")
+        if runtime not in RUNTIMES:
+            problems.append(
+                "%s: container_toolkit_runtime %s is not a container runtime (expected %s)" % (where, _q(runtime), _one_of(RUNTIMES))
+            )
+
+        sharing = hv.get("gpufleet_sharing_config") or ""
+        mig = hv.get("gpufleet_mig_config") or ""
+        for var, value in (("gpufleet_sharing_config", sharing), ("gpufleet_mig_config", mig)):
+            if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value)):
+                problems.append(
+                    "%s: %s %s is not a label value (expected at most 63 alphanumerics, '-', '_' or '.', "
+                    "starting and ending with an alphanumeric)" % (where, var, _q(value))
+                )
+
+        nodes.append(
+            {
+                "host": host,
+                "name": name,
+                "driver_method": method,
+                "host_driver": host_driver,
+                "host_toolkit": host_toolkit,
+                "runtime": runtime,
+                "sharing_config": sharing,
+                "mig_config": mig,
+            }
+        )
+    nodes.sort(key=lambda n: (str(n["name"]), str(n["host"])))
+    return {"nodes": nodes, "problems": problems}
+
+
+def _fleet(fleet, role, group):
+    if not isinstance(fleet, dict) or "nodes" not in fleet:
+        return [], ["%s: the fleet is not the output of gpufleet.nvidia.gpu_fleet_nodes" % role]
+    nodes = fleet["nodes"]
+    problems = list(fleet.get("problems", []))
+    if not nodes and not problems:
+        problems.append(
+            "%s_node_group: no GPU nodes in group %s (expected a group of GPU nodes: run "
+            "gpufleet.nvidia.discover first, which groups the nodes that have GPUs, or name your own group)"
+            % (role, _q(group))
+        )
+    return nodes, problems
+
+
+# --- Device plugin configuration (time-slicing, MPS, MIG strategy) -----------------------------
+def plugin_configs(configs, default, mig_strategy, prefix, problems, extra_flags=None):
+    """The device plugin's named configs as ``{name: YAML text}``, in the k8s-device-plugin
+    ``api/config/v1`` format, one per entry of ``<prefix>_sharing_configs``.
+
+    Each entry: ``strategy`` (none | time-slicing | mps), ``replicas`` (at least 2 when shared),
+    ``rename_by_default``, ``fail_requests_greater_than_one``, ``resources`` (default
+    ``[nvidia.com/gpu]``). A config named ``default`` without sharing is added when the default
+    named by ``<prefix>_sharing_default`` is ``default`` and not declared.
+    """
+    var = prefix + "_sharing_configs"
+    if mig_strategy not in MIG_STRATEGIES:
+        problems.append(
+            "%s_mig_strategy: %s is not a MIG strategy (expected %s)" % (prefix, _q(mig_strategy), _one_of(MIG_STRATEGIES))
+        )
+    if configs is None:
+        configs = {}
+    if not isinstance(configs, dict):
+        problems.append("%s: %s is not a mapping of config names to configs (expected a dict)" % (var, _q(configs)))
+        configs = {}
+    configs = dict(configs)
+    if default == "default" and "default" not in configs:
+        configs["default"] = {"strategy": "none"}
+    if default not in configs:
+        problems.append(
+            "%s_sharing_default: %s is not one of the configs in %s (expected %s)"
+            % (prefix, _q(default), var, _one_of(sorted(str(k) for k in configs)))
+        )
+
+    data = {}
+    for name in sorted(configs, key=str):
+        where = "%s.%s" % (var, name)
+        if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE.match(name) or not name:
+            problems.append(
+                "%s: %s is not a config name (expected a label value: at most 63 alphanumerics, '-', "
+                "'_' or '.', starting and ending with an alphanumeric)" % (var, _q(name))
+            )
+            continue
+        entry = configs[name]
+        if entry is None:
+            entry = {}
+        if not isinstance(entry, dict):
+            problems.append("%s: %s is not a config (expected a dict with %s)" % (where, _q(entry), ", ".join(SHARING_OPTIONS)))
+            continue
+        for key in sorted(entry, key=str):
+            if key not in SHARING_OPTIONS:
+                problems.append("%s: unknown option %s (expected %s)" % (where, _q(key), _one_of(SHARING_OPTIONS)))
+        doc = _plugin_config(entry, where, mig_strategy, prefix, problems, extra_flags or {})
+        if doc is not None:
+            data[name] = dump_yaml(doc)
+    return data
+
+
+def _plugin_config(entry, where, mig_strategy, prefix, problems, extra_flags):
+    strategy = entry.get("strategy", "none")
+    if strategy not in SHARING_STRATEGIES:
+        problems.append("%s.strategy: %s is not a sharing strategy (expected %s)" % (where, _q(strategy), _one_of(SHARING_STRATEGIES)))
+        return None
+    flags = {"migStrategy": mig_strategy}
+    flags.update(extra_flags)
+    doc = {"version": "v1", "flags": flags}
+    shared_only = [k for k in ("replicas", "rename_by_default", "fail_requests_greater_than_one", "resources") if k in entry]
+    if strategy == "none":
+        if shared_only:
+            problems.append(
+                "%s: %s only apply to a shared config (strategy is 'none'; expected strategy "
+                "time-slicing or mps)" % (where, ", ".join(shared_only))
+            )
+        return doc
+
+    if strategy == "mps" and mig_strategy != "none":
+        problems.append(
+            "%s.strategy: 'mps' does not combine with MIG (%s_mig_strategy is %s; expected "
+            "%s_mig_strategy 'none' for a fleet that uses MPS, or strategy time-slicing)"
+            % (where, prefix, _q(mig_strategy), prefix)
+        )
+
+    replicas = entry.get("replicas")
+    count = None
+    if isinstance(replicas, bool) or replicas is None:
+        count = None
+    elif isinstance(replicas, int):
+        count = replicas
+    elif isinstance(replicas, str) and replicas.isdigit():
+        count = int(replicas)
+    if count is None or count < 2:
+        problems.append(
+            "%s.replicas: %s is not a number of replicas for %s (expected an integer of at least 2)"
+            % (where, _q(replicas), strategy)
+        )
+        count = 2
+
+    resources = entry.get("resources", ["nvidia.com/gpu"])
+    if isinstance(resources, str) or not isinstance(resources, (list, tuple)) or not resources:
+        problems.append("%s.resources: %s is not a list of resource names (expected e.g. [nvidia.com/gpu])" % (where, _q(resources)))
+        resources = ["nvidia.com/gpu"]
+    seen = set()
+    for resource in resources:
+        if not isinstance(resource, str) or not _RESOURCE.match(resource):
+            problems.append(
+                "%s.resources: %s is not a GPU resource name (expected nvidia.com/gpu or "
+                "nvidia.com/mig-<profile>, e.g. nvidia.com/mig-1g.10gb)" % (where, _q(resource))
+            )
+        elif resource.startswith("nvidia.com/mig-") and mig_strategy != "mixed":
+            problems.append(
+                "%s.resources: %s is only advertised with MIG strategy 'mixed' (%s_mig_strategy is %s; "
+                "expected nvidia.com/gpu)" % (where, _q(resource), prefix, _q(mig_strategy))
+            )
+        elif resource in seen:
+            problems.append("%s.resources: %s is listed twice (expected each resource once)" % (where, _q(resource)))
+        seen.add(resource)
+
+    shared = {
+        "renameByDefault": to_bool(entry.get("rename_by_default", False), where + ".rename_by_default", problems),
+        "failRequestsGreaterThanOne": to_bool(
+            entry.get("fail_requests_greater_than_one", False), where + ".fail_requests_greater_than_one", problems
+        ),
+        "resources": [{"name": r, "replicas": count} for r in resources if isinstance(r, str)],
+    }
+    doc["sharing"] = {"timeSlicing" if strategy == "time-slicing" else "mps": shared}
+    return doc
+
+
+def _check_node_sharing(nodes, names, prefix, problems):
+    for node in nodes:
+        if node["sharing_config"] and node["sharing_config"] not in names:
+            problems.append(
+                "%s: host %s: gpufleet_sharing_config %s is not one of the configs in %s_sharing_configs "
+                "(expected %s)" % (prefix, _q(node["host"]), _q(node["sharing_config"]), prefix, _one_of(sorted(names)))
+            )
+
+
+# --- Images and pull secrets --------------------------------------------------------------------
+def _pull_secrets(settings, prefix, problems):
+    """Names of the image pull secrets: the listed ones plus the one the role creates."""
+    var = prefix + "_image_pull_secrets"
+    listed = settings.get("image_pull_secrets") or []
+    if isinstance(listed, str) or not isinstance(listed, (list, tuple)):
+        problems.append("%s: %s is not a list of secret names (expected e.g. [nvcr-pull])" % (var, _q(listed)))
+        listed = []
+    names = []
+    for name in listed:
+        if _check_name(name, var, _DNS_SUBDOMAIN, "a secret name (expected lower-case alphanumerics, '-' and '.')", problems):
+            names.append(name)
+    secret = registry_secret(settings, prefix, problems)
+    if secret and secret not in names:
+        names.append(secret)
+    return names
+
+
+def registry_secret(settings, prefix, problems):
+    """The name of the pull secret the role creates from the registry credentials, or ''."""
+    server = settings.get("registry_server") or ""
+    username = settings.get("registry_username") or ""
+    password_set = to_bool(settings.get("registry_password_set", False), prefix + "_registry_password", problems)
+    given = [n for n, v in (("server", server), ("username", username), ("password", password_set)) if v]
+    if not given:
+        return ""
+    missing = [n for n in ("server", "username", "password") if n not in given]
+    if missing:
+        problems.append(
+            "%s_registry_%s: not set, but %s are (expected all of %s_registry_server, _username and "
+            "_password for a pull secret, or none)"
+            % (prefix, missing[0], ", ".join("%s_registry_%s" % (prefix, n) for n in given), prefix)
+        )
+        return ""
+    if not isinstance(server, str) or "://" in server or "/" in server:
+        problems.append(
+            "%s_registry_server: %s is not a registry host (expected host[:port], e.g. registry.example.com:5000)"
+            % (prefix, _q(server))
+        )
+    name = settings.get("registry_secret_name") or ""
+    if not _check_name(name, prefix + "_registry_secret_name", _DNS_SUBDOMAIN, "a secret name (expected lower-case alphanumerics, '-' and '.')", problems):
+        return ""
+    return name
+
+
+def _image_registry(settings, prefix, problems):
+    registry = settings.get("image_registry") or ""
+    if registry and (not isinstance(registry, str) or not _REGISTRY.match(registry)):
+        problems.append(
+            "%s_image_registry: %s is not a registry prefix (expected host[:port][/path] without a scheme, "
+            "e.g. registry.example.com:5000/nvidia)" % (prefix, _q(registry))
+        )
+        return ""
+    return registry
+
+
+def image_pull_secret(credentials, name, namespace):
+    """A ``kubernetes.io/dockerconfigjson`` Secret for one registry. ``credentials`` holds
+    ``server``, ``username`` and ``password``; the password is never part of an error message."""
+    credentials = plain(credentials or {})
+    missing = [k for k in ("server", "username", "password") if not credentials.get(k)]
+    if missing:
+        raise ValueError("registry credentials lack %s" % ", ".join(missing))
+    user = str(credentials["username"])
+    password = str(credentials["password"])
+    auth = base64.b64encode(("%s:%s" % (user, password)).encode("utf-8")).decode("ascii")
+    config = {"auths": {str(credentials["server"]): {"username": user, "password": password, "auth": auth}}}
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "gpufleet.nvidia"}},
+        "type": "kubernetes.io/dockerconfigjson",
+        "data": {".dockerconfigjson": base64.b64encode(text.encode("utf-8")).decode("ascii")},
+    }
+
+
+# --- Objects and chart --------------------------------------------------------------------------
+def namespace_object(name, pod_security):
+    meta = {"name": name}
+    if pod_security:
+        meta["labels"] = {LABEL_POD_SECURITY: pod_security}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def _chart(settings, prefix, name, problems):
+    path = settings.get("chart_path") or ""
+    if path:
+        return {"ref": path}
+    version = settings.get("chart_version")
+    if not isinstance(version, str) or not _CHART_VERSION.match(version):
+        problems.append(
+            "%s_chart_version: %s is not a chart version (expected e.g. %s)"
+            % (prefix, _q(version), "v25.10.0" if prefix == "gpu_operator" else "0.20.0")
+        )
+    url = settings.get("chart_repo_url") or ""
+    if not isinstance(url, str) or not re.match(r"^(https?|oci)://", url):
+        problems.append(
+            "%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., "
+            "or %s_chart_path for a chart on the control host)" % (prefix, _q(url), prefix)
+        )
+    return {"ref": name, "repo_url": url, "version": version}
+
+
+def _common(settings, prefix, problems):
+    _check_namespace(settings.get("namespace"), prefix + "_namespace", problems)
+    _check_name(
+        settings.get("release_name"), prefix + "_release_name", _DNS_LABEL,
+        "a release name (expected lower-case alphanumerics and '-')", problems,
+    )
+    _check_duration(settings.get("wait_timeout"), prefix + "_wait_timeout", problems)
+    level = settings.get("namespace_pod_security") or ""
+    if level not in POD_SECURITY_LEVELS:
+        problems.append(
+            "%s_namespace_pod_security: %s is not a Pod Security level (expected %s)"
+            % (prefix, _q(level), _one_of(POD_SECURITY_LEVELS))
+        )
+        level = ""
+    return level
+
+
+def _label_plan(nodes, wanted, removable):
+    """Per node: labels to set, and label values the role owns and removes when not wanted."""
+    plan = []
+    for node in nodes:
+        labels = wanted(node)
+        plan.append(
+            {
+                "host": node["host"],
+                "name": node["name"],
+                "labels": dict(sorted(labels.items())),
+                "remove": dict((k, sorted(v)) for k, v in sorted(removable.items()) if k not in labels),
+            }
+        )
+    return plan
+
+
+def _result(problems, **parts):
+    result = {"problems": problems}
+    if problems:
+        for key in parts:
+            parts[key] = None
+    result.update(parts)
+    return result
+
+
+# --- The GPU Operator ---------------------------------------------------------------------------
+def gpu_operator_plan(fleet, settings):
+    """Values for the gpu-operator chart, the objects to apply beside it and the node labels.
+
+    ``driver.enabled`` / ``toolkit.enabled`` follow from how the nodes were prepared: no node
+    prepared -> the operator deploys both; all prepared -> neither; a mix -> enabled, and the
+    prepared nodes get ``nvidia.com/gpu.deploy.driver=false`` and / or
+    ``nvidia.com/gpu.deploy.container-toolkit=false``.
+    """
+    p = "gpu_operator"
+    s = plain(settings or {})
+    nodes, problems = _fleet(fleet, p, s.get("node_group"))
+    pod_security = _common(s, p, problems)
+    chart = _chart(s, p, "gpu-operator", problems)
+
+    driver_enabled = any(not n["host_driver"] for n in nodes)
+    toolkit_enabled = any(not n["host_toolkit"] for n in nodes)
+
+    # --- container runtime: one per cluster -----------------------------------------------------
+    runtime = s.get("container_runtime") or ""
+    if runtime and runtime not in RUNTIME_FAMILY:
+        problems.append(
+            "gpu_operator_container_runtime: %s is not a container runtime the GPU Operator configures "
+            "(expected %s, or '' to take it from the nodes' container_toolkit_runtime)"
+            % (_q(runtime), _one_of(sorted(RUNTIME_FAMILY)))
+        )
+        runtime = ""
+    for node in nodes:
+        if node["host_toolkit"] and node["runtime"] == "none":
+            problems.append(
+                "gpu_operator: host %s: container_toolkit_runtime is 'none', but the operator's pods run "
+                "with runtimeClassName nvidia, which needs the host's runtime to have an nvidia handler "
+                "(expected containerd, crio, docker, k3s or rke2; or container_toolkit_enabled: false so "
+                "the operator deploys the toolkit)" % _q(node["host"])
+            )
+    if not runtime:
+        by_runtime = {}
+        for node in nodes:
+            if node["runtime"] in RUNTIME_FAMILY:
+                by_runtime.setdefault(node["runtime"], []).append(node["host"])
+        families = set(RUNTIME_FAMILY[r] for r in by_runtime)
+        flavours = sorted(by_runtime)
+        if len(families) > 1 or (len(flavours) > 1 and toolkit_enabled):
+            problems.append(
+                "gpu_operator: the GPU nodes run different container runtimes (%s), and the GPU Operator "
+                "takes one per cluster (operator.defaultRuntime, toolkit.env) (expected one "
+                "container_toolkit_runtime for all GPU nodes, or gpu_operator_container_runtime set)"
+                % "; ".join("%s: %s" % (r, ", ".join(by_runtime[r])) for r in flavours)
+            )
+        runtime = flavours[0] if flavours else "containerd"
+
+    # --- driver -----------------------------------------------------------------------------------
+    driver = {"enabled": driver_enabled}
+    version = s.get("driver_version") or ""
+    precompiled = to_bool(s.get("driver_use_precompiled", False), "gpu_operator_driver_use_precompiled", problems)
+    if version:
+        version = str(version)
+        if not _DRIVER_VERSION.match(version):
+            problems.append(
+                "gpu_operator_driver_version: %s is not a driver version (expected a branch such as 580 or "
+                "a release such as 580.95.05)" % _q(version)
+            )
+        elif precompiled and "." in version:
+            problems.append(
+                "gpu_operator_driver_version: %s is a release, but precompiled driver images are chosen by "
+                "branch (gpu_operator_driver_use_precompiled is true; expected a branch such as %s)"
+                % (_q(version), version.split(".")[0])
+            )
+        driver["version"] = version
+    if precompiled:
+        driver["usePrecompiled"] = True
+
+    rdma = to_bool(s.get("rdma_enabled", False), "gpu_operator_rdma_enabled", problems)
+    host_mofed = to_bool(s.get("rdma_use_host_mofed", False), "gpu_operator_rdma_use_host_mofed", problems)
+    gds = to_bool(s.get("gds_enabled", False), "gpu_operator_gds_enabled", problems)
+    gdrcopy = to_bool(s.get("gdrcopy_enabled", False), "gpu_operator_gdrcopy_enabled", problems)
+    if host_mofed and not rdma:
+        problems.append(
+            "gpu_operator_rdma_use_host_mofed: true only applies to GPUDirect RDMA (gpu_operator_rdma_enabled "
+            "is false; expected gpu_operator_rdma_enabled: true, or gpu_operator_rdma_use_host_mofed: false)"
+        )
+    for var, on in (("rdma_enabled", rdma), ("gds_enabled", gds), ("gdrcopy_enabled", gdrcopy)):
+        if on and not driver_enabled:
+            problems.append(
+                "gpu_operator_%s: true needs the operator's driver containers, which load the kernel modules "
+                "it adds, but every GPU node has a host driver (nvidia_driver_method package or preinstalled) "
+                "(expected nvidia_driver_method: operator on the nodes that need it, or the module loaded on "
+                "the hosts and gpu_operator_%s: false)" % (var, var)
+            )
+    if rdma:
+        driver["rdma"] = {"enabled": True, "useHostMofed": host_mofed}
+
+    policy = s.get("driver_upgrade_policy") or {}
+    if not isinstance(policy, dict):
+        problems.append(
+            "gpu_operator_driver_upgrade_policy: %s is not a mapping (expected chart keys such as "
+            "autoUpgrade, maxParallelUpgrades, drain)" % _q(policy)
+        )
+    elif policy:
+        driver["upgradePolicy"] = copy.deepcopy(policy)
+
+    # --- toolkit ----------------------------------------------------------------------------------
+    toolkit = {"enabled": toolkit_enabled}
+    env = []
+    if toolkit_enabled and runtime in RANCHER_CONTAINERD:
+        base = RANCHER_CONTAINERD[runtime]
+        env = [
+            ("CONTAINERD_CONFIG", base + "/config.toml"),
+            ("CONTAINERD_SOCKET", RANCHER_CONTAINERD_SOCKET),
+            ("RUNTIME_CONFIG_SOURCE", "file=" + base + "/config.toml"),
+            ("RUNTIME_DROP_IN_CONFIG", base + "/config-v3.toml.d/99-nvidia.toml"),
+        ]
+    extra_env = s.get("toolkit_env") or {}
+    if not isinstance(extra_env, dict):
+        problems.append(
+            "gpu_operator_toolkit_env: %s is not a mapping of variable names to values (expected e.g. "
+            "{RUNTIME_DROP_IN_CONFIG: /etc/containerd/conf.d/99-nvidia.toml})" % _q(extra_env)
+        )
+        extra_env = {}
+    env_dict = dict(env)
+    order = [item[0] for item in env] + sorted(k for k in extra_env if k not in env_dict)
+    for key, value in extra_env.items():
+        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            problems.append("gpu_operator_toolkit_env: %s is not an environment variable name" % _q(key))
+        env_dict[key] = value if isinstance(value, str) else json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+    if env_dict and toolkit_enabled:
+        toolkit["env"] = [{"name": k, "value": str(env_dict[k])} for k in order]
+
+    # --- MIG ------------------------------------------------------------------------------------
+    mig_strategy = s.get("mig_strategy", "none")
+    mig_manager = to_bool(s.get("mig_manager_enabled", True), "gpu_operator_mig_manager_enabled", problems)
+    mig_configs = s.get("mig_configs") or {}
+    mig_default = s.get("mig_default_config") or ""
+    mig_values = {"enabled": mig_manager}
+    objects = [namespace_object(s.get("namespace"), pod_security)]
+    if not isinstance(mig_configs, dict):
+        problems.append(
+            "gpu_operator_mig_configs: %s is not a mapping of MIG config names to mig-parted device lists "
+            "(expected a dict)" % _q(mig_configs)
+        )
+        mig_configs = {}
+    mig_names = set()
+    if mig_configs:
+        mig_names = _check_mig_configs(mig_configs, problems)
+        cm_name = s.get("mig_config_map") or ""
+        if _check_name(cm_name, "gpu_operator_mig_config_map", _DNS_SUBDOMAIN, "a ConfigMap name (expected lower-case alphanumerics, '-' and '.')", problems):
+            objects.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {
+                        "name": cm_name,
+                        "namespace": s.get("namespace"),
+                        "labels": {"app.kubernetes.io/managed-by": "gpufleet.nvidia"},
+                    },
+                    "data": {
+                        "config.yaml": dump_yaml({"version": "v1", "mig-configs": mig_configs}, sort_keys=True)
+                    },
+                }
+            )
+        mig_default = mig_default or "all-disabled"
+        mig_values["config"] = {"name": cm_name, "default": mig_default}
+        if mig_default not in mig_names:
+            problems.append(
+                "gpu_operator_mig_default_config: %s is not one of the configs in gpu_operator_mig_configs "
+                "(expected %s)" % (_q(mig_default), _one_of(sorted(mig_names)))
+            )
+    elif mig_default:
+        mig_values["config"] = {"default": mig_default}
+    for node in nodes:
+        where = "gpu_operator: host %s: gpufleet_mig_config %s" % (_q(node["host"]), _q(node["mig_config"]))
+        if not node["mig_config"]:
+            continue
+        if not mig_manager:
+            problems.append("%s needs the MIG manager (gpu_operator_mig_manager_enabled is false; expected true)" % where)
+        if mig_names and node["mig_config"] not in mig_names:
+            problems.append("%s is not one of the configs in gpu_operator_mig_configs (expected %s)" % (where, _one_of(sorted(mig_names))))
+        if node["mig_config"] != "all-disabled" and mig_strategy == "none":
+            problems.append(
+                "%s partitions the GPUs, but gpu_operator_mig_strategy is 'none', which advertises no MIG "
+                "devices (expected gpu_operator_mig_strategy single or mixed)" % where
+            )
+
+    # --- device plugin: sharing ------------------------------------------------------------------
+    default = s.get("sharing_default") or "default"
+    data = plugin_configs(s.get("sharing_configs"), default, mig_strategy, p, problems)
+    _check_node_sharing(nodes, data, p, problems)
+    cm_name = s.get("sharing_config_map") or ""
+    _check_name(cm_name, "gpu_operator_sharing_config_map", _DNS_SUBDOMAIN, "a ConfigMap name (expected lower-case alphanumerics, '-' and '.')", problems)
+
+    # --- images -----------------------------------------------------------------------------------
+    registry = _image_registry(s, p, problems)
+    repositories = s.get("image_repositories") or {}
+    if not isinstance(repositories, dict):
+        problems.append(
+            "gpu_operator_image_repositories: %s is not a mapping of components to repositories (expected "
+            "keys %s)" % (_q(repositories), _one_of(GPU_OPERATOR_IMAGE_COMPONENTS + (NFD_IMAGE,)))
+        )
+        repositories = {}
+    for key in sorted(repositories, key=str):
+        if key not in GPU_OPERATOR_IMAGE_COMPONENTS + (NFD_IMAGE,):
+            problems.append(
+                "gpu_operator_image_repositories: %s is not a chart component (expected %s)"
+                % (_q(key), _one_of(GPU_OPERATOR_IMAGE_COMPONENTS + (NFD_IMAGE,)))
+            )
+    secrets = _pull_secrets(s, p, problems)
+
+    values = {
+        "operator": {"defaultRuntime": RUNTIME_FAMILY.get(runtime, "containerd")},
+        "driver": driver,
+        "toolkit": toolkit,
+        "cdi": {"enabled": to_bool(s.get("cdi_enabled", True), "gpu_operator_cdi_enabled", problems)},
+        "dcgmExporter": {"enabled": to_bool(s.get("dcgm_exporter_enabled", True), "gpu_operator_dcgm_exporter_enabled", problems)},
+        "mig": {"strategy": mig_strategy},
+        "migManager": mig_values,
+        "devicePlugin": {"config": {"create": True, "name": cm_name, "default": default, "data": data}},
+        "gds": {"enabled": gds},
+        "gdrcopy": {"enabled": gdrcopy},
+    }
+    for component in GPU_OPERATOR_IMAGE_COMPONENTS:
+        repo = repositories.get(component) or registry
+        if repo:
+            _set_path(values, component + ".repository", repo)
+    nfd_repo = repositories.get(NFD_IMAGE) or (registry + "/" + NFD_IMAGE if registry else "")
+    if nfd_repo:
+        values["node-feature-discovery"] = {"image": {"repository": nfd_repo}}
+    if secrets:
+        for component in GPU_OPERATOR_PULL_SECRET_COMPONENTS:
+            _set_path(values, component + ".imagePullSecrets", list(secrets))
+    overrides = _check_overrides(s.get("values_overrides") or {}, "gpu_operator_values_overrides", GPU_OPERATOR_DERIVED_VALUES, problems)
+    values = deep_merge(values, overrides)
+
+    def wanted(node):
+        labels = {}
+        if driver_enabled and node["host_driver"]:
+            labels[LABEL_DEPLOY_DRIVER] = "false"
+        if toolkit_enabled and node["host_toolkit"]:
+            labels[LABEL_DEPLOY_TOOLKIT] = "false"
+        if node["sharing_config"]:
+            labels[LABEL_PLUGIN_CONFIG] = node["sharing_config"]
+        if node["mig_config"]:
+            labels[LABEL_MIG_CONFIG] = node["mig_config"]
+        return labels
+
+    removable = {LABEL_DEPLOY_DRIVER: ["false"], LABEL_DEPLOY_TOOLKIT: ["false"], LABEL_PLUGIN_CONFIG: list(data)}
+    summary = {
+        "driver": "operator" if not any(n["host_driver"] for n in nodes) else "host" if not driver_enabled else "mixed",
+        "toolkit": "operator" if not any(n["host_toolkit"] for n in nodes) else "host" if not toolkit_enabled else "mixed",
+        "container_runtime": runtime,
+        "nodes": [n["name"] for n in nodes],
+        "host_driver_nodes": [n["name"] for n in nodes if n["host_driver"]],
+        "host_toolkit_nodes": [n["name"] for n in nodes if n["host_toolkit"]],
+        "sharing_configs": sorted(data),
+        "mig_strategy": mig_strategy,
+    }
+    return _result(
+        problems,
+        chart=chart,
+        chart_values=values,
+        objects=objects,
+        node_labels=_label_plan(nodes, wanted, removable),
+        summary=summary,
+    )
+
+
+def _check_mig_configs(configs, problems):
+    names = set()
+    for name in sorted(configs, key=str):
+        where = "gpu_operator_mig_configs.%s" % name
+        if not isinstance(name, str) or not name or len(name) > 63 or not _LABEL_VALUE.match(name):
+            problems.append("gpu_operator_mig_configs: %s is not a config name (expected a label value)" % _q(name))
+            continue
+        names.add(name)
+        entries = configs[name]
+        if isinstance(entries, str) or not isinstance(entries, (list, tuple)) or not entries:
+            problems.append(
+                "%s: %s is not a list of mig-parted device entries (expected e.g. [{devices: all, "
+                "mig-enabled: true, mig-devices: {1g.10gb: 7}}])" % (where, _q(entries))
+            )
+            continue
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, dict) or "devices" not in entry or "mig-enabled" not in entry:
+                problems.append(
+                    "%s[%d]: %s is not a mig-parted device entry (expected a dict with devices and mig-enabled)"
+                    % (where, index, _q(entry))
+                )
+            elif entry.get("mig-enabled") is True and not isinstance(entry.get("mig-devices"), dict):
+                problems.append(
+                    "%s[%d]: mig-enabled is true but mig-devices is %s (expected a mapping of MIG profiles to "
+                    "counts, e.g. {1g.10gb: 7})" % (where, index, _q(entry.get("mig-devices")))
+                )
+    return names
+
+
+# --- The standalone device plugin ---------------------------------------------------------------
+def device_plugin_plan(fleet, settings):
+    """Values for NVIDIA's nvidia-device-plugin chart, the ``nvidia`` RuntimeClass and labels.
+
+    The standalone path needs every GPU node prepared on the host (driver and toolkit with a
+    runtime that has an ``nvidia`` handler); a node left to the GPU Operator is a problem.
+    """
+    p = "device_plugin"
+    s = plain(settings or {})
+    nodes, problems = _fleet(fleet, p, s.get("node_group"))
+    pod_security = _common(s, p, problems)
+    chart = _chart(s, p, "nvidia-device-plugin", problems)
+
+    for node in nodes:
+        where = "device_plugin: host %s" % _q(node["host"])
+        if not node["host_driver"]:
+            problems.append(
+                "%s: nvidia_driver_method is %s, but the standalone device plugin needs the driver on the host "
+                "(expected package or preinstalled; or the gpufleet.nvidia.gpu_operator role for this fleet)"
+                % (where, _q(node["driver_method"]))
+            )
+        if not node["host_toolkit"]:
+            problems.append(
+                "%s: container_toolkit_enabled is false, but the standalone device plugin needs the NVIDIA "
+                "Container Toolkit on the host (expected true; or the gpufleet.nvidia.gpu_operator role)" % where
+            )
+        elif node["runtime"] == "none":
+            problems.append(
+                "%s: container_toolkit_runtime is 'none', so no runtime has an nvidia handler for the "
+                "device plugin's pods (expected containerd, crio, docker, k3s or rke2)" % where
+            )
+
+    rc_name = s.get("runtime_class_name") or ""
+    rc_handler = s.get("runtime_class_handler") or ""
+    objects = [namespace_object(s.get("namespace"), pod_security)]
+    if rc_name:
+        ok = _check_name(
+            rc_name, "device_plugin_runtime_class_name", _DNS_SUBDOMAIN,
+            "a RuntimeClass name (expected lower-case alphanumerics, '-' and '.', or '' to use the default runtime)", problems,
+        )
+        ok = _check_name(
+            rc_handler, "device_plugin_runtime_class_handler", _DNS_LABEL,
+            "a runtime handler (expected a DNS label such as nvidia)", problems,
+        ) and ok
+        if ok:
+            objects.append({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": rc_name}, "handler": rc_handler})
+
+    mig_strategy = s.get("mig_strategy", "none")
+    default = s.get("sharing_default") or "default"
+    flags = {"failOnInitError": to_bool(s.get("fail_on_init_error", True), "device_plugin_fail_on_init_error", problems)}
+    data = plugin_configs(s.get("sharing_configs"), default, mig_strategy, p, problems, extra_flags=flags)
+    _check_node_sharing(nodes, data, p, problems)
+
+    gfd = to_bool(s.get("gfd_enabled", True), "device_plugin_gfd_enabled", problems)
+    values = {"config": {"map": data, "default": default}, "gfd": {"enabled": gfd}}
+    if rc_name:
+        values["runtimeClassName"] = rc_name
+    registry = _image_registry(s, p, problems)
+    repository = s.get("image_repository") or (registry + "/k8s-device-plugin" if registry else "")
+    if repository:
+        values["image"] = {"repository": repository}
+    if registry and gfd:
+        values["nfd"] = {"image": {"repository": registry + "/" + NFD_IMAGE}}
+    secrets = _pull_secrets(s, p, problems)
+    if secrets:
+        values["imagePullSecrets"] = [{"name": n} for n in secrets]
+    overrides = _check_overrides(s.get("values_overrides") or {}, "device_plugin_values_overrides", DEVICE_PLUGIN_DERIVED_VALUES, problems)
+    values = deep_merge(values, overrides)
+
+    def wanted(node):
+        labels = {LABEL_GPU_PRESENT: "true"}
+        if node["sharing_config"]:
+            labels[LABEL_PLUGIN_CONFIG] = node["sharing_config"]
+        return labels
+
+    summary = {
+        "nodes": [n["name"] for n in nodes],
+        "runtime_class": rc_name or "(default runtime)",
+        "sharing_configs": sorted(data),
+        "mig_strategy": mig_strategy,
+    }
+    return _result(
+        problems,
+        chart=chart,
+        chart_values=values,
+        objects=objects,
+        node_labels=_label_plan(nodes, wanted, {LABEL_PLUGIN_CONFIG: list(data)}),
+        summary=summary,
+    )
+
+
+# --- Node labels against the cluster ------------------------------------------------------------
+def node_label_patches(node_labels, cluster_nodes, role):
+    """The label patches that bring the cluster's nodes to the plan, and the nodes not found.
+
+    ``cluster_nodes`` is what ``kubernetes.core.k8s_info`` returned for kind Node (its
+    ``resources``), or None to render the patches against nodes without labels. Each patch is
+    the partial Node object ``kubernetes.core.k8s`` patches with: it sets a label (``key:
+    value``) or removes one the role owns (``key: null``, a merge-patch delete); nodes already
+    right get no patch.
+    """
+    problems = []
+    patches = []
+    current = None
+    if cluster_nodes is not None:
+        current = {}
+        for item in cluster_nodes:
+            meta = (item or {}).get("metadata") or {}
+            current[meta.get("name")] = meta.get("labels") or {}
+    for entry in node_labels or []:
+        if current is None:
+            labels = {}
+        elif entry["name"] not in current:
+            known = sorted(n for n in current if n)
+            problems.append(
+                "%s: host %s: no node named %s in the cluster (expected gpufleet_node_name set to the node's "
+                "name; nodes found: %s)" % (role, _q(entry["host"]), _q(entry["name"]), ", ".join(known[:20]) or "none")
+            )
+            continue
+        else:
+            labels = current[entry["name"]]
+        patch = {}
+        for key, value in sorted(entry.get("labels", {}).items()):
+            if labels.get(key) != value:
+                patch[key] = value
+        for key, values in sorted(entry.get("remove", {}).items()):
+            if key in labels and labels[key] in values:
+                patch[key] = None
+        if patch:
+            patches.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": entry["name"], "labels": patch}})
+    return {"patches": patches, "problems": problems}
