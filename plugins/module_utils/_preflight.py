@@ -228,6 +228,27 @@ def _check_driver_presence(report, facts, method, declared, declared_flavor):
             report.passed("driver_not_package_owned", "driver source: %s" % source)
         return
 
+    if method == "operator":
+        # The GPU Operator's driver container provides the driver. A host driver makes the
+        # operator label the node pre-installed and skip its own, so the declared version is
+        # not what the node runs.
+        report.skip("driver_missing", "driver_method operator: the GPU Operator deploys the driver")
+        report.skip("driver_drift", "driver_method operator: the GPU Operator manages the version")
+        if source == "absent":
+            report.passed("driver_not_package_owned", "no host driver for the GPU Operator's to fight with")
+        else:
+            report.problem(
+                "driver_not_package_owned",
+                WARNING,
+                "a host driver is present (%s) and driver_method is operator" % where,
+                "The GPU Operator finds the host driver, labels the node "
+                "nvidia.com/gpu.deploy.driver=pre-installed and does not deploy its own: the node runs "
+                "the host's driver, not the declared one.",
+                "Remove the host driver so the operator deploys its own, or set driver_method: "
+                "preinstalled for this node.",
+            )
+        return
+
     report.skip("driver_not_package_owned", "driver_method preinstalled keeps the driver there is")
     if source == "absent":
         report.problem(
@@ -439,6 +460,14 @@ def _check_nouveau(report, facts, method):
             "nouveau holds the GPUs until it is unloaded, so the nvidia module cannot bind them.",
             "Allow the reboot that the driver role asks for (or blacklist nouveau and reboot beforehand).",
         )
+    elif method == "operator":
+        report.problem(
+            "nouveau",
+            BLOCKING,
+            "the nouveau driver is loaded and driver_method is operator",
+            "The GPU Operator's driver container cannot load the nvidia module while nouveau holds the GPUs.",
+            "Blacklist nouveau (modprobe.d: blacklist nouveau, options nouveau modeset=0), rebuild the initramfs and reboot.",
+        )
     elif not driver.get("loaded"):
         report.problem(
             "nouveau",
@@ -461,6 +490,17 @@ def _check_secure_boot(report, facts, method):
             report.skip("secure_boot", "Secure Boot state unknown")
         else:
             report.passed("secure_boot", "Secure Boot %s" % (state or "unknown"))
+        return
+    if method == "operator":
+        report.problem(
+            "secure_boot",
+            WARNING,
+            "Secure Boot is enabled and driver_method is operator",
+            "The GPU Operator's driver container builds or loads modules that are not signed by a key "
+            "this host enrolled, unless its precompiled, signed driver images are used.",
+            "Use the operator's precompiled signed driver images (driver.usePrecompiled), or set "
+            "driver_method: package and sign with a MOK key.",
+        )
         return
     if method == "preinstalled":
         installed = driver.get("installed") or {}
@@ -499,7 +539,12 @@ def _check_headers(report, facts, method):
     os_facts = facts.get("os") or {}
     kernel = facts.get("kernel") or {}
     if method != "package":
-        report.skip("kernel_headers", "driver_method preinstalled builds nothing")
+        report.skip(
+            "kernel_headers",
+            "driver_method %s builds nothing on the host" % method
+            if method == "preinstalled"
+            else "driver_method operator: the driver container brings what it builds with",
+        )
         return
     if os_facts.get("id") == "ubuntu" or os_facts.get("family") not in ("debian", "redhat"):
         report.skip("kernel_headers", "no DKMS build on %s" % (os_facts.get("id") or "this OS"))

@@ -51,8 +51,11 @@ options:
     description:
       - V(package) installs the driver from the distribution's or NVIDIA's packages.
       - V(preinstalled) keeps the driver that is on the host (an image, a .run file) and checks it.
+      - V(operator) leaves the driver to the GPU Operator's driver container: the host should have no
+        driver of its own (a present one is a warning: the operator would use it instead) and no
+        nouveau; no DKMS build happens on the host.
     type: str
-    choices: [package, preinstalled]
+    choices: [package, preinstalled, operator]
     default: package
   cuda_versions:
     description:
@@ -227,7 +230,7 @@ def main():
         argument_spec=dict(
             driver_version=dict(type="str"),
             driver_flavor=dict(type="str", choices=["open", "proprietary", "auto"], default="auto"),
-            driver_method=dict(type="str", choices=["package", "preinstalled"], default="package"),
+            driver_method=dict(type="str", choices=["package", "preinstalled", "operator"], default="package"),
             cuda_versions=dict(type="list", elements="str", default=[]),
             container_runtime=dict(
                 type="str", choices=["containerd", "crio", "docker", "k3s", "rke2", "none"], default="containerd"

@@ -549,3 +549,35 @@ def test_every_problem_has_the_full_shape():
         assert problem["reason"] and problem["fix"]
     order = [pf.RULE_IDS.index(p["rule"]) for p in result["problems"]]
     assert order == sorted(order)
+
+
+# --- driver_method operator: the GPU Operator's driver container -------------------------------
+
+
+def test_operator_method_on_a_host_without_driver_passes():
+    result = run(H200_DOWN, driver_version="580", driver_method="operator", container_runtime="none",
+                 edit=lambda f: f["driver"].update(source="absent", loaded=False))
+    assert problems(result, "driver_not_package_owned") == []
+    assert outcome(result, "driver_missing") == "skipped"
+    assert outcome(result, "kernel_headers") == "skipped"
+    assert result["checks"]["kernel_headers"]["detail"] == (
+        "driver_method operator: the driver container brings what it builds with"
+    )
+
+
+def test_operator_method_warns_about_a_host_driver():
+    result = run(H200, driver_version="580", driver_method="operator", container_runtime="none")
+    assert problems(result, "driver_not_package_owned") == [
+        (
+            "warning",
+            "a host driver is present (nvidia-smi at /usr/local/nvidia/bin/nvidia-smi, kernel module "
+            "580.159.04 loaded) and driver_method is operator",
+        )
+    ]
+    assert result["ok"] is True
+
+
+def test_operator_method_blocks_on_nouveau():
+    result = run(V100, driver_version="580", driver_method="operator", driver_flavor="proprietary",
+                 container_runtime="none")
+    assert problems(result, "nouveau") == [("blocking", "the nouveau driver is loaded and driver_method is operator")]
