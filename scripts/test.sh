@@ -14,6 +14,7 @@ STAGES=${STAGES:-"lint sanity unit integration package molecule"}
 stage "setup: host" "$ROOT/scripts/setup-host.sh"
 stage "setup: venv" "$ROOT/scripts/setup-venv.sh"
 stage "setup: images" "$ROOT/scripts/build-images.sh"
+stage "setup: containerd" "$ROOT/scripts/fetch-containerd.sh"
 
 export PATH="$VENV/bin:$PATH"
 . "$ROOT/scripts/env.sh"

@@ -1,0 +1,825 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Add (or remove) the ``nvidia`` runtime handler in a containerd configuration.
+
+Plain functions over file texts, no Ansible: :func:`plan_containerd` for
+``/etc/containerd/config.toml`` (+ drop-in) and :func:`plan_k3s` for the
+``config.toml.tmpl`` of k3s / RKE2. Both return a
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config.Plan`.
+
+What is written, and why (NVIDIA Container Toolkit 1.20.0 ``nvidia-ctk`` is the reference;
+the places where this does better are marked *beats nvidia-ctk*):
+
+* The CRI plugin table follows the file's top-level ``version``: none -> 1 (``cri``),
+  2 -> ``io.containerd.grpc.v1.cri`` (containerd 1.x), 3 and 4 ->
+  ``io.containerd.cri.v1.runtime`` (containerd 2.x). A file without ``version`` and without
+  version-1 content gets the version of the installed containerd (``containerd --version``).
+* ``runtimes.<name>`` is a copy of the default runtime (``default_runtime_name``'s table,
+  else ``runc``, else ``crun``; only runc-type runtimes), so ``SystemdCgroup`` carries
+  over, with ``runtime_type = "io.containerd.runc.v2"`` and ``options.BinaryName``.
+* *beats nvidia-ctk*: ``runc`` stays defined. containerd 1.6 / 1.7 replace their built-in
+  runtimes map by the one in the file, so a file (or drop-in) that defines only ``nvidia``
+  leaves CRI without ``runc`` and it fails to start with
+  ``no corresponding runtime configured in `containerd.runtimes` for `containerd`
+  `default_runtime_name = "runc"```. When the input has no ``runc`` table, one is added.
+* Drop-in mode writes the whole CRI plugin table into the drop-in (containerd < 2.1 merges
+  plugin tables from imports by key, not by content), with the main file's ``version``; the
+  main file only gains the ``imports`` entry. *beats nvidia-ctk*: the main file is edited in
+  place (comments, order and formatting kept), not re-serialised.
+* In-place mode edits the main file. *beats nvidia-ctk*, whose 1.20.0 writes no runtime at
+  all in place for version 2 and 3 files.
+* Every change to a file the module does not own is recorded (one comment line holding the
+  value it replaced), so ``state=absent`` gives back the original bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import (
+    OWNER_MARK,
+    FileChange,
+    GoTemplateMask,
+    Plan,
+    TomlStyle,
+    add_table,
+    deep_merge,
+    defined_tables,
+    delete_path,
+    dump_toml,
+    encode_record,
+    ensure_tables,
+    find_record_in_text,
+    fragments,
+    hide_headers,
+    insert_top_kv,
+    is_table,
+    lookup,
+    note_change,
+    parse_raw,
+    parse_toml,
+    plain,
+    prune_created,
+    record_comment,
+    record_entry,
+    replace_path,
+    restore_entry,
+    same,
+    set_scalar,
+    sync_table,
+    tk_value,
+    tomlkit,
+    write_record_comment,
+)
+
+RUNC_TYPE = "io.containerd.runc.v2"
+DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"
+DEFAULT_CONFIG = "/etc/containerd/config.toml"
+DEFAULT_DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
+
+#: CRI plugin table by config version.
+CRI_PLUGINS = {
+    1: "cri",
+    2: "io.containerd.grpc.v1.cri",
+    3: "io.containerd.cri.v1.runtime",
+    4: "io.containerd.cri.v1.runtime",
+}
+#: Names under which ``disabled_plugins`` can switch the CRI plugin off.
+CRI_PLUGIN_NAMES = (
+    "cri",
+    "io.containerd.grpc.v1.cri",
+    "io.containerd.cri.v1.runtime",
+    "io.containerd.cri.v1.images",
+)
+
+#: Where k3s / RKE2 look for an NVIDIA runtime to add on their own at start.
+K3S_AUTODETECT_DIRS = ("/usr/local/nvidia/toolkit", "/usr/bin", "/usr/local/bin")
+
+
+class ContainerdOptions:
+    """The settings that decide what the containerd editor writes."""
+
+    def __init__(
+        self,
+        state: str = "present",
+        mode: str = "dropin",
+        runtime_name: str = "nvidia",
+        binary_name: str = DEFAULT_BINARY,
+        set_as_default: bool = False,
+        enable_cdi: bool = False,
+        enable_cri: bool = False,
+        dropin_path: str = DEFAULT_DROPIN,
+        import_glob=None,
+        config_version=None,
+        containerd_major=None,
+        other_dropins=(),
+        containerd_version=None,
+    ) -> None:
+        if state not in ("present", "absent"):
+            raise GpuFleetError("state must be present or absent, got %r" % (state,))
+        if mode not in ("dropin", "inplace"):
+            raise GpuFleetError("config_mode must be dropin or inplace, got %r" % (mode,))
+        if not runtime_name or runtime_name == "runc":
+            raise GpuFleetError(
+                "runtime_name %r cannot be used (expected a new handler name, e.g. nvidia)"
+                % (runtime_name,)
+            )
+        if config_version is not None and int(config_version) not in CRI_PLUGINS:
+            raise GpuFleetError(
+                "config_version %r is not a containerd config version (expected 2 or 3)"
+                % (config_version,)
+            )
+        self.state = state
+        self.mode = mode
+        self.runtime_name = runtime_name
+        self.binary_name = binary_name or DEFAULT_BINARY
+        self.set_as_default = bool(set_as_default)
+        self.enable_cdi = bool(enable_cdi)
+        self.enable_cri = bool(enable_cri)
+        self.dropin_path = dropin_path or DEFAULT_DROPIN
+        self.import_glob = import_glob or os.path.join(os.path.dirname(self.dropin_path), "*.toml")
+        self.config_version = int(config_version) if config_version is not None else None
+        self.containerd_version = containerd_version
+        if containerd_major is None and containerd_version:
+            containerd_major = int(str(containerd_version).split(".", 1)[0])
+        self.containerd_major = containerd_major
+        self.other_dropins = list(other_dropins or ())
+
+    def version_below(self, major: int, minor: int) -> bool:
+        """Whether the containerd found is older than ``major.minor`` (unknown: no)."""
+        try:
+            parts = [int(p) for p in str(self.containerd_version).split(".")[:2]]
+        except ValueError:
+            return False
+        return len(parts) == 2 and tuple(parts) < (major, minor)
+
+
+# --------------------------------------------------------------------------------------
+# Version and tables
+# --------------------------------------------------------------------------------------
+
+
+def _has_v1_content(doc) -> bool:
+    """Whether a file without ``version`` relies on version-1 plugin names."""
+    plugins = doc.get("plugins")
+    if plugins is not None and is_table(plugins):
+        if any("." not in str(k) for k in plain(plugins).keys()):
+            return True
+    for key in ("disabled_plugins", "required_plugins"):
+        names = plain(doc.get(key)) or []
+        if isinstance(names, list) and any("." not in str(n) and n != "cri" for n in names):
+            return True
+    return False
+
+
+def detect_version(doc, containerd_major=None, override=None):
+    """``(version, source)``: from the file, else version-1 content, else the binary.
+
+    ``source`` is ``file`` when the file says it, ``v1`` when the file has version-1
+    plugin names, otherwise ``option``, ``containerd`` or ``default`` and the version must
+    be written into the file.
+    """
+    if "version" in doc:
+        try:
+            version = int(plain(doc["version"]))
+        except (TypeError, ValueError):
+            version = None
+        if version not in CRI_PLUGINS:
+            raise GpuFleetError(
+                "unsupported containerd config version %r (expected 1, 2, 3 or 4)"
+                % (plain(doc["version"]),)
+            )
+        return version, "file"
+    if _has_v1_content(doc):
+        return 1, "v1"
+    if override is not None:
+        return int(override), "option"
+    if containerd_major is not None:
+        return (3 if int(containerd_major) >= 2 else 2), "containerd"
+    return 2, "default"
+
+
+def plugin_path(version: int):
+    return ("plugins", CRI_PLUGINS[version])
+
+
+def toml_path_str(path) -> str:
+    """A key path as TOML writes it in a header (``plugins."io.containerd.grpc.v1.cri"``)."""
+    out = []
+    for key in path:
+        out.append(key if key.replace("_", "").replace("-", "").isalnum() else '"%s"' % key)
+    return ".".join(out)
+
+
+def _pick_source(runtimes: dict, name: str, preferred) -> tuple:
+    """The runtime whose settings the new handler copies: ``(name, table)``."""
+    for candidate in list(preferred) + ["runc", "crun"]:
+        if not candidate or candidate == name:
+            continue
+        table = runtimes.get(candidate)
+        if isinstance(table, dict) and table.get("runtime_type", RUNC_TYPE) == RUNC_TYPE:
+            return candidate, table
+    return None, {}
+
+
+def _runtimes_of(cri: dict) -> tuple:
+    containerd = cri.get("containerd") if isinstance(cri.get("containerd"), dict) else {}
+    runtimes = containerd.get("runtimes") if isinstance(containerd.get("runtimes"), dict) else {}
+    return containerd, runtimes
+
+
+def desired_runtime(cri: dict, opts: ContainerdOptions, original_default=None, existing=None) -> tuple:
+    """``(source name, table)`` the ``runtimes.<name>`` table must hold.
+
+    ``cri`` is the CRI plugin table the source runtime is taken from; ``original_default``
+    the default runtime before the module changed it (so that a second run copies the same
+    runtime as the first); ``existing`` the handler's current table (its other keys stay).
+    """
+    containerd, runtimes = _runtimes_of(cri)
+    preferred = [original_default] if original_default else [containerd.get("default_runtime_name")]
+    source_name, source = _pick_source(runtimes, opts.runtime_name, preferred)
+    if existing is None:
+        existing = runtimes.get(opts.runtime_name)
+    table = deep_merge(existing if isinstance(existing, dict) else {}, copy.deepcopy(source))
+    table = deep_merge(table, {"runtime_type": RUNC_TYPE, "options": {"BinaryName": opts.binary_name}})
+    return source_name, table
+
+
+# --------------------------------------------------------------------------------------
+# Top-level keys of the main file: version, imports, disabled_plugins
+# --------------------------------------------------------------------------------------
+
+
+def _edit_top(doc, version, version_source, opts, record, style, warnings, with_import) -> None:
+    if version_source not in ("file", "v1") and "version" not in doc:
+        note_change(record, ["version"], doc, "version", version)
+        insert_top_kv(doc, "version", tomlkit.item(version), first=True)
+
+    disabled = doc.get("disabled_plugins")
+    if disabled is not None and isinstance(plain(disabled), list):
+        names = plain(disabled)
+        wanted = list(names)
+        if version_source not in ("file", "v1"):
+            # The file was version 1 (no version key): "cri" is a v1 short name that
+            # version 2 refuses ("invalid disabled plugin URI"). Give it its full name.
+            wanted = ["io.containerd.grpc.v1.cri" if n == "cri" else n for n in wanted]
+        if opts.enable_cri:
+            wanted = [n for n in wanted if n not in CRI_PLUGIN_NAMES]
+        if wanted != names:
+            note_change(record, ["disabled_plugins"], doc, "disabled_plugins", wanted)
+            # Edit the array itself: the key keeps its place and its comment.
+            while len(disabled):
+                del disabled[0]
+            for name in wanted:
+                disabled.append(tk_value(name, style))
+        still = [n for n in wanted if n in CRI_PLUGIN_NAMES]
+        if still:
+            warnings.append(
+                "the CRI plugin is disabled (disabled_plugins = %s): Kubernetes cannot use this "
+                "containerd until it is enabled (option enable_cri)" % still
+            )
+
+    if with_import:
+        imports = doc.get("imports")
+        if imports is None:
+            value = tk_value([opts.import_glob], style)
+            note_change(record, ["imports"], doc, "imports", [opts.import_glob])
+            insert_top_kv(doc, "imports", value)
+        elif opts.import_glob not in (plain(imports) or []):
+            new = list(plain(imports)) + [opts.import_glob]
+            note_change(record, ["imports"], doc, "imports", new)
+            imports.append(tk_value(opts.import_glob, style))
+
+
+def _undo_top(doc, record, opts, warnings) -> None:
+    """Undo the recorded changes of top-level keys (imports, disabled_plugins, version)."""
+    entry = record_entry(record, ["imports"])
+    if entry is not None:
+        _undo_import(doc, entry, opts, warnings)
+    for name in ("disabled_plugins", "version"):
+        entry = record_entry(record, [name])
+        if entry is not None:
+            restore_entry(doc, entry, warnings)
+
+
+def _undo_import(doc, entry, opts, warnings) -> None:
+    if "imports" not in doc:
+        return
+    if opts.other_dropins:
+        warnings.append(
+            "kept %s in imports: other files match it (%s)"
+            % (opts.import_glob, ", ".join(sorted(opts.other_dropins)))
+        )
+        return
+    if same(doc["imports"], entry.get("set")):
+        if entry.get("raw") is None:
+            del doc["imports"]
+        else:
+            doc["imports"] = parse_raw(entry["raw"])
+        return
+    current = plain(doc["imports"]) or []
+    original = plain(parse_raw(entry["raw"])) if entry.get("raw") else []
+    if opts.import_glob in current and opts.import_glob not in original:
+        arr = doc["imports"]
+        del arr[current.index(opts.import_glob)]
+
+
+# --------------------------------------------------------------------------------------
+# The runtime tables, edited in place
+# --------------------------------------------------------------------------------------
+
+
+def _present_inplace(
+    doc, cri_path, opts, style, record, warnings, allow_runc=True, skip=(), source_cri=None
+):
+    """Add / update the handler in ``doc``; ``record`` collects what was changed.
+
+    ``source_cri``: the CRI table to copy the default runtime from when it is not ``doc``'s
+    own (a k3s base template, whose runtimes only the rendered config.toml shows).
+    """
+    name = opts.runtime_name
+    created = []
+    cri_plain = plain(lookup(doc, cri_path)) or {}
+    default_entry = record_entry(record, list(cri_path) + ["containerd", "default_runtime_name"])
+    original_default = None
+    if default_entry is not None:
+        original_default = plain(parse_raw(default_entry["raw"])) if default_entry.get("raw") else "runc"
+    existing = _runtimes_of(cri_plain)[1].get(name)
+    source_name, desired = desired_runtime(
+        source_cri if source_cri is not None else cri_plain, opts, original_default, existing or {}
+    )
+
+    runtimes_path = list(cri_path) + ["containerd", "runtimes"]
+    depth = len(runtimes_path) + 1
+    if "runtime" not in skip:
+        runtimes = ensure_tables(doc, runtimes_path, style, created)
+        if allow_runc and "runc" not in runtimes:
+            add_table(runtimes, "runc", {"runtime_type": RUNC_TYPE}, depth, style)
+            record["runc"] = True
+        if name in runtimes and is_table(runtimes[name]):
+            sync_table(runtimes[name], desired, depth, style)
+        else:
+            if name in runtimes:
+                del runtimes[name]
+            add_table(runtimes, name, desired, depth, style)
+
+    containerd_path = list(cri_path) + ["containerd"]
+    if opts.set_as_default:
+        table = ensure_tables(doc, containerd_path, style, created)
+        if not same(table.get("default_runtime_name"), name):
+            note_change(record, containerd_path + ["default_runtime_name"], table, "default_runtime_name", name)
+            _note_header(record, table, containerd_path, created)
+            set_scalar(table, "default_runtime_name", name, len(containerd_path), style)
+    elif default_entry is not None:
+        restore_entry(doc, default_entry, warnings)
+        record["keys"].remove(default_entry)
+
+    cdi_entry = record_entry(record, list(cri_path) + ["enable_cdi"])
+    if opts.enable_cdi:
+        table = ensure_tables(doc, cri_path, style, created)
+        if not same(table.get("enable_cdi"), True):
+            note_change(record, list(cri_path) + ["enable_cdi"], table, "enable_cdi", True)
+            _note_header(record, table, list(cri_path), created)
+            set_scalar(table, "enable_cdi", True, len(cri_path), style)
+    elif cdi_entry is not None:
+        restore_entry(doc, cdi_entry, warnings)
+        record["keys"].remove(cdi_entry)
+
+    if created:
+        record.setdefault("created", [])
+        for path in created:
+            if path not in record["created"]:
+                record["created"].append(path)
+    if "runtime" not in skip:
+        runtimes = lookup(doc, runtimes_path)
+        write_record_comment(runtimes[name], record, style.key_indent(depth))
+    return source_name
+
+
+def _note_header(record, table, path, created) -> None:
+    """Record that a table the file did not write out (``[a.b.c]`` made ``a.b`` exist)
+    gets a header because a key is added to it, so that ``state=absent`` hides it again."""
+    if path in created or not all(
+        isinstance(frag, tomlkit.items.Table) and frag.is_super_table() for frag in fragments(table)
+    ):
+        return
+    headered = record.setdefault("headered", [])
+    if list(path) not in headered:
+        headered.append(list(path))
+
+
+def _absent_inplace(doc, cri_path, opts, warnings) -> dict:
+    """Remove the handler and undo what its record says; returns the record."""
+    name = opts.runtime_name
+    runtimes_path = list(cri_path) + ["containerd", "runtimes"]
+    runtimes = lookup(doc, runtimes_path)
+    record = {}
+    if runtimes is not None and name in runtimes and is_table(runtimes[name]):
+        record = record_comment(runtimes[name])[1] or {}
+        delete_path(doc, runtimes_path + [name])
+        runtimes = lookup(doc, runtimes_path)
+        if record.get("runc") and "runc" in runtimes and same(
+            runtimes["runc"], {"runtime_type": RUNC_TYPE}
+        ):
+            delete_path(doc, runtimes_path + ["runc"])
+        if not record:
+            # Not written by this module (e.g. nvidia-ctk): no record to follow. Give the
+            # default back to runc if it pointed at the handler being removed.
+            containerd = lookup(doc, list(cri_path) + ["containerd"])
+            if containerd is not None and same(containerd.get("default_runtime_name"), name):
+                replace_path(doc, list(cri_path) + ["containerd", "default_runtime_name"], tomlkit.item("runc"))
+    for entry in list(record.get("keys", [])):
+        if entry.get("path", [None])[0] == "plugins":
+            restore_entry(doc, entry, warnings)
+    _undo_top(doc, record, opts, warnings)
+    prune_created(doc, record.get("created", []))
+    hide_headers(doc, record.get("headered", []))
+    return record
+
+
+def _inplace_record(doc, cri_path, name):
+    runtimes = lookup(doc, list(cri_path) + ["containerd", "runtimes"])
+    if runtimes is None or name not in runtimes or not is_table(runtimes[name]):
+        return None
+    return record_comment(runtimes[name])[1]
+
+
+# --------------------------------------------------------------------------------------
+# The drop-in
+# --------------------------------------------------------------------------------------
+
+
+def _dropin_text(version, cri_path, tree, record, main_path) -> str:
+    header = [
+        OWNER_MARK + ": the NVIDIA runtime for containerd.",
+        "# Holds the whole CRI plugin table of %s (containerd before 2.1" % main_path,
+        "# replaces a plugin table from an import rather than merging it): change that file,",
+        "# then run the module again, rather than editing this one.",
+        encode_record(record),
+    ]
+    top = {}
+    if version != 1:
+        top["version"] = version
+    top[cri_path[0]] = {cri_path[1]: tree}
+    return dump_toml(top, header_comments=header)
+
+
+def _edit_plain_tree(tree: dict, opts, original_default=None) -> str:
+    """The drop-in's CRI table: ``tree`` with the handler, runc, default and CDI set."""
+    source_name, desired = desired_runtime(tree, opts, original_default)
+    containerd = tree.setdefault("containerd", {})
+    runtimes = containerd.setdefault("runtimes", {})
+    if "runc" not in runtimes:
+        runtimes["runc"] = {"runtime_type": RUNC_TYPE}
+    runtimes[opts.runtime_name] = desired
+    if opts.set_as_default:
+        containerd["default_runtime_name"] = opts.runtime_name
+    if opts.enable_cdi:
+        tree["enable_cdi"] = True
+    return source_name
+
+
+# --------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------
+
+
+def _facts(version, cri_path, opts, **more) -> dict:
+    facts = {
+        "config_version": version,
+        "plugin_table": toml_path_str(cri_path),
+        "runtime_table": toml_path_str(list(cri_path) + ["containerd", "runtimes", opts.runtime_name]),
+    }
+    facts.update(more)
+    return facts
+
+
+def _effective_cri(doc, cri_path, opts, others, warnings) -> dict:
+    """The CRI plugin table containerd would use before the drop-in: the main file's, then
+    each other imported file in order (containerd < 2.1: the last table replaces the
+    earlier ones; 2.1 and later: merged). The drop-in must carry it all."""
+    tree = copy.deepcopy(plain(lookup(doc, cri_path)) or {})
+    merge = opts.containerd_version is not None and not opts.version_below(2, 1)
+    for path, text in sorted(others or ()):
+        if text is None:
+            continue
+        sub = plain(lookup(parse_toml(text, path), cri_path))
+        if not isinstance(sub, dict):
+            continue
+        if path > opts.dropin_path:
+            warnings.append(
+                "%s sorts after %s and sets plugins.%s: containerd reads it last, so it "
+                "overrides the nvidia drop-in" % (path, opts.dropin_path, cri_path[1])
+            )
+            continue
+        tree = deep_merge(tree, sub) if merge else copy.deepcopy(sub)
+    return tree
+
+
+def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOptions, others=()) -> Plan:
+    """Plan the edits of a containerd configuration (main file + drop-in).
+
+    ``main_text`` / ``dropin_text`` are the files' contents, ``None`` when missing;
+    ``others``: ``(path, text)`` of the other files the drop-in import matches.
+    """
+    doc = parse_toml(main_text, main_path)
+    dropin_doc = parse_toml(dropin_text, opts.dropin_path) if dropin_text is not None else None
+    version, source = detect_version(doc, opts.containerd_major, opts.config_version)
+    cri_path = plugin_path(version)
+    style = TomlStyle.detect(main_text or "")
+    warnings = []
+    name = opts.runtime_name
+    dropin_record = find_record_in_text(dropin_text) if dropin_text is not None else {}
+
+    if opts.state == "absent":
+        created_file = False
+        if dropin_doc is not None:
+            _undo_top(doc, dropin_record, opts, warnings)
+            created_file = bool(dropin_record.get("created_file"))
+        if lookup(doc, list(cri_path) + ["containerd", "runtimes", name]) is not None:
+            created_file = bool(_absent_inplace(doc, cri_path, opts, warnings).get("created_file")) or created_file
+        new_main = _render(doc, main_text)
+        if created_file and new_main is not None and not new_main.strip():
+            new_main = None  # the module created the file: remove it again
+        _check_unrelated(main_path, main_text, new_main, cri_path, name)
+        files = [FileChange(main_path, main_text, new_main), FileChange(opts.dropin_path, dropin_text, None)]
+        return Plan(
+            files,
+            msg=_message(files, "removed the %s runtime" % name, "the %s runtime is not configured" % name),
+            warnings=warnings,
+            **_facts(version, cri_path, opts)
+        )
+
+    if opts.mode == "inplace":
+        record = _inplace_record(doc, cri_path, name) or {}
+        if main_text is None or dropin_record.get("created_file"):
+            record["created_file"] = True
+        if dropin_doc is not None:
+            # Switching from drop-in to in-place: undo the drop-in's main-file changes.
+            _undo_top(doc, dropin_record, opts, warnings)
+        _edit_top(doc, version, source, opts, record, style, warnings, with_import=False)
+        source_name = _present_inplace(doc, cri_path, opts, style, record, warnings)
+        new_main = _render(doc, main_text)
+        files = [FileChange(main_path, main_text, new_main), FileChange(opts.dropin_path, dropin_text, None)]
+    else:
+        if _inplace_record(doc, cri_path, name) is not None:
+            # Switching from in-place to drop-in: take the in-place edits out first.
+            _absent_inplace(doc, cri_path, opts, warnings)
+        record = copy.deepcopy(dropin_record)
+        record.setdefault("keys", [])
+        if main_text is None:
+            record["created_file"] = True
+        _edit_top(doc, version, source, opts, record, style, warnings, with_import=True)
+        tree = _effective_cri(doc, cri_path, opts, others, warnings)
+        source_name = _edit_plain_tree(tree, opts)
+        new_dropin = _dropin_text(version, cri_path, tree, record, main_path)
+        new_main = _render(doc, main_text)
+        files = [FileChange(opts.dropin_path, dropin_text, new_dropin), FileChange(main_path, main_text, new_main)]
+
+    _check_unrelated(main_path, main_text, new_main, cri_path, name)
+    if opts.enable_cdi and opts.version_below(1, 7):
+        warnings.append(
+            "containerd %s ignores enable_cdi (CDI in the CRI plugin needs containerd 1.7 or later)"
+            % opts.containerd_version
+        )
+    return Plan(
+        files,
+        msg=_message(files, "configured the %s runtime" % name, "the %s runtime is already configured" % name),
+        warnings=warnings,
+        **_facts(version, cri_path, opts, source_runtime=source_name, version_source=source)
+    )
+
+
+def _render(doc, original):
+    text = doc.as_string()
+    if original is None and not text.strip():
+        return None
+    if original is not None and not text.strip() and not original.strip():
+        return original
+    return text
+
+
+def _message(files, did, nothing) -> str:
+    changed = [f for f in files if f.changed]
+    if not changed:
+        return nothing
+    return "%s (%s)" % (did, ", ".join("%s %s" % (f.action, f.path) for f in changed))
+
+
+def _strip(tree: dict, paths) -> dict:
+    tree = copy.deepcopy(tree)
+    for path in paths:
+        node = tree
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+            if node is None:
+                break
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return tree
+
+
+def _prune_empty(tree):
+    if not isinstance(tree, dict):
+        return tree
+    out = {}
+    for k, v in tree.items():
+        v = _prune_empty(v)
+        if isinstance(v, dict) and not v:
+            continue
+        out[k] = v
+    return out
+
+
+def _check_unrelated(path, before, after, cri_path, name) -> None:
+    """Refuse to write if anything but the keys this module manages would change."""
+    if after is None:
+        return
+    try:
+        new = plain(tomlkit.parse(after))
+    except Exception as exc:  # pragma: no cover - would be a bug in the editing code
+        raise GpuFleetError("internal error: the edited %s would not be valid TOML: %s" % (path, exc))
+    old = plain(tomlkit.parse(before)) if before else {}
+    managed = [
+        ["version"],
+        ["imports"],
+        ["disabled_plugins"],
+        list(cri_path) + ["enable_cdi"],
+        list(cri_path) + ["containerd", "default_runtime_name"],
+        list(cri_path) + ["containerd", "runtimes", name],
+        list(cri_path) + ["containerd", "runtimes", "runc"],
+    ]
+    if _prune_empty(_strip(old, managed)) != _prune_empty(_strip(new, managed)):
+        raise GpuFleetError(
+            "internal error: editing %s would change settings the module does not manage; "
+            "nothing was written" % path
+        )
+
+
+# --------------------------------------------------------------------------------------
+# k3s / RKE2
+# --------------------------------------------------------------------------------------
+
+
+def k3s_paths(flavor: str, generated_version=None, existing=()):
+    """``(template, generated)`` paths of k3s / RKE2 (``existing``: paths that exist)."""
+    base = "/var/lib/rancher/%s/agent/etc/containerd" % flavor
+    generated = base + "/config.toml"
+    v3 = base + "/config-v3.toml.tmpl"
+    v2 = base + "/config.toml.tmpl"
+    if v3 in existing:
+        return v3, generated
+    if v2 in existing:
+        return v2, generated
+    return (v3 if generated_version and generated_version >= 3 else v2), generated
+
+
+def plan_k3s(
+    flavor: str,
+    template_path: str,
+    template_text,
+    generated_path: str,
+    generated_text,
+    opts: ContainerdOptions,
+    autodetected=None,
+) -> Plan:
+    """Plan the edits of the containerd template of k3s / RKE2.
+
+    k3s and RKE2 rewrite ``config.toml`` at every start, from ``config.toml.tmpl`` (or
+    ``config-v3.toml.tmpl`` for containerd 2.x) when it exists. Without a template, one is
+    created from the generated ``config.toml`` (marked as the module's, so that
+    ``state=absent`` deletes it). A template that extends ``{{ template "base" . }}`` keeps
+    doing so: only the tables that the base does not define are added after it.
+    ``autodetected``: the NVIDIA runtime binary k3s will add by itself (base template only).
+    """
+    label = "k3s" if flavor == "k3s" else "RKE2"
+    warnings = []
+    name = opts.runtime_name
+    if opts.mode != "inplace":
+        raise GpuFleetError(
+            "%s: config_mode=dropin is not supported; the module edits %s (config_mode=inplace)"
+            % (label, template_path)
+        )
+    generated_doc = parse_toml(generated_text, generated_path) if generated_text else None
+    gen_version = None
+    if generated_doc is not None and "version" in generated_doc:
+        gen_version = int(plain(generated_doc["version"]))
+
+    if template_text is None:
+        if opts.state == "absent":
+            return Plan(
+                [FileChange(template_path, None, None)],
+                msg="the %s runtime is not configured (no %s)" % (name, template_path),
+                config_version=gen_version,
+            )
+        if generated_text is None:
+            raise GpuFleetError(
+                "%s has not written %s yet: start %s once so that the template can be made from "
+                "it, or create %s" % (label, generated_path, label, template_path)
+            )
+        source_text = "%s: created from %s; delete it to go back to %s's own.\n%s" % (
+            OWNER_MARK,
+            os.path.basename(generated_path),
+            label,
+            generated_text,
+        )
+        created_by_module = True
+    else:
+        source_text = template_text
+        created_by_module = template_text.startswith(OWNER_MARK)
+
+    if opts.state == "absent" and created_by_module:
+        return Plan(
+            [FileChange(template_path, template_text, None)],
+            msg="removed %s (created by this module)" % template_path,
+            config_version=gen_version,
+        )
+
+    mask = GoTemplateMask(source_text)
+    doc = parse_toml(mask.masked, template_path)
+    version = gen_version
+    if "version" in doc:
+        version = int(plain(doc["version"]))
+    if version is None:
+        version = 2
+    if version not in CRI_PLUGINS:
+        raise GpuFleetError("%s: unsupported containerd config version %r" % (template_path, version))
+    cri_path = plugin_path(version)
+    style = TomlStyle.detect(mask.masked, default_step="")
+
+    if opts.state == "absent":
+        _absent_inplace(doc, cri_path, opts, warnings)
+        masked_after = doc.as_string()
+        _check_unrelated(template_path, mask.masked, masked_after, cri_path, name)
+        new_text = mask.unmask(masked_after)
+        files = [FileChange(template_path, template_text, new_text)]
+        return Plan(
+            files,
+            msg=_message(files, "removed the %s runtime" % name, "the %s runtime is not configured" % name),
+            warnings=warnings,
+            **_facts(version, cri_path, opts, template=template_path)
+        )
+
+    if opts.enable_cri:
+        warnings.append("%s: enable_cri does not apply (the CRI plugin is always on)" % label)
+    record = _inplace_record(doc, cri_path, name) or {}
+    skip = set()
+    notes = []
+    allow_runc = True
+    source_cri = None
+    if mask.uses_base:
+        base_tables = defined_tables(generated_text or "") - defined_tables(mask.masked)
+        runtime_table = tuple(cri_path) + ("containerd", "runtimes", name)
+        allow_runc = (tuple(cri_path) + ("containerd", "runtimes", "runc")) not in base_tables
+        if runtime_table in base_tables:
+            skip.add("runtime")
+            notes.append("%s's base template already defines the %s runtime" % (label, name))
+        elif autodetected and name == "nvidia":
+            skip.add("runtime")
+            notes.append(
+                "%s adds the nvidia runtime by itself at its next start (found %s)" % (label, autodetected)
+            )
+        blocked = []
+        if opts.set_as_default and (tuple(cri_path) + ("containerd",)) in base_tables:
+            blocked.append(
+                "set_as_default (use %s's own option: default-runtime: %s in its config.yaml)" % (label, name)
+            )
+        if opts.enable_cdi and tuple(cri_path) in base_tables:
+            blocked.append("enable_cdi")
+        if blocked:
+            raise GpuFleetError(
+                "%s extends %s's base template, which already defines the table that %s would "
+                "change; a second definition would stop containerd. Use a full template instead "
+                "(delete %s and run the module again to have it made from config.toml)"
+                % (template_path, label, " and ".join(blocked), template_path)
+            )
+        # The runtime copies the base's default runtime, as rendered in config.toml.
+        if generated_doc is not None:
+            source_cri = plain(lookup(generated_doc, cri_path)) or {}
+    if skip == {"runtime"} and not opts.set_as_default and not opts.enable_cdi and not record:
+        files = [FileChange(template_path, template_text, template_text)]
+        return Plan(
+            files,
+            msg="; ".join(notes),
+            warnings=warnings,
+            **_facts(version, cri_path, opts, template=template_path)
+        )
+    source_name = _present_inplace(
+        doc, cri_path, opts, style, record, warnings, allow_runc=allow_runc, skip=skip,
+        source_cri=source_cri,
+    )
+    masked_after = doc.as_string()
+    _check_unrelated(template_path, mask.masked, masked_after, cri_path, name)
+    new_text = mask.unmask(masked_after)
+    files = [FileChange(template_path, template_text, new_text)]
+    msg = _message(files, "configured the %s runtime" % name, "the %s runtime is already configured" % name)
+    if notes:
+        msg = "%s; %s" % (msg, "; ".join(notes))
+    return Plan(
+        files,
+        msg=msg,
+        warnings=warnings,
+        **_facts(version, cri_path, opts, template=template_path, source_runtime=source_name)
+    )

@@ -1,0 +1,238 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Add (or remove) the ``nvidia`` runtime handler of CRI-O.
+
+Plain functions over file texts; :func:`plan_crio` returns a
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config.Plan`.
+
+* Drop-in mode (default): ``/etc/crio/crio.conf.d/99-nvidia.toml`` holds only
+  ``[crio.runtime.runtimes.nvidia]`` (and ``crio.runtime.default_runtime`` when asked):
+  CRI-O applies its drop-ins key by key, so nothing else needs repeating.
+* In-place mode edits ``/etc/crio/crio.conf`` and keeps the rest of it. *beats nvidia-ctk*,
+  whose 1.20.0 replaces the whole ``crio.conf`` with the one table when run in place.
+* The handler copies the settings of ``runc`` (else the default runtime, else ``crun``)
+  from the merged configuration, with ``runtime_path`` = the NVIDIA runtime and
+  ``runtime_type = "oci"``. ``runc`` comes first because nvidia-container-runtime runs
+  runc underneath. A ``monitor_path`` that belongs to another runtime type (conmon-rs for
+  ``pod``) is not copied.
+* CDI: CRI-O (>= 1.23) always reads CDI specs, so ``enable_cdi`` changes nothing here.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import (
+    OWNER_MARK,
+    FileChange,
+    Plan,
+    TomlStyle,
+    add_table,
+    deep_merge,
+    delete_path,
+    dump_toml,
+    ensure_tables,
+    get_path,
+    is_table,
+    lookup,
+    note_change,
+    parse_toml,
+    plain,
+    prune_created,
+    record_comment,
+    record_entry,
+    restore_entry,
+    same,
+    set_scalar,
+    sync_table,
+    write_record_comment,
+)
+
+DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"
+DEFAULT_CONFIG = "/etc/crio/crio.conf"
+DEFAULT_DROPIN = "/etc/crio/crio.conf.d/99-nvidia.toml"
+RUNTIMES_PATH = ("crio", "runtime", "runtimes")
+
+
+class CrioOptions:
+    """The settings that decide what the CRI-O editor writes."""
+
+    def __init__(
+        self,
+        state: str = "present",
+        mode: str = "dropin",
+        runtime_name: str = "nvidia",
+        binary_name: str = DEFAULT_BINARY,
+        set_as_default: bool = False,
+        dropin_path: str = DEFAULT_DROPIN,
+    ) -> None:
+        if state not in ("present", "absent"):
+            raise GpuFleetError("state must be present or absent, got %r" % (state,))
+        if mode not in ("dropin", "inplace"):
+            raise GpuFleetError("config_mode must be dropin or inplace, got %r" % (mode,))
+        if not runtime_name or runtime_name in ("runc", "crun"):
+            raise GpuFleetError(
+                "runtime_name %r cannot be used (expected a new handler name, e.g. nvidia)"
+                % (runtime_name,)
+            )
+        self.state = state
+        self.mode = mode
+        self.runtime_name = runtime_name
+        self.binary_name = binary_name or DEFAULT_BINARY
+        self.set_as_default = bool(set_as_default)
+        self.dropin_path = dropin_path or DEFAULT_DROPIN
+
+
+def merged_config(texts) -> dict:
+    """CRI-O's view of several files applied in order (later keys win, tables merge)."""
+    merged = {}
+    for path, text in texts:
+        if text is None:
+            continue
+        merged = deep_merge(merged, plain(parse_toml(text, path)))
+    return merged
+
+
+def desired_runtime(merged: dict, opts: CrioOptions) -> tuple:
+    """``(source name, table)`` for ``crio.runtime.runtimes.<name>``."""
+    runtimes = get_path(merged, RUNTIMES_PATH, {}) or {}
+    default = get_path(merged, ("crio", "runtime", "default_runtime"))
+    source_name, source = None, {}
+    for candidate in ("runc", default, "crun"):
+        if candidate and candidate != opts.runtime_name and isinstance(runtimes.get(candidate), dict):
+            source_name, source = candidate, copy.deepcopy(runtimes[candidate])
+            break
+    source.pop("runtime_path", None)
+    source_type = source.pop("runtime_type", "oci")
+    if source_type != "oci":
+        source.pop("monitor_path", None)
+    table = {"runtime_path": opts.binary_name, "runtime_type": "oci"}
+    table.update(source)
+    return source_name, table
+
+
+def _dropin_text(table: dict, opts: CrioOptions) -> str:
+    runtime = {}
+    if opts.set_as_default:
+        runtime["default_runtime"] = opts.runtime_name
+    runtime["runtimes"] = {opts.runtime_name: table}
+    header = [
+        OWNER_MARK + ": the NVIDIA runtime handler for CRI-O.",
+        "# Removed by the module with state=absent; edits here are overwritten.",
+    ]
+    return dump_toml({"crio": {"runtime": runtime}}, header_comments=header)
+
+
+DEFAULT_PATH = ["crio", "runtime", "default_runtime"]
+
+
+def _handler(doc, name):
+    """``(runtimes table, record)``; ``(None, {})`` when the file has no runtimes."""
+    runtimes = lookup(doc, RUNTIMES_PATH)
+    if runtimes is None or name not in runtimes or not is_table(runtimes[name]):
+        return runtimes, {}
+    return runtimes, record_comment(runtimes[name])[1] or {}
+
+
+def _remove_handler(doc, main_text, runtimes, name, record, warnings):
+    """Remove the handler from crio.conf and undo its record; the new text of crio.conf."""
+    if runtimes is not None and name in runtimes:
+        delete_path(doc, list(RUNTIMES_PATH) + [name])
+        entry = record_entry(record, DEFAULT_PATH) if record else None
+        runtime = lookup(doc, DEFAULT_PATH[:-1])
+        if entry is not None:
+            restore_entry(doc, entry, warnings)
+        elif not record and runtime is not None and same(runtime.get("default_runtime"), name):
+            # Not written by this module: no record; CRI-O falls back to its default.
+            delete_path(doc, DEFAULT_PATH)
+        prune_created(doc, record.get("created", []))
+    new_main = doc.as_string() if main_text is not None else None
+    if record.get("created_file") and new_main is not None and not new_main.strip():
+        new_main = None  # the module created crio.conf: remove it again
+    return new_main
+
+
+def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioOptions) -> Plan:
+    """Plan the edits of CRI-O's configuration.
+
+    ``other_dropins``: ``(path, text)`` of the other files in ``crio.conf.d``, in the order
+    CRI-O reads them (the source runtime may be defined there, e.g. ``10-crio.conf``).
+    """
+    name = opts.runtime_name
+    warnings = []
+    doc = parse_toml(main_text, main_path)
+    if dropin_text is not None:
+        parse_toml(dropin_text, opts.dropin_path)
+    others = [(p, t) for p, t in other_dropins if p != opts.dropin_path]
+    merged = merged_config([(main_path, main_text)] + others)
+    facts = {"runtime_table": "crio.runtime.runtimes.%s" % name}
+    runtimes, record = _handler(doc, name)
+
+    if opts.state == "absent":
+        new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
+        files = [FileChange(main_path, main_text, new_main), FileChange(opts.dropin_path, dropin_text, None)]
+        return Plan(files, msg=_message(files, "removed", name), warnings=warnings, **facts)
+
+    source_name, table = desired_runtime(merged, opts)
+    if opts.mode == "dropin":
+        new_main = main_text
+        if record:
+            # Switching from in-place: take the module's handler out of crio.conf.
+            new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
+        files = [
+            FileChange(opts.dropin_path, dropin_text, _dropin_text(table, opts)),
+            FileChange(main_path, main_text, new_main),
+        ]
+    else:
+        overriding = [
+            p for p, t in others
+            if opts.set_as_default and get_path(plain(parse_toml(t, p)), DEFAULT_PATH) not in (None, name)
+        ]
+        if overriding:
+            raise GpuFleetError(
+                "%s sets crio.runtime.default_runtime, which overrides %s: set_as_default cannot "
+                "work in place; use config_mode=dropin" % (", ".join(overriding), main_path),
+                overriding=overriding,
+            )
+        style = TomlStyle.detect(main_text or "", default_step="")
+        record = record or {"keys": []}
+        if main_text is None:
+            record["created_file"] = True
+        created = []
+        runtimes = ensure_tables(doc, RUNTIMES_PATH, style, created)
+        depth = len(RUNTIMES_PATH) + 1
+        desired = deep_merge(plain(runtimes[name]) if name in runtimes else {}, table)
+        if name in runtimes and is_table(runtimes[name]):
+            sync_table(runtimes[name], desired, depth, style)
+        else:
+            add_table(runtimes, name, desired, depth, style)
+        runtime = lookup(doc, DEFAULT_PATH[:-1])
+        entry = record_entry(record, DEFAULT_PATH)
+        if opts.set_as_default and not same(runtime.get("default_runtime"), name):
+            note_change(record, DEFAULT_PATH, runtime, "default_runtime", name)
+            set_scalar(runtime, "default_runtime", name, 2, style)
+        elif not opts.set_as_default and entry is not None:
+            restore_entry(doc, entry, warnings)
+            record["keys"].remove(entry)
+        if created:
+            record["created"] = created
+        write_record_comment(runtimes[name], record, style.key_indent(depth))
+        files = [
+            FileChange(main_path, main_text, doc.as_string()),
+            FileChange(opts.dropin_path, dropin_text, None),
+        ]
+    return Plan(
+        files,
+        msg=_message(files, "configured", name),
+        warnings=warnings,
+        source_runtime=source_name,
+        **facts
+    )
+
+
+def _message(files, verb: str, name: str) -> str:
+    changed = [f for f in files if f.changed]
+    if not changed:
+        return "the %s runtime is %s" % (name, "already configured" if verb == "configured" else "not configured")
+    return "%s the %s runtime (%s)" % (verb, name, ", ".join("%s %s" % (f.action, f.path) for f in changed))

@@ -1,0 +1,203 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Add (or remove) the ``nvidia`` runtime in Docker's ``/etc/docker/daemon.json``.
+
+A plain function over the file's text; :func:`plan_docker` returns a
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config.Plan`.
+
+The JSON is merged, never replaced: the user's other keys and their order survive, the
+file's indentation is kept (compact one-line files stay on one line), and nothing is
+written when the parsed content already holds what is asked, so formatting the module
+would choose differently is not a reason to rewrite the file.
+
+Written: ``runtimes.<name> = {"path": "nvidia-container-runtime", "args": []}`` (what
+nvidia-ctk writes; keys the user added to that entry stay), ``default-runtime`` when asked,
+``features.cdi = true`` for CDI (Docker >= 25).
+
+JSON has no comments, so there is no record of what was there before: ``state=absent``
+removes the runtime, ``default-runtime`` when it names the runtime (Docker falls back to
+runc), an empty ``runtimes``, and ``features.cdi`` only when ``enable_cdi`` is given too.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import (
+    FileChange,
+    Plan,
+    parse_json,
+    same,
+)
+
+DEFAULT_BINARY = "nvidia-container-runtime"
+DEFAULT_CONFIG = "/etc/docker/daemon.json"
+
+
+class DockerOptions:
+    """The settings that decide what the Docker editor writes."""
+
+    def __init__(
+        self,
+        state: str = "present",
+        runtime_name: str = "nvidia",
+        binary_name: str = DEFAULT_BINARY,
+        set_as_default: bool = False,
+        enable_cdi: bool = False,
+    ) -> None:
+        if state not in ("present", "absent"):
+            raise GpuFleetError("state must be present or absent, got %r" % (state,))
+        if not runtime_name or runtime_name in ("runc", "io.containerd.runc.v2"):
+            raise GpuFleetError(
+                "runtime_name %r cannot be used (expected a new handler name, e.g. nvidia)"
+                % (runtime_name,)
+            )
+        self.state = state
+        self.runtime_name = runtime_name
+        self.binary_name = binary_name or DEFAULT_BINARY
+        self.set_as_default = bool(set_as_default)
+        self.enable_cdi = bool(enable_cdi)
+
+
+def json_layout(text):
+    """``(indent, trailing newline)`` of a JSON text; indent ``None`` means one line."""
+    if text is None or not text.strip() or text.strip() in ("{}",):
+        return 4, True
+    trailing = text.endswith("\n")
+    m = re.search(r"\n([ \t]+)\S", text)
+    if m:
+        indent = m.group(1)
+        return (indent if "\t" in indent else len(indent)), trailing
+    return None, trailing
+
+
+def top_level_slices(text: str):
+    """``{key: exact text of its value}`` for the top-level object of ``text``.
+
+    ``None`` when the text is not one plain object (then it is re-serialised instead).
+    """
+    decoder = json.JSONDecoder()
+    slices = {}
+    ws = re.compile(r"[ \t\r\n]*")
+    try:
+        pos = ws.match(text, 0).end()
+        if text[pos] != "{":
+            return None
+        pos = ws.match(text, pos + 1).end()
+        if text[pos] == "}":
+            return slices
+        while True:
+            key, pos = decoder.raw_decode(text, pos)
+            pos = ws.match(text, pos).end()
+            if text[pos] != ":":
+                return None
+            start = ws.match(text, pos + 1).end()
+            end = decoder.raw_decode(text, start)[1]
+            if key in slices:
+                return None  # a duplicate key: let json decide, re-serialise
+            slices[key] = text[start:end]
+            pos = ws.match(text, end).end()
+            if text[pos] == "}":
+                return slices
+            if text[pos] != ",":
+                return None
+            pos = ws.match(text, pos + 1).end()
+    except (ValueError, IndexError):
+        return None
+
+
+def render_json(value: dict, indent, trailing_newline: bool, original=None) -> str:
+    """Serialise ``value``; top-level values that did not change keep their original text."""
+    if indent is None:
+        text = json.dumps(value, ensure_ascii=False)
+        return text + ("\n" if trailing_newline else "")
+    unit = indent if isinstance(indent, str) else " " * indent
+    slices = top_level_slices(original) if original else None
+    old = json.loads(original) if slices is not None else {}
+    parts = []
+    for key, item in value.items():
+        if slices is not None and key in slices and same(old.get(key), item) and _same_order(old.get(key), item):
+            rendered = slices[key]
+        else:
+            rendered = json.dumps(item, indent=indent, ensure_ascii=False).replace("\n", "\n" + unit)
+        parts.append("%s%s: %s" % (unit, json.dumps(key, ensure_ascii=False), rendered))
+    text = "{\n%s\n}" % ",\n".join(parts) if parts else "{}"
+    return text + ("\n" if trailing_newline else "")
+
+
+def _same_order(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(_same_order(a[k], b[k]) for k in a)
+    return True
+
+
+def desired_config(current: dict, opts: DockerOptions) -> dict:
+    """The daemon.json content asked for, built from ``current``."""
+    config = copy.deepcopy(current)
+    name = opts.runtime_name
+    if opts.state == "absent":
+        runtimes = config.get("runtimes")
+        if isinstance(runtimes, dict) and name in runtimes:
+            del runtimes[name]
+            if not runtimes:
+                del config["runtimes"]
+        if config.get("default-runtime") == name:
+            del config["default-runtime"]
+        features = config.get("features")
+        if opts.enable_cdi and isinstance(features, dict) and "cdi" in features:
+            del features["cdi"]
+            if not features:
+                del config["features"]
+        return config
+
+    runtimes = config.get("runtimes")
+    if runtimes is None:
+        runtimes = config["runtimes"] = {}
+    if not isinstance(runtimes, dict):
+        raise GpuFleetError(
+            "daemon.json: runtimes must be an object, found %s" % type(runtimes).__name__
+        )
+    entry = runtimes.get(name)
+    entry = dict(entry) if isinstance(entry, dict) else {}
+    entry["path"] = opts.binary_name
+    entry.setdefault("args", [])
+    runtimes[name] = _ordered(entry, ("path", "args"))
+    if opts.set_as_default:
+        config["default-runtime"] = name
+    if opts.enable_cdi:
+        features = config.get("features")
+        if features is None:
+            features = config["features"] = {}
+        if not isinstance(features, dict):
+            raise GpuFleetError(
+                "daemon.json: features must be an object, found %s" % type(features).__name__
+            )
+        features["cdi"] = True
+    return config
+
+
+def _ordered(entry: dict, first) -> dict:
+    out = dict((k, entry[k]) for k in first if k in entry)
+    out.update((k, v) for k, v in entry.items() if k not in out)
+    return out
+
+
+def plan_docker(path: str, text, opts: DockerOptions) -> Plan:
+    """Plan the edit of daemon.json (``text`` is ``None`` when the file is missing)."""
+    current = parse_json(text, path)
+    wanted = desired_config(current, opts)
+    facts = {"runtime_table": "runtimes.%s" % opts.runtime_name}
+    if same(wanted, current) and list(wanted) == list(current):
+        files = [FileChange(path, text, text)]
+        state = "already configured" if opts.state == "present" else "not configured"
+        return Plan(files, msg="the %s runtime is %s" % (opts.runtime_name, state), **facts)
+    if opts.state == "absent" and text is not None and not wanted and not current:
+        files = [FileChange(path, text, text)]
+        return Plan(files, msg="the %s runtime is not configured" % opts.runtime_name, **facts)
+    indent, trailing = json_layout(text)
+    files = [FileChange(path, text, render_json(wanted, indent, trailing, original=text))]
+    verb = "configured" if opts.state == "present" else "removed"
+    return Plan(files, msg="%s the %s runtime (%s %s)" % (verb, opts.runtime_name, files[0].action, path), **facts)

@@ -1,0 +1,1294 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared pieces of the container runtime configuration editors.
+
+The editors for containerd (and k3s / RKE2), CRI-O and Docker live in
+``_containerd_config``, ``_crio_config`` and ``_docker_config``. They are plain functions
+over file contents: they take the current text of each file and return a :class:`Plan`
+(the new text of each file, a diff and a message) without touching the disk, so they can
+be unit-tested without Ansible. This file holds what they share:
+
+* :class:`Plan` / :class:`FileChange`: the result, with ``(changed, new_texts, diff, msg)``;
+* parsing with errors that name the file, line and column;
+* the one-line state record the editors leave in the files they manage, so that
+  ``state=absent`` can undo exactly what ``state=present`` did;
+* style-preserving TOML editing on top of tomlkit (round-trip: comments, key order and
+  unrelated keys survive; the file is never re-serialised from a plain dict);
+* a small TOML writer for the drop-in files the module owns outright;
+* the module's flow (:func:`configure`): read the host's files, plan, check the result
+  with ``containerd config dump``, write, through a host object (:class:`ModuleHost`
+  over an ``AnsibleModule``, or a fake in the tests).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import tempfile
+import traceback
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._safe_write import (
+    read_file,
+    remove_file,
+    write_file,
+)
+
+try:
+    import tomlkit
+    from tomlkit import items as tk_items
+    from tomlkit.container import Container as TkContainer
+    from tomlkit.container import OutOfOrderTableProxy as TkProxy
+    from tomlkit.exceptions import ParseError as TomlParseError
+
+    HAS_TOMLKIT = True
+    TOMLKIT_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - exercised on hosts without python3-tomlkit
+    tomlkit = None
+    tk_items = None
+    TkContainer = None
+    TkProxy = None
+    TomlParseError = ValueError
+    HAS_TOMLKIT = False
+    TOMLKIT_IMPORT_ERROR = traceback.format_exc()
+
+#: Prefix of the comment that carries the module's state record inside a managed file.
+STATE_MARK = "gpufleet.nvidia.container_runtime state:"
+#: First line of every file the module owns outright (drop-ins, created templates).
+OWNER_MARK = "# Managed by gpufleet.nvidia.container_runtime"
+
+
+# --------------------------------------------------------------------------------------
+# The result
+# --------------------------------------------------------------------------------------
+
+
+class FileChange:
+    """One file the editor looked at: its text before and after (``None``: no file)."""
+
+    def __init__(self, path: str, before, after) -> None:
+        self.path = path
+        self.before = before
+        self.after = after
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    @property
+    def action(self):
+        if not self.changed:
+            return None
+        if self.before is None:
+            return "create"
+        if self.after is None:
+            return "delete"
+        return "update"
+
+    def diff(self) -> dict:
+        """Ansible's diff dict for this file, with headers that say create / delete."""
+        before_header = self.path if self.before is not None else "%s (absent)" % self.path
+        after_header = self.path if self.after is not None else "%s (absent)" % self.path
+        return {
+            "before": self.before or "",
+            "after": self.after or "",
+            "before_header": before_header,
+            "after_header": after_header,
+        }
+
+
+class Plan:
+    """What an editor wants to do: the files, a message and facts about the config."""
+
+    def __init__(self, files, msg: str = "", **facts) -> None:
+        self.files = list(files)
+        self.msg = msg
+        self.facts = facts
+        self.warnings = list(facts.pop("warnings", []) or [])
+
+    @property
+    def changed(self) -> bool:
+        return any(f.changed for f in self.files)
+
+    @property
+    def new_texts(self) -> dict:
+        """Path -> new text (``None`` means delete) for the files that change."""
+        return dict((f.path, f.after) for f in self.files if f.changed)
+
+    @property
+    def diff(self) -> list:
+        return [f.diff() for f in self.files if f.changed]
+
+    @property
+    def changed_files(self) -> list:
+        return [f.path for f in self.files if f.changed]
+
+    def file(self, path: str):
+        for f in self.files:
+            if f.path == path:
+                return f
+        return None
+
+    def as_tuple(self):
+        """``(changed, new_texts, diff, msg)``."""
+        return self.changed, self.new_texts, self.diff, self.msg
+
+
+# --------------------------------------------------------------------------------------
+# Parsing with useful errors
+# --------------------------------------------------------------------------------------
+
+
+def require_tomlkit() -> None:
+    if not HAS_TOMLKIT:
+        raise GpuFleetError(
+            "the Python library tomlkit is required to edit TOML files (install python3-tomlkit)",
+            exception=TOMLKIT_IMPORT_ERROR,
+        )
+
+
+def parse_toml(text, path: str):
+    """Parse ``text`` (``None`` or empty: an empty document) or raise with line and column."""
+    require_tomlkit()
+    if not text:
+        return tomlkit.document()
+    try:
+        doc = tomlkit.parse(text)
+    except TomlParseError as exc:
+        line = getattr(exc, "line", None)
+        col = getattr(exc, "col", None)
+        if col is not None:
+            col += 1  # tomlkit counts columns from 0, editors (and json) from 1
+        reason = re.sub(r" at line \d+ col \d+$", "", str(exc))
+        raise GpuFleetError(
+            "%s is not valid TOML (line %s, column %s): %s; the file was left untouched"
+            % (path, line, col, reason),
+            path=path,
+            line=line,
+            column=col,
+        )
+    except Exception as exc:  # tomlkit raises a few non-ParseError errors (duplicate keys)
+        raise GpuFleetError(
+            "%s is not valid TOML: %s; the file was left untouched" % (path, exc), path=path
+        )
+    if doc.as_string() != text:
+        _repair_header_indents(doc, text)
+    if doc.as_string() != text:
+        raise GpuFleetError(
+            "%s cannot be edited without changing its layout (tomlkit %s does not reproduce it "
+            "byte for byte); the file was left untouched" % (path, getattr(tomlkit, "__version__", "?")),
+            path=path,
+        )
+    return doc
+
+
+def _repair_header_indents(doc, text: str) -> None:
+    """Give every table header back the indentation it has in ``text``.
+
+    tomlkit (0.11 to 0.15 at least) doubles the indentation of the second and later
+    sub-tables of a table that has no header of its own (``[a.b.x]`` then ``[a.b.y]``,
+    indented), so such a file would not come back byte for byte.
+    """
+    indents = {}
+    for line in text.splitlines():
+        m = _HEADER_RE.match(line)
+        if m:
+            key_path = header_path(m.group(2).strip())
+            if key_path is not None:
+                indents.setdefault(key_path, m.group(1))
+
+    def walk(container, prefix):
+        for key, item in container.body:
+            if key is None or not isinstance(item, tk_items.Table):
+                continue
+            key_path = prefix + (key.key,)
+            if key_path in indents:
+                item.trivia.indent = re.sub(r"[ \t]*$", indents[key_path], item.trivia.indent, count=1)
+            walk(item.value, key_path)
+
+    walk(doc, ())
+
+
+def parse_json(text, path: str):
+    """Parse JSON text (``None`` or blank: ``{}``) or raise with line and column."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        col = getattr(exc, "colno", None)
+        raise GpuFleetError(
+            "%s is not valid JSON (line %s, column %s): %s; the file was left untouched"
+            % (path, line, col, getattr(exc, "msg", exc)),
+            path=path,
+            line=line,
+            column=col,
+        )
+    if not isinstance(value, dict):
+        raise GpuFleetError(
+            "%s must hold a JSON object, found %s; the file was left untouched"
+            % (path, type(value).__name__),
+            path=path,
+        )
+    return value
+
+
+# --------------------------------------------------------------------------------------
+# Plain-value helpers
+# --------------------------------------------------------------------------------------
+
+
+def plain(value):
+    """A tomlkit item (or anything) as plain Python values."""
+    if hasattr(value, "unwrap"):
+        return value.unwrap()
+    return value
+
+
+def same(a, b) -> bool:
+    """Equal as config values (``True`` is not ``1``)."""
+    return json.dumps(plain(a), sort_keys=True, default=str) == json.dumps(
+        plain(b), sort_keys=True, default=str
+    )
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """A new dict: ``base`` with ``override`` merged in, recursively for dicts."""
+    out = {}
+    for k, v in base.items():
+        out[k] = deep_merge(v, {}) if isinstance(v, dict) else v
+    for k, v in override.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        elif isinstance(v, dict):
+            out[k] = deep_merge(v, {})
+        else:
+            out[k] = v
+    return out
+
+
+def get_path(tree, path, default=None):
+    node = tree
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return default
+        node = node[key]
+    return node
+
+
+# --------------------------------------------------------------------------------------
+# The state record
+# --------------------------------------------------------------------------------------
+
+
+def encode_record(record: dict) -> str:
+    """The comment line (without indentation) that carries ``record``."""
+    return "# %s %s" % (STATE_MARK, json.dumps(record, sort_keys=True, separators=(", ", ": ")))
+
+
+def decode_record_line(line: str):
+    """The record in a comment line, or ``None`` when the line carries none."""
+    text = line.strip()
+    if not text.startswith("#"):
+        return None
+    text = text.lstrip("#").strip()
+    if not text.startswith(STATE_MARK):
+        return None
+    try:
+        value = json.loads(text[len(STATE_MARK):].strip())
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def find_record_in_text(text):
+    """The first record found in the comment lines of ``text`` (``{}`` when none)."""
+    for line in (text or "").splitlines():
+        record = decode_record_line(line)
+        if record is not None:
+            return record
+    return {}
+
+
+# --------------------------------------------------------------------------------------
+# Writing TOML that the module owns (drop-ins)
+# --------------------------------------------------------------------------------------
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def toml_key(key: str) -> str:
+    if _BARE_KEY.match(key):
+        return key
+    return json.dumps(key)
+
+
+def toml_value(value) -> str:
+    """A plain value as TOML text (basic strings, inline tables inside arrays)."""
+    require_tomlkit()
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join(
+            "%s = %s" % (toml_key(k), toml_value(v)) for k, v in value.items()
+        )
+    if isinstance(value, (list, tuple)):
+        return "[%s]" % ", ".join(toml_value(v) for v in value)
+    return tomlkit.item(value).as_string()
+
+
+def dump_toml(top: dict, header_comments=(), indent_step: str = "  ") -> str:
+    """Serialise a plain dict the way containerd does: a header per table, indented.
+
+    Scalars of a table come first, then its sub-tables, each in the dict's order.
+    """
+    lines = list(header_comments)
+    scalars = [(k, v) for k, v in top.items() if not isinstance(v, dict)]
+    tables = [(k, v) for k, v in top.items() if isinstance(v, dict)]
+    for k, v in scalars:
+        lines.append("%s = %s" % (toml_key(k), toml_value(v)))
+
+    def emit(path, table, depth):
+        pad = indent_step * (depth - 1)
+        lines.append("")
+        lines.append("%s[%s]" % (pad, ".".join(toml_key(p) for p in path)))
+        subs = []
+        for k, v in table.items():
+            if isinstance(v, dict):
+                subs.append((k, v))
+            else:
+                lines.append("%s%s = %s" % (pad + indent_step, toml_key(k), toml_value(v)))
+        for k, v in subs:
+            emit(path + [k], v, depth + 1)
+
+    for k, v in tables:
+        emit([k], v, 1)
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# Style-preserving edits of a parsed TOML document
+# --------------------------------------------------------------------------------------
+
+_HEADER_RE = re.compile(r"^([ \t]*)\[(?!\[)(.+?)\][ \t]*(#.*)?$")
+_KV_RE = re.compile(r"^([ \t]*)[A-Za-z0-9_\"'.-][^=]*=")
+
+
+def header_path(inner: str):
+    """The key path of a table header's inner text (``plugins."a.b".c``)."""
+    require_tomlkit()
+    try:
+        doc = tomlkit.parse("[%s]\n" % inner)
+    except Exception:  # pragma: no cover - the text came from a parsed file
+        return None
+    path = []
+    node = doc
+    while isinstance(node, (dict,)) and len(node) == 1:
+        key = list(node.keys())[0]
+        path.append(key)
+        node = node[key]
+    return tuple(path)
+
+
+def defined_tables(text: str) -> set:
+    """Key paths of the tables a TOML text defines with a ``[header]``."""
+    found = set()
+    for line in (text or "").splitlines():
+        m = _HEADER_RE.match(line)
+        if m:
+            path = header_path(m.group(2).strip())
+            if path:
+                found.add(path)
+    return found
+
+
+class TomlStyle:
+    """How a file lays out its tables, so that what the module adds looks like the rest.
+
+    ``step``: the indentation added per table depth for headers (containerd writes two
+    spaces, hand-written files usually none); ``key_offset``: keys' indentation relative to
+    their header; ``literal``: the file writes strings in single quotes (containerd 2.x).
+    """
+
+    def __init__(self, step: str = "  ", key_offset: str = "  ", literal: bool = False) -> None:
+        self.step = step
+        self.key_offset = key_offset
+        self.literal = literal
+
+    @classmethod
+    def detect(cls, text: str, default_step: str = "  ") -> "TomlStyle":
+        step = None
+        key_offset = None
+        header_indent = None
+        for line in (text or "").splitlines():
+            m = _HEADER_RE.match(line)
+            if m:
+                header_indent = m.group(1)
+                path = header_path(m.group(2).strip()) or ()
+                if step is None and len(path) >= 2:
+                    step = "  " if len(header_indent) == 2 * (len(path) - 1) else ""
+                continue
+            if header_indent is not None and key_offset is None:
+                k = _KV_RE.match(line)
+                if k and not line.strip().startswith("#"):
+                    indent = k.group(1)
+                    if indent.startswith(header_indent):
+                        key_offset = indent[len(header_indent):]
+        if step is None:
+            step = default_step if not text or not text.strip() else ""
+        if key_offset is None:
+            key_offset = step
+        singles = len(re.findall(r"=\s*'", text or ""))
+        doubles = len(re.findall(r'=\s*"', text or ""))
+        return cls(step=step, key_offset=key_offset, literal=singles > doubles)
+
+    def header_indent(self, depth: int) -> str:
+        return self.step * max(depth - 1, 0)
+
+    def key_indent(self, depth: int) -> str:
+        return self.header_indent(depth) + self.key_offset
+
+
+def tk_value(value, style: TomlStyle):
+    """A tomlkit item for a plain value, in the file's string style."""
+    require_tomlkit()
+    if isinstance(value, str):
+        if style.literal and "'" not in value and "\n" not in value:
+            return tomlkit.string(value, literal=True)
+        return tomlkit.string(value)
+    if isinstance(value, (list, tuple)):
+        arr = tomlkit.array()
+        for v in value:
+            arr.append(tk_value(v, style))
+        return arr
+    if isinstance(value, dict):
+        tbl = tomlkit.inline_table()
+        for k, v in value.items():
+            tbl.append(k, tk_value(v, style))
+        return tbl
+    return tomlkit.item(value)
+
+
+def is_table(node) -> bool:
+    return isinstance(node, (tk_items.Table, TkProxy)) or (
+        HAS_TOMLKIT and isinstance(node, TkContainer)
+    )
+
+
+def fragments(table) -> list:
+    """The real tables behind a table (tomlkit shows split tables through a proxy)."""
+    if isinstance(table, TkProxy):
+        return list(table._tables)  # pylint: disable=protected-access
+    return [table]
+
+
+def _body(table):
+    if isinstance(table, TkContainer):
+        return table.body
+    return table.value.body
+
+
+def _last_is_blank(table) -> bool:
+    """Whether the text a table renders ends with a blank line."""
+    body = _body(fragments(table)[-1])
+    if not body:
+        return False
+    last = body[-1][1]
+    if isinstance(last, tk_items.Whitespace):
+        return "\n" in last.s
+    if isinstance(last, (tk_items.Table,)):
+        return _last_is_blank(last)
+    return False
+
+
+def _kv_indent(table, style: TomlStyle, depth: int) -> str:
+    """The indentation of the key-values already in ``table`` (else the style's)."""
+    for frag in fragments(table):
+        for key, item in _body(frag):
+            if key is not None and not isinstance(item, (tk_items.Table, tk_items.AoT)):
+                return item.trivia.indent.lstrip("\n")
+    return style.key_indent(depth)
+
+
+def new_table(desired: dict, depth: int, style: TomlStyle, leading_blank: bool = True):
+    """A tomlkit table holding ``desired``, laid out in ``style`` at ``depth``.
+
+    ``leading_blank``: a blank line before the header (and before each sub-table's).
+    """
+    require_tomlkit()
+    tbl = tomlkit.table()
+    tbl.trivia.indent = ("\n" if leading_blank else "") + style.header_indent(depth)
+    for key, value in desired.items():
+        if isinstance(value, dict):
+            continue
+        item = tk_value(value, style)
+        item.trivia.indent = style.key_indent(depth)
+        tbl.raw_append(key, item)
+    for key, value in desired.items():
+        if isinstance(value, dict):
+            tbl.raw_append(key, new_table(value, depth + 1, style, leading_blank=leading_blank))
+    return tbl
+
+
+def _append_blank(table) -> None:
+    """Append a blank line at the very end of what ``table`` renders."""
+    last = fragments(table)[-1]
+    body = _body(last)
+    if body and isinstance(body[-1][1], tk_items.Table):
+        _append_blank(body[-1][1])
+        return
+    last.raw_append(None, tk_items.Whitespace("\n"))
+
+
+def _strip_trailing_blank(table) -> None:
+    """Remove blank-line whitespace at the very end of what ``table`` renders."""
+    last = fragments(table)[-1]
+    body = _body(last)
+    while body and isinstance(body[-1][1], tk_items.Whitespace):
+        body.pop()
+    if body and isinstance(body[-1][1], tk_items.Table):
+        _strip_trailing_blank(body[-1][1])
+
+
+def add_table(parent, key: str, desired: dict, depth: int, style: TomlStyle) -> None:
+    """Add a new sub-table ``key`` at the end of ``parent``, so that removing it gives back
+    the same text.
+
+    When parsing, tomlkit gives the blank lines before a header to the table above it. So
+    a new table starts with a blank line only where ``parent`` ended with one, and that
+    blank line moves to the end of the new table: the table above keeps its blank line,
+    the new table owns the one it brought.
+    """
+    blank_before = _last_is_blank(parent)
+    if blank_before:
+        _strip_trailing_blank(parent)
+    tbl = new_table(desired, depth, style, leading_blank=blank_before)
+    indent = tbl.trivia.indent
+    if blank_before:
+        _append_blank(tbl)
+    target = fragments(parent)[-1]
+    if isinstance(target, TkContainer):
+        target.append(key, tbl)
+    else:
+        target.raw_append(key, tbl)
+    # Container.append gives a table without indentation a blank line before it.
+    tbl.trivia.indent = indent
+
+
+def set_scalar(table, key: str, value, depth: int, style: TomlStyle) -> bool:
+    """Set ``table[key] = value`` keeping the key's place, indentation and comment."""
+    if key in table:
+        if same(table[key], value):
+            return False
+        old = item_of(table, key)
+        new = tk_value(value, style)
+        if isinstance(old, tk_items.String) and isinstance(new, tk_items.String):
+            kind = getattr(old, "type", None) or getattr(old, "_t", None)  # tomlkit < 0.12: _t
+            literal = kind in (tk_items.StringType.SLL, tk_items.StringType.MLL)
+            if literal and "'" not in value and "\n" not in value:
+                new = tomlkit.string(value, literal=True)
+            elif not literal:
+                new = tomlkit.string(value)
+        table[key] = new
+        return True
+    item = tk_value(value, style)
+    item.trivia.indent = _kv_indent(table, style, depth)
+    target = fragments(table)[0]
+    if getattr(target, "_is_super_table", None):
+        target._is_super_table = False  # pylint: disable=protected-access  # it gets a header now
+    _insert_kv(target if isinstance(target, TkContainer) else target.value, key, item)
+    return True
+
+
+def _insert_kv(container, key: str, item) -> None:
+    """Insert a key-value after the container's last key-value (before its sub-tables).
+
+    ``Container.append`` would add a blank line between the key and the sub-tables, which
+    removing the key later would leave behind.
+    """
+    body = container.body
+    position = 0
+    for index, (k, v) in enumerate(body):
+        if isinstance(v, (tk_items.Table, tk_items.AoT)):
+            break
+        if isinstance(v, tk_items.Comment) and GoTemplateMask.is_action_line(v.trivia.comment):
+            break  # stay out of {{ if }} blocks of a Go template
+        if k is not None:
+            position = index + 1
+    if position < len(body):
+        container._insert_at(position, key, item)  # pylint: disable=protected-access
+    else:
+        container.append(key, item)
+
+
+def sync_table(table, desired: dict, depth: int, style: TomlStyle) -> bool:
+    """Make ``table`` hold every key of ``desired`` (keys not in it are kept)."""
+    changed = False
+    for key, value in desired.items():
+        if isinstance(value, dict):
+            if key in table and is_table(table[key]):
+                changed = sync_table(table[key], value, depth + 1, style) or changed
+            else:
+                if key in table:
+                    del table[key]
+                add_table(table, key, value, depth + 1, style)
+                changed = True
+        else:
+            changed = set_scalar(table, key, value, depth, style) or changed
+    return changed
+
+
+def ensure_tables(doc, path, style: TomlStyle, created: list):
+    """Walk ``path`` from the document, creating the tables that are missing.
+
+    A table created here prints no header while it holds only sub-tables (tomlkit's
+    super tables); the key paths of created tables are appended to ``created``.
+    """
+    node = doc
+    for i, key in enumerate(path):
+        if key not in node:
+            tbl = tomlkit.table()
+            # No header while it holds only sub-tables (tomlkit < 0.12 does not work it out).
+            tbl._is_super_table = True  # pylint: disable=protected-access
+            tbl.trivia.indent = style.header_indent(i + 1)
+            blank_before = not isinstance(node, TkContainer) and _last_is_blank(node)
+            if blank_before:
+                _strip_trailing_blank(node)  # it moves along to the end of what is added
+            target = fragments(node)[-1]
+            if isinstance(target, TkContainer):
+                target.append(key, tbl)
+            else:
+                target.raw_append(key, tbl)
+            # Container.append starts a table without indentation with a blank line.
+            tbl.trivia.indent = style.header_indent(i + 1)
+            if blank_before:
+                tbl.raw_append(None, tk_items.Whitespace("\n"))
+            created.append(list(path[: i + 1]))
+        node = node[key]
+        if not is_table(node):
+            raise GpuFleetError(
+                "%s is not a table in the configuration (found %r)"
+                % (".".join(path[: i + 1]), plain(node))
+            )
+    return node
+
+
+def insert_top_kv(doc, key: str, item, first: bool = False) -> None:
+    """Insert a top-level key: first in the file, or after the last top-level key."""
+    item.trivia.indent = ""
+    body = doc.body
+    kv_positions = [
+        i
+        for i, (k, v) in enumerate(body)
+        if k is not None and not isinstance(v, (tk_items.Table, tk_items.AoT))
+    ]
+    tables = [i for i, (k, v) in enumerate(body) if isinstance(v, (tk_items.Table, tk_items.AoT))]
+    if first and kv_positions:
+        position = kv_positions[0]
+    elif kv_positions:
+        position = kv_positions[-1] + 1
+    elif tables:
+        position = tables[0]  # before the first table, without the blank line append adds
+    else:
+        position = len(body)
+    if position < len(body):
+        doc._insert_at(position, key, item)  # pylint: disable=protected-access
+    else:
+        doc.append(key, item)
+
+
+def _real_nodes(doc, path):
+    """The real tables at ``path``, walking the document's bodies rather than tomlkit's
+    proxies (a table split in several places is several nodes)."""
+    nodes = [doc]
+    for key in path:
+        found = []
+        for node in nodes:
+            container = node if isinstance(node, TkContainer) else node.value
+            for k, item in container.body:
+                if k is not None and k.key == key and isinstance(item, tk_items.Table):
+                    found.append(item)
+        nodes = found
+    return nodes
+
+
+def delete_path(doc, path) -> bool:
+    """Delete the key at ``path`` wherever it really is (also in split tables)."""
+    deleted = False
+    for node in _real_nodes(doc, path[:-1]):
+        container = node if isinstance(node, TkContainer) else node.value
+        if path[-1] in container:
+            del container[path[-1]]
+            deleted = True
+    return deleted
+
+
+def replace_path(doc, path, item) -> bool:
+    """Set the existing key at ``path`` to ``item`` where it really is."""
+    for node in _real_nodes(doc, path[:-1]):
+        container = node if isinstance(node, TkContainer) else node.value
+        if path[-1] in container:
+            container[path[-1]] = item
+            return True
+    return False
+
+
+def prune_created(doc, created) -> None:
+    """Remove the tables in ``created`` (deepest first) that are now empty."""
+    for path in sorted(created, key=len, reverse=True):
+        for node in _real_nodes(doc, path):
+            if len(plain(node)) == 0:
+                delete_path(doc, path)
+                break
+
+
+def hide_headers(doc, paths) -> None:
+    """Make the tables at ``paths`` header-less again once they hold only sub-tables."""
+    for path in paths:
+        for node in _real_nodes(doc, path):
+            # tomlkit leaves a Null in the body where a key was deleted
+            kinds = (tk_items.Table, tk_items.AoT, tk_items.Whitespace, tk_items.Null)
+            if all(isinstance(entry[1], kinds) for entry in node.value.body):
+                node._is_super_table = True  # pylint: disable=protected-access
+
+
+# --------------------------------------------------------------------------------------
+# Go templates (k3s / RKE2 config.toml.tmpl)
+# --------------------------------------------------------------------------------------
+
+_ACTION_RE = re.compile(r"\{\{.*?\}\}")
+_ONLY_ACTIONS_RE = re.compile(r"^[ \t]*(\{\{.*?\}\}[ \t]*)+$")
+
+
+class GoTemplateMask:
+    """Hide Go template actions from the TOML parser and put them back afterwards.
+
+    A line holding only actions (``{{ template "base" . }}``, ``{{ if ... }}``) becomes a
+    comment; an action used as a value becomes a quoted placeholder string; an action inside
+    a string or a key becomes a bare placeholder. ``unmask`` reverses all three.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.original = text
+        self.replacements = []  # (token as written in the masked text, original text)
+        self.masked = self._mask(text)
+
+    @staticmethod
+    def is_action_line(comment: str) -> bool:
+        """Whether a comment is a masked line of template actions."""
+        return comment.startswith("#GPUFLEET_GOTMPL_LINE_")
+
+    @property
+    def has_actions(self) -> bool:
+        return bool(self.replacements)
+
+    @property
+    def uses_base(self) -> bool:
+        return bool(re.search(r"\{\{-?\s*template\s+\"base\"", self.original))
+
+    def _token(self, kind: str) -> str:
+        # The trailing "X" keeps token 1 from being a prefix of token 10.
+        return "GPUFLEET_GOTMPL_%s_%dX" % (kind, len(self.replacements))
+
+    def _mask(self, text: str) -> str:
+        out = []
+        for line in text.splitlines(True):
+            body = line.rstrip("\r\n")
+            eol = line[len(body):]
+            if "{{" not in body:
+                out.append(line)
+                continue
+            if body.count("{{") != body.count("}}"):
+                raise GpuFleetError(
+                    "a Go template action spans several lines (%r); the module edits templates "
+                    "whose actions each fit on one line" % body.strip()
+                )
+            if _ONLY_ACTIONS_RE.match(body):
+                token = "#" + self._token("LINE")
+                self.replacements.append((token, body))
+                out.append(token + eol)
+                continue
+            pieces = []
+            pos = 0
+            for m in _ACTION_RE.finditer(body):
+                before = body[pos:m.start()]
+                pieces.append(before)
+                prefix = "".join(pieces)
+                in_string = prefix.count('"') % 2 == 1 or prefix.count("'") % 2 == 1
+                if not in_string and re.search(r"=\s*$", prefix):
+                    core = self._token("VALUE")
+                    self.replacements.append(('"%s"' % core, m.group(0)))
+                    self.replacements.append(("'%s'" % core, m.group(0)))
+                    pieces.append('"%s"' % core)
+                else:
+                    core = self._token("TEXT")
+                    self.replacements.append((core, m.group(0)))
+                    pieces.append(core)
+                pos = m.end()
+            pieces.append(body[pos:])
+            out.append("".join(pieces) + eol)
+        return "".join(out)
+
+    def unmask(self, text: str) -> str:
+        for token, original in self.replacements:
+            text = text.replace(token, original)
+        return text
+
+
+# --------------------------------------------------------------------------------------
+# Recorded changes (for an exact undo)
+# --------------------------------------------------------------------------------------
+
+
+def item_of(table, key):
+    """The tomlkit item of ``table[key]`` (indexing gives plain ``bool`` for booleans)."""
+    for frag in fragments(table):
+        if key in frag:
+            container = frag if isinstance(frag, TkContainer) else frag.value
+            return container.item(key)
+    raise KeyError(key)
+
+
+def raw_text(table, key):
+    """The TOML text of ``table[key]`` (``None`` when missing)."""
+    if key not in table:
+        return None
+    return item_of(table, key).as_string().strip()
+
+
+def record_entry(record: dict, path) -> dict:
+    for entry in record.setdefault("keys", []):
+        if entry.get("path") == list(path):
+            return entry
+    return None
+
+
+def note_change(record: dict, path, table, key, new_value) -> None:
+    """Record the original text of ``path`` (first time only) and the value now set."""
+    entry = record_entry(record, path)
+    if entry is None:
+        entry = {"path": list(path), "raw": raw_text(table, key)}
+        record["keys"].append(entry)
+    entry["set"] = plain(new_value)
+
+
+def parse_raw(raw):
+    return tomlkit.parse("x = %s\n" % raw)["x"]
+
+
+def lookup(doc, path):
+    node = doc
+    for key in path:
+        if not is_table(node) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def restore_entry(doc, entry: dict, warnings: list) -> bool:
+    """Put back the value recorded in ``entry`` if the key still holds what was set."""
+    path = entry["path"]
+    parent = lookup(doc, path[:-1]) if len(path) > 1 else doc
+    key = path[-1]
+    if parent is None or key not in parent:
+        return False
+    if not same(parent[key], entry.get("set")):
+        warnings.append(
+            "%s was changed after the module set it; left as it is" % ".".join(path)
+        )
+        return False
+    if entry.get("raw") is None:
+        delete_path(doc, path)
+    else:
+        replace_path(doc, path, parse_raw(entry["raw"]))
+    return True
+
+
+def record_comment(table):
+    """``(item, record)`` of the state comment inside a runtime table."""
+    for frag in fragments(table):
+        for entry in frag.value.body:
+            item = entry[1]
+            if isinstance(item, tk_items.Comment):
+                record = decode_record_line(item.trivia.comment)
+                if record is not None:
+                    return item, record
+    return None, None
+
+
+def write_record_comment(table, record, indent) -> None:
+    """Put the state record as the first line of a runtime table (or update it)."""
+    item = record_comment(table)[0]
+    text = encode_record(record)
+    if item is not None:
+        item.trivia.comment = text
+        return
+    comment = tk_items.Comment(tk_items.Trivia(indent=indent, comment_ws="", comment=text, trail="\n"))
+    container = fragments(table)[0].value
+    # tomlkit has no public way to insert a comment at a position: shift its key index.
+    container.body.insert(0, (None, comment))
+    index = container._map  # pylint: disable=protected-access
+    for key, value in list(index.items()):
+        index[key] = tuple(v + 1 for v in value) if isinstance(value, tuple) else value + 1
+
+
+# --------------------------------------------------------------------------------------
+# The module's flow: read the host, plan, check with containerd, write
+# --------------------------------------------------------------------------------------
+
+RUNTIMES = ("containerd", "crio", "docker", "k3s", "rke2")
+
+#: containerd bundled with k3s / RKE2 (used to check a template without Go actions).
+BUNDLED_CONTAINERD = {
+    "k3s": ("/var/lib/rancher/k3s/data/current/bin/containerd",),
+    "rke2": ("/var/lib/rancher/rke2/bin/containerd", "/var/lib/rancher/rke2/data/current/bin/containerd"),
+}
+
+_VERSION_RE = re.compile(r"(?:^|\s)v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_containerd_version(text):
+    """``"1.7.24"`` from ``containerd --version`` output (``None`` when not found).
+
+    Handles Debian's (``containerd github.com/containerd/containerd 1.6.20~ds1 ...``),
+    containerd 2's (``.../containerd/v2 2.1.9+unknown``) and Docker's containerd.io
+    (``containerd containerd.io 1.7.27 <commit>``).
+    """
+    for line in (text or "").splitlines():
+        m = _VERSION_RE.search(line)
+        if m:
+            return "%s.%s.%s" % (m.group(1), m.group(2), m.group(3) or "0")
+    return None
+
+
+class ModuleHost:
+    """What the flow needs from the managed host, through an ``AnsibleModule``."""
+
+    def __init__(self, module) -> None:
+        self.module = module
+
+    @property
+    def tmpdir(self) -> str:
+        return self.module.tmpdir
+
+    def read(self, path):
+        return read_file(path)
+
+    def exists(self, path) -> bool:
+        return os.path.exists(path)
+
+    def glob(self, pattern) -> list:
+        return sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+
+    def which(self, name):
+        return self.module.get_bin_path(name)
+
+    def run(self, argv):
+        return self.module.run_command(argv)
+
+    def write(self, path, text, backup=False):
+        return write_file(self.module, path, text, backup=backup)
+
+    def remove(self, path, backup=False):
+        return remove_file(self.module, path, backup=backup)
+
+
+def _containerd_binary(params, host):
+    """``(path, version)`` of the containerd binary to use (``(None, None)``: none)."""
+    wanted = params.get("containerd_binary")
+    runtime = params["runtime"]
+    if wanted:
+        if not host.exists(wanted):
+            raise GpuFleetError(
+                "containerd_binary %s does not exist" % wanted, containerd_binary=wanted
+            )
+        path = wanted
+    elif runtime in BUNDLED_CONTAINERD:
+        path = next((p for p in BUNDLED_CONTAINERD[runtime] if host.exists(p)), None)
+    else:
+        path = host.which("containerd")
+    if not path:
+        return None, None
+    rc, out, err = host.run([path, "--version"])
+    version = parse_containerd_version(out) if rc == 0 else None
+    return path, version
+
+
+def _mode(params, default: str, allowed) -> str:
+    mode = params.get("config_mode") or default
+    if mode not in allowed:
+        raise GpuFleetError(
+            "config_mode=%s is not supported for runtime=%s (expected %s)"
+            % (mode, params["runtime"], " or ".join(allowed))
+        )
+    return mode
+
+
+def build_plan(params: dict, host):
+    """Read the host's files and plan the change; returns ``(plan, context)``."""
+    # The editors import this file; importing them here keeps the layering one-way.
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils import (  # pylint: disable=import-outside-toplevel
+        _containerd_config as ctd,
+        _crio_config as crio,
+        _docker_config as docker,
+    )
+
+    runtime = params["runtime"]
+    if runtime not in RUNTIMES:
+        raise GpuFleetError("runtime %r is not one of %s" % (runtime, ", ".join(RUNTIMES)))
+    common = dict(
+        state=params.get("state") or "present",
+        runtime_name=params.get("runtime_name") or "nvidia",
+        set_as_default=params.get("set_as_default"),
+    )
+    context = {"runtime": runtime}
+
+    if runtime == "docker":
+        _mode(params, "inplace", ("inplace",))
+        path = params.get("config_path") or docker.DEFAULT_CONFIG
+        opts = docker.DockerOptions(
+            binary_name=params.get("binary_name") or docker.DEFAULT_BINARY,
+            enable_cdi=params.get("enable_cdi"),
+            **common
+        )
+        return docker.plan_docker(path, host.read(path), opts), context
+
+    if runtime == "crio":
+        require_tomlkit()
+        mode = _mode(params, "dropin", ("dropin", "inplace"))
+        main_path = params.get("config_path") or crio.DEFAULT_CONFIG
+        dropin_path = params.get("dropin_path") or crio.DEFAULT_DROPIN
+        others = [
+            (p, host.read(p))
+            for p in host.glob(os.path.join(os.path.dirname(dropin_path), "*"))
+            if p != dropin_path
+        ]
+        opts = crio.CrioOptions(
+            mode=mode,
+            binary_name=params.get("binary_name") or crio.DEFAULT_BINARY,
+            dropin_path=dropin_path,
+            **common
+        )
+        return crio.plan_crio(main_path, host.read(main_path), host.read(dropin_path), others, opts), context
+
+    require_tomlkit()
+    binary, version = (None, None)
+    if params.get("validate", True) or runtime == "containerd":
+        binary, version = _containerd_binary(params, host)
+    context.update(containerd_binary=binary, containerd_version=version)
+    major = int(version.split(".")[0]) if version else None
+    opts_kw = dict(
+        binary_name=params.get("binary_name") or ctd.DEFAULT_BINARY,
+        enable_cdi=params.get("enable_cdi"),
+        enable_cri=params.get("enable_cri"),
+        config_version=params.get("config_version"),
+        containerd_major=major,
+        containerd_version=version,
+        **common
+    )
+
+    if runtime == "containerd":
+        mode = _mode(params, "dropin", ("dropin", "inplace"))
+        main_path = params.get("config_path") or ctd.DEFAULT_CONFIG
+        dropin_path = params.get("dropin_path") or ctd.DEFAULT_DROPIN
+        import_glob = os.path.join(os.path.dirname(dropin_path), "*.toml")
+        others = [p for p in host.glob(import_glob) if p != dropin_path]
+        opts = ctd.ContainerdOptions(
+            mode=mode, dropin_path=dropin_path, import_glob=import_glob, other_dropins=others, **opts_kw
+        )
+        context.update(main_path=main_path, dropin_path=dropin_path, import_glob=import_glob, others=others)
+        other_texts = [(p, host.read(p)) for p in others]
+        plan = ctd.plan_containerd(main_path, host.read(main_path), host.read(dropin_path), opts, other_texts)
+        return plan, context
+
+    # k3s / RKE2
+    _mode(params, "inplace", ("inplace",))
+    if params.get("config_path"):
+        template = params["config_path"]
+        generated = os.path.join(os.path.dirname(template), "config.toml")
+    else:
+        template, generated = ctd.k3s_paths(runtime)
+    generated_text = host.read(generated)
+    gen_version = None
+    m = re.search(r"^version\s*=\s*(\d+)", generated_text or "", re.M)
+    if m:
+        gen_version = int(m.group(1))
+    if not params.get("config_path"):
+        base = os.path.dirname(template)
+        existing = [p for p in (base + "/config-v3.toml.tmpl", base + "/config.toml.tmpl") if host.exists(p)]
+        template, generated = ctd.k3s_paths(runtime, gen_version, existing)
+    autodetected = None
+    for directory in ctd.K3S_AUTODETECT_DIRS:
+        candidate = os.path.join(directory, "nvidia-container-runtime")
+        if host.exists(candidate):
+            autodetected = candidate
+            break
+    opts = ctd.ContainerdOptions(mode="inplace", **opts_kw)
+    context.update(main_path=template, generated_path=generated)
+    plan = ctd.plan_k3s(
+        runtime, template, host.read(template), generated, generated_text, opts, autodetected=autodetected
+    )
+    return plan, context
+
+
+def _candidate_imports(doc, context, tmp_dropin, main_dir):
+    """The main file's imports, pointed at the candidate drop-in (and absolute)."""
+    imports = plain(doc.get("imports")) or []
+    out = []
+    for entry in imports:
+        if entry == context.get("import_glob"):
+            # The glob's files in containerd's (sorted) order, the drop-in in its place.
+            matched = sorted(set(context.get("others") or []) | {context["dropin_path"]})
+            out.extend(
+                (tmp_dropin if p == context["dropin_path"] else p)
+                for p in matched
+                if p != context["dropin_path"] or tmp_dropin
+            )
+        elif entry == context.get("dropin_path"):
+            if tmp_dropin:
+                out.append(tmp_dropin)
+        else:
+            out.append(entry if os.path.isabs(entry) else os.path.join(main_dir, entry))
+    return out
+
+
+def validate_plan(plan, params: dict, context: dict, host) -> dict:
+    """Check the planned containerd configuration with ``containerd config dump``.
+
+    The candidate files are written to a temporary directory (the drop-in import pointed
+    at the candidate drop-in); a configuration containerd refuses, or one in which the
+    handler or the default runtime is missing after containerd merged it, raises.
+    """
+    runtime = context["runtime"]
+    if runtime not in ("containerd", "k3s", "rke2"):
+        return {"ran": False, "reason": "only containerd configurations are checked"}
+    if not params.get("validate", True):
+        return {"ran": False, "reason": "validate=false"}
+    binary = context.get("containerd_binary")
+    if not binary:
+        return {"ran": False, "reason": "no containerd binary found on the host"}
+    main = plan.file(context["main_path"])
+    main_text = main.after if main is not None else None
+    if runtime in ("k3s", "rke2") and main_text and "{{" in main_text:
+        return {
+            "ran": False,
+            "reason": "%s is a Go template; %s renders it only when it starts" % (context["main_path"], runtime),
+        }
+    dropin = plan.file(context.get("dropin_path")) if context.get("dropin_path") else None
+    dropin_text = dropin.after if dropin is not None else None
+
+    workdir = tempfile.mkdtemp(prefix="gpufleet-ctd-", dir=host.tmpdir)
+    try:
+        tmp_dropin = None
+        if dropin_text is not None:
+            tmp_dropin = os.path.join(workdir, "99-nvidia.toml")
+            with open(tmp_dropin, "w") as handle:
+                handle.write(dropin_text)
+        doc = parse_toml(main_text or "", context["main_path"])
+        if "imports" in doc:
+            doc["imports"] = _candidate_imports(
+                doc, context, tmp_dropin, os.path.dirname(context["main_path"])
+            )
+        tmp_main = os.path.join(workdir, "config.toml")
+        with open(tmp_main, "w") as handle:
+            handle.write(doc.as_string())
+        argv = [binary, "--config", tmp_main, "config", "dump"]
+        rc, out, err = host.run(argv)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    report = {
+        "ran": True,
+        "binary": binary,
+        "version": context.get("containerd_version"),
+        "command": "%s --config <candidate> config dump" % binary,
+    }
+    if rc != 0:
+        raise GpuFleetError(
+            "containerd %s refused the new configuration, nothing was written: %s"
+            % (context.get("containerd_version") or binary, (err or out).strip()),
+            validation=dict(report, rc=rc, stderr=err),
+        )
+    problems = dump_problems(out, params.get("runtime_name") or "nvidia", params.get("state") or "present")
+    if problems:
+        raise GpuFleetError(
+            "containerd %s would not have a usable runtime with the new configuration (%s); "
+            "nothing was written" % (context.get("containerd_version") or binary, "; ".join(problems)),
+            validation=report,
+        )
+    return report
+
+
+def dump_problems(dump_text: str, name: str, state: str) -> list:
+    """What is wrong with the runtimes in a ``containerd config dump`` output."""
+    try:
+        dump = plain(tomlkit.parse(dump_text))
+    except Exception:  # pragma: no cover - containerd printed something else
+        return []
+    version = dump.get("version", 1)
+    try:
+        key = {1: "cri", 2: "io.containerd.grpc.v1.cri"}.get(int(version), "io.containerd.cri.v1.runtime")
+    except (TypeError, ValueError):
+        return []
+    disabled = dump.get("disabled_plugins") or []
+    cri_off = key in disabled or (
+        key != "io.containerd.cri.v1.runtime" and ("cri" in disabled or "io.containerd.grpc.v1.cri" in disabled)
+    )
+    if cri_off:
+        return []  # CRI switched off: containerd does not load its runtimes (warned already)
+    containerd = get_path(dump, ("plugins", key, "containerd"), {}) or {}
+    runtimes = containerd.get("runtimes") or {}
+    default = containerd.get("default_runtime_name") or "runc"
+    problems = []
+    if state == "present" and name not in runtimes:
+        problems.append("no runtime %r under plugins.%s.containerd.runtimes" % (name, key))
+    if default not in runtimes:
+        problems.append(
+            "default_runtime_name = %r is not among the runtimes (%s)" % (default, ", ".join(sorted(runtimes)) or "none")
+        )
+    return problems
+
+
+def apply_plan(plan, host, backup: bool = False) -> dict:
+    """Write the planned files in order; returns ``{path: backup path}``."""
+    backups = {}
+    for change in plan.files:
+        if not change.changed:
+            continue
+        if change.after is None:
+            saved = host.remove(change.path, backup=backup)
+        else:
+            saved = host.write(change.path, change.after, backup=backup)
+        if saved:
+            backups[change.path] = saved
+    return backups
+
+
+def configure(params: dict, host, check_mode: bool = False, diff: bool = False) -> dict:
+    """The whole module: plan, validate, write (unless check mode); the module's result."""
+    plan, context = build_plan(params, host)
+    validation = validate_plan(plan, params, context, host) if plan.changed else {
+        "ran": False,
+        "reason": "nothing to change",
+    }
+    backups = {}
+    if plan.changed and not check_mode:
+        backups = apply_plan(plan, host, backup=bool(params.get("backup")))
+    result = {
+        "changed": plan.changed,
+        "msg": plan.msg,
+        "changed_files": plan.changed_files,
+        "files": [{"path": f.path, "action": f.action or "unchanged"} for f in plan.files],
+        "config_version": plan.facts.get("config_version"),
+        "plugin_table": plan.facts.get("plugin_table"),
+        "runtime_table": plan.facts.get("runtime_table"),
+        "restart_needed": plan.changed,
+        "validation": validation,
+        "backup_files": backups,
+        "containerd_version": context.get("containerd_version"),
+        "warnings": plan.warnings,
+    }
+    if diff:
+        result["diff"] = plan.diff
+    return result

@@ -1,0 +1,438 @@
+"""Tests of module_utils/_runtime_config.py (the shared part of the runtime editors).
+
+Also the helpers the other ``test_runtime_config_*`` files import: the fixture corpus and
+the real containerd binaries found on this machine.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+
+import pytest
+import tomlkit
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _runtime_config as rc
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "runtime-configs")
+
+
+def fixture_text(name: str) -> str:
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def toml_plain(text):
+    return tomlkit.parse(text or "").unwrap()
+
+
+# --------------------------------------------------------------------------------------
+# Real containerd binaries (for the tests that load the produced configs)
+# --------------------------------------------------------------------------------------
+
+
+def _binary_version(path: str):
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rc.parse_containerd_version(out)
+
+
+def containerd_binaries() -> dict:
+    """``{"1.6": path, "1.7": path, "2.1": path, ...}`` of the containerd binaries found.
+
+    Looked for: ``containerd`` in ``PATH`` (Debian 12's 1.6 here), the paths listed in
+    ``$GPUFLEET_CONTAINERD_BINARIES`` (``os.pathsep``-separated) and
+    ``.cache/containerd/<version>/usr/bin/containerd`` (extracted from Debian packages, see
+    tests/unit/fixtures/runtime-configs/README.md).
+    """
+    candidates = []
+    if shutil.which("containerd"):
+        candidates.append(shutil.which("containerd"))
+    candidates += [p for p in os.environ.get("GPUFLEET_CONTAINERD_BINARIES", "").split(os.pathsep) if p]
+    candidates += sorted(glob.glob(os.path.join(ROOT, ".cache", "containerd", "*", "usr", "bin", "containerd")))
+    found = {}
+    for path in candidates:
+        version = _binary_version(path) if os.access(path, os.X_OK) else None
+        if version:
+            found.setdefault(".".join(version.split(".")[:2]), path)
+    return found
+
+
+BINARIES = containerd_binaries()
+#: The containerd minor versions the corpus is checked against, when present: Debian 12's
+#: 1.6, Debian 13's 1.7 and the newest 2.x (Debian unstable's, which moves; see
+#: scripts/fetch-containerd.sh).
+WANTED_BINARIES = ("1.6", "1.7", max((k for k in BINARIES if k.startswith("2.")), default="2.1"))
+
+
+def binary_param(minor: str):
+    """A pytest param for one containerd minor version, skipped (visibly) when absent."""
+    path = BINARIES.get(minor)
+    return pytest.param(
+        path,
+        id="containerd-%s" % minor,
+        marks=pytest.mark.skipif(
+            path is None,
+            reason="containerd %s binary not found (PATH, $GPUFLEET_CONTAINERD_BINARIES, "
+            ".cache/containerd/; see tests/unit/fixtures/runtime-configs/README.md)" % minor,
+        ),
+    )
+
+
+def containerd_dump(binary: str, tmp_path, main_text, dropin_text=None, import_glob=None) -> str:
+    """``containerd config dump`` of a main file (+ drop-in, imported where the glob was)."""
+    main_path = tmp_path / "config.toml"
+    doc = tomlkit.parse(main_text or "")
+    if dropin_text is not None:
+        dropin_path = tmp_path / "99-nvidia.toml"
+        dropin_path.write_text(dropin_text)
+        doc["imports"] = [str(dropin_path) if i == import_glob else i for i in (doc.get("imports") or [])]
+    main_path.write_text(doc.as_string())
+    proc = subprocess.run(
+        [binary, "--config", str(main_path), "config", "dump"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+# --------------------------------------------------------------------------------------
+# Parsing errors name the line and column
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, line, column",
+    [
+        ('version = 2\n[plugins\n', 2, 9),
+        ('version = 2\n\n[grpc]\n  address = "/run/x.sock\n', 4, 25),
+        ('a = 1\na = 2\n', None, None),
+    ],
+)
+def test_parse_toml_error_names_line_and_column(text, line, column):
+    with pytest.raises(GpuFleetError) as exc:
+        rc.parse_toml(text, "/etc/containerd/config.toml")
+    assert exc.value.msg.startswith("/etc/containerd/config.toml is not valid TOML")
+    assert "the file was left untouched" in exc.value.msg
+    if line is not None:
+        assert exc.value.details["line"] == line
+        assert exc.value.details["column"] == column
+        assert "(line %d, column %d)" % (line, column) in exc.value.msg
+
+
+@pytest.mark.parametrize(
+    "text, line, column",
+    [
+        ('{\n  "log-driver": "json-file",\n}\n', 3, 1),
+        ('{\n  "a": 1\n  "b": 2\n}\n', 3, 3),
+    ],
+)
+def test_parse_json_error_names_line_and_column(text, line, column):
+    with pytest.raises(GpuFleetError) as exc:
+        rc.parse_json(text, "/etc/docker/daemon.json")
+    assert exc.value.details == {"path": "/etc/docker/daemon.json", "line": line, "column": column}
+    assert "(line %d, column %d)" % (line, column) in exc.value.msg
+
+
+def test_parse_json_refuses_a_non_object():
+    with pytest.raises(GpuFleetError, match="must hold a JSON object, found list"):
+        rc.parse_json("[]", "/etc/docker/daemon.json")
+
+
+@pytest.mark.parametrize("text", [None, "", "  \n"])
+def test_parse_json_empty_is_an_empty_object(text):
+    assert rc.parse_json(text, "/x") == {}
+
+
+# --------------------------------------------------------------------------------------
+# tomlkit round trip, and its repair
+# --------------------------------------------------------------------------------------
+
+INDENTED_IMPLICIT = """[plugins]
+  [plugins."x"]
+    [plugins."x".cni]
+      bin_dir = "/usr/lib/cni"
+        [plugins."x".containerd.runtimes.runc]
+          runtime_type = "r"
+        [plugins."x".containerd.runtimes.nvidia]
+          runtime_type = "n"
+        [plugins."x".containerd.runtimes.kata]
+          runtime_type = "k"
+  [plugins."y"]
+    path = "/o"
+"""
+
+
+def test_tomlkit_alone_does_not_round_trip_indented_implicit_tables():
+    """Why parse_toml repairs: tomlkit doubles the indentation of later sub-tables."""
+    assert tomlkit.parse(INDENTED_IMPLICIT).as_string() != INDENTED_IMPLICIT
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "containerd-1.6.20-default.toml",
+        "containerd-1.7.24-default.toml",
+        "containerd-2.1.9-default.toml",
+        "debian-containerd-etc-config.toml",
+        "docker-containerd.io-config.toml",
+        "kubeadm-containerd-1.7-commented.toml",
+        "k3s-v1.30-config.toml",
+        "k3s-v1.33-config.toml",
+        "crio.conf",
+        "crio-10-crio.conf",
+    ],
+)
+def test_parse_toml_round_trips_the_corpus(name):
+    text = fixture_text(name)
+    assert rc.parse_toml(text, name).as_string() == text
+
+
+def test_parse_toml_repairs_indented_implicit_tables():
+    assert rc.parse_toml(INDENTED_IMPLICIT, "x").as_string() == INDENTED_IMPLICIT
+
+
+# --------------------------------------------------------------------------------------
+# Layout detection and the drop-in writer
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, step, key_offset, literal",
+    [
+        ("containerd-1.6.20-default.toml", "  ", "  ", False),
+        ("containerd-2.1.9-default.toml", "  ", "  ", True),
+        ("debian-containerd-etc-config.toml", "  ", "  ", False),
+        ("k3s-v1.30-config.toml", "", "  ", False),
+        ("crio.conf", "", "", False),
+    ],
+)
+def test_style_detection(name, step, key_offset, literal):
+    style = rc.TomlStyle.detect(fixture_text(name))
+    assert (style.step, style.key_offset, style.literal) == (step, key_offset, literal)
+
+
+def test_dump_toml_writes_containerd_style():
+    text = rc.dump_toml(
+        {"version": 2, "plugins": {"io.containerd.grpc.v1.cri": {"enable_cdi": True, "containerd": {"runtimes": {}}}}},
+        header_comments=["# head"],
+    )
+    assert text == (
+        "# head\n"
+        "version = 2\n"
+        "\n"
+        "[plugins]\n"
+        "\n"
+        '  [plugins."io.containerd.grpc.v1.cri"]\n'
+        "    enable_cdi = true\n"
+        "\n"
+        '    [plugins."io.containerd.grpc.v1.cri".containerd]\n'
+        "\n"
+        '      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes]\n'
+    )
+    assert toml_plain(text)["plugins"]["io.containerd.grpc.v1.cri"]["enable_cdi"] is True
+
+
+def test_defined_tables_lists_headers_only():
+    tables = rc.defined_tables(fixture_text("k3s-v1.30-config.toml"))
+    assert ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes", "runc") in tables
+    assert ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes") not in tables
+
+
+# --------------------------------------------------------------------------------------
+# The state record
+# --------------------------------------------------------------------------------------
+
+
+def test_record_round_trip():
+    record = {"keys": [{"path": ["imports"], "raw": None, "set": ["/etc/containerd/conf.d/*.toml"]}]}
+    line = rc.encode_record(record)
+    assert line.startswith("# gpufleet.nvidia.container_runtime state: ")
+    assert rc.decode_record_line("          " + line) == record
+    assert rc.find_record_in_text("version = 2\n" + line + "\n") == record
+    assert rc.decode_record_line("# an ordinary comment") is None
+    assert rc.find_record_in_text(None) == {}
+
+
+# --------------------------------------------------------------------------------------
+# Go templates (k3s / RKE2)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["k3s-base.config.toml.tmpl", "k3s-full-with-actions.config.toml.tmpl"])
+def test_go_template_mask_round_trips(name):
+    text = fixture_text(name)
+    mask = rc.GoTemplateMask(text)
+    assert mask.has_actions
+    assert "{{" not in mask.masked
+    doc = rc.parse_toml(mask.masked, name)  # the masked text is TOML
+    assert mask.unmask(doc.as_string()) == text
+
+
+def test_go_template_mask_kinds():
+    mask = rc.GoTemplateMask('{{ template "base" . }}\n[a."{{ $k }}"]\n  x = {{ .X }}\n  y = "p{{ .Y }}"\n')
+    assert mask.uses_base
+    plain = toml_plain(mask.masked)
+    key = list(plain["a"])[0]
+    assert key.startswith("GPUFLEET_GOTMPL_TEXT_")
+    assert plain["a"][key]["x"].startswith("GPUFLEET_GOTMPL_VALUE_")
+    assert plain["a"][key]["y"].startswith("pGPUFLEET_GOTMPL_TEXT_")
+
+
+def test_go_template_mask_refuses_multiline_actions():
+    with pytest.raises(GpuFleetError, match="spans several lines"):
+        rc.GoTemplateMask("{{ if .X\n}}\n")
+
+
+# --------------------------------------------------------------------------------------
+# containerd --version and config dump
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "output, version",
+    [
+        ("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n", "1.6.20"),
+        ("containerd github.com/containerd/containerd 1.7.24~ds1 1.7.24~ds1-6+deb13u1\n", "1.7.24"),
+        ("containerd github.com/containerd/containerd/v2 2.1.9+unknown \n", "2.1.9"),
+        ("containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da\n", "1.7.27"),
+        ("containerd github.com/containerd/containerd v1.7.2 0cae528dd6cb557f7201036e9f43420650207b58\n", "1.7.2"),
+        ("", None),
+    ],
+)
+def test_parse_containerd_version(output, version):
+    assert rc.parse_containerd_version(output) == version
+
+
+def _dump(version, default="runc", runtimes=("runc", "nvidia"), disabled=()):
+    key = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}[version]
+    doc = {
+        "version": version,
+        "disabled_plugins": list(disabled),
+        "plugins": {key: {"containerd": {"default_runtime_name": default, "runtimes": {r: {"runtime_type": "x"} for r in runtimes}}}},
+    }
+    return tomlkit.dumps(doc)
+
+
+@pytest.mark.parametrize(
+    "dump, state, problems",
+    [
+        (_dump(2), "present", 0),
+        (_dump(3), "present", 0),
+        (_dump(2, runtimes=("nvidia",)), "present", 1),  # nvidia-ctk's defect on 1.6 / 1.7
+        (_dump(2, runtimes=("runc",)), "present", 1),
+        (_dump(2, runtimes=("runc",)), "absent", 0),
+        (_dump(3, default="nvidia", runtimes=("runc",)), "present", 2),
+        (_dump(2, runtimes=(), disabled=("io.containerd.grpc.v1.cri",)), "present", 0),
+    ],
+)
+def test_dump_problems(dump, state, problems):
+    assert len(rc.dump_problems(dump, "nvidia", state)) == problems
+
+
+# --------------------------------------------------------------------------------------
+# The flow, with a host made of dicts
+# --------------------------------------------------------------------------------------
+
+
+class FakeHost:
+    """A host whose files are a dict; commands answered from a dict of argv tuples."""
+
+    def __init__(self, files=None, commands=None, binaries=None, tmpdir=None) -> None:
+        self.files = dict(files or {})
+        self.commands = dict(commands or {})
+        self.binaries = dict(binaries or {})
+        self.tmpdir = tmpdir
+        self.writes = []
+
+    def read(self, path):
+        return self.files.get(path)
+
+    def exists(self, path):
+        return path in self.files or path in self.binaries.values() or path in self.commands_paths()
+
+    def commands_paths(self):
+        return {argv[0] for argv in self.commands}
+
+    def glob(self, pattern):
+        import fnmatch
+
+        return sorted(p for p in self.files if fnmatch.fnmatch(p, pattern))
+
+    def which(self, name):
+        return self.binaries.get(name)
+
+    def run(self, argv):
+        key = tuple(argv)
+        if key in self.commands:
+            return self.commands[key]
+        if len(argv) > 2 and argv[1] == "--config":  # config dump: no real binary here
+            return 0, "", ""
+        return 127, "", "not found"
+
+    def write(self, path, text, backup=False):
+        self.files[path] = text
+        self.writes.append(("write", path))
+
+    def remove(self, path, backup=False):
+        self.files.pop(path, None)
+        self.writes.append(("remove", path))
+
+
+def test_configure_reads_the_version_from_containerd_when_the_file_has_none(tmp_path):
+    host = FakeHost(
+        files={"/etc/containerd/config.toml": fixture_text("docker-containerd.io-config.toml")},
+        binaries={"containerd": "/usr/bin/containerd"},
+        commands={("/usr/bin/containerd", "--version"): (0, "containerd github.com/containerd/containerd/v2 2.1.9+unknown\n", "")},
+        tmpdir=str(tmp_path),
+    )
+    result = rc.configure({"runtime": "containerd", "enable_cri": True, "validate": False}, host)
+    assert result["config_version"] == 3
+    assert result["plugin_table"] == 'plugins."io.containerd.cri.v1.runtime"'
+    assert result["containerd_version"] == "2.1.9"
+    assert toml_plain(host.files["/etc/containerd/config.toml"])["version"] == 3
+    assert host.writes == [("write", "/etc/containerd/conf.d/99-nvidia.toml"), ("write", "/etc/containerd/config.toml")]
+
+
+def test_configure_check_mode_writes_nothing(tmp_path):
+    host = FakeHost(files={"/etc/containerd/config.toml": fixture_text("containerd-1.6.20-default.toml")}, tmpdir=str(tmp_path))
+    result = rc.configure({"runtime": "containerd"}, host, check_mode=True, diff=True)
+    assert result["changed"] and result["restart_needed"]
+    assert host.writes == []
+    assert [d["after_header"] for d in result["diff"]] == [
+        "/etc/containerd/conf.d/99-nvidia.toml",
+        "/etc/containerd/config.toml",
+    ]
+    assert result["diff"][0]["before_header"] == "/etc/containerd/conf.d/99-nvidia.toml (absent)"
+    assert result["validation"] == {"ran": False, "reason": "no containerd binary found on the host"}
+
+
+def test_configure_absent_removes_the_dropin_last(tmp_path):
+    host = FakeHost(files={"/etc/containerd/config.toml": fixture_text("containerd-1.6.20-default.toml")}, tmpdir=str(tmp_path))
+    rc.configure({"runtime": "containerd", "validate": False}, host)
+    host.writes = []
+    result = rc.configure({"runtime": "containerd", "state": "absent", "validate": False}, host, diff=True)
+    assert host.writes == [("write", "/etc/containerd/config.toml"), ("remove", "/etc/containerd/conf.d/99-nvidia.toml")]
+    assert host.files["/etc/containerd/config.toml"] == fixture_text("containerd-1.6.20-default.toml")
+    assert result["diff"][1]["after_header"] == "/etc/containerd/conf.d/99-nvidia.toml (absent)"
+    assert result["diff"][1]["after"] == ""
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"runtime": "docker", "config_mode": "dropin"}, "config_mode=dropin is not supported for runtime=docker"),
+        ({"runtime": "k3s", "config_mode": "dropin"}, "config_mode=dropin is not supported for runtime=k3s"),
+        ({"runtime": "containerd", "containerd_binary": "/nope/containerd"}, "containerd_binary /nope/containerd does not exist"),
+        ({"runtime": "podman"}, "runtime 'podman' is not one of"),
+    ],
+)
+def test_configure_refuses_bad_parameters(params, message, tmp_path):
+    with pytest.raises(GpuFleetError, match=message):
+        rc.configure(params, FakeHost(tmpdir=str(tmp_path)))

@@ -1,0 +1,174 @@
+"""The produced containerd configs, loaded by real containerd binaries (``config dump``).
+
+containerd 1.6 comes from Debian 12 (``apt-get install containerd``); 1.7 and 2.1 from the
+Debian 13 / sid packages, extracted into ``.cache/containerd/<version>/`` (see
+tests/unit/fixtures/runtime-configs/README.md). A binary that is not there skips its
+tests, with the reason shown by ``pytest -ra``.
+
+``containerd config dump`` prints the configuration containerd would run with, after
+merging the drop-in: the handler must be under the CRI table with its BinaryName, and
+the default runtime (``runc``, or ``nvidia`` when made the default) must be defined, which
+is what containerd 1.6 / 1.7 lack with nvidia-ctk's drop-in on Debian's file.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _containerd_config as ctd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import dump_problems
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
+    FIXTURES,
+    WANTED_BINARIES,
+    binary_param,
+    containerd_dump,
+    fixture_text,
+    toml_plain,
+)
+
+MAIN = "/etc/containerd/config.toml"
+GLOB = "/etc/containerd/conf.d/*.toml"
+BINARY = "/usr/bin/nvidia-container-runtime"
+
+#: the inputs (None: no file); the version 3 one is loaded by containerd 2.x only
+CORPUS = [
+    "containerd-1.6.20-default.toml",
+    "containerd-1.7.24-default.toml",
+    "containerd-2.1.9-default.toml",
+    "debian-containerd-etc-config.toml",
+    "docker-containerd.io-config.toml",
+    "kubeadm-containerd-1.7-commented.toml",
+    None,
+]
+OPTION_SETS = [{}, {"set_as_default": True, "enable_cdi": True, "enable_cri": True}]
+
+
+def _cases():
+    """(binary, fixture) pairs: every fixture with every binary that can hold its version."""
+    cases = []
+    for minor in WANTED_BINARIES:
+        binary = binary_param(minor)
+        for name in CORPUS:
+            if name == "containerd-2.1.9-default.toml" and minor.startswith("1."):
+                continue  # a version 3 file is for containerd 2.x
+            cases.append(
+                pytest.param(
+                    binary.values[0], name, id="%s-%s" % (binary.id, (name or "nofile").replace(".toml", "")),
+                    marks=binary.marks,
+                )
+            )
+    return cases
+
+
+def _cri_of(dump: dict):
+    version = dump.get("version", 1)
+    return dump["plugins"]["io.containerd.grpc.v1.cri" if version == 2 else "io.containerd.cri.v1.runtime"]
+
+
+@pytest.mark.parametrize("options", OPTION_SETS, ids=["plain", "default-cdi-cri"])
+@pytest.mark.parametrize("mode", ["dropin", "inplace"])
+@pytest.mark.parametrize("binary, name", _cases())
+def test_containerd_loads_the_result(binary, name, mode, options, tmp_path):
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
+        _binary_version,
+    )
+
+    version = _binary_version(binary)
+    original = fixture_text(name) if name else None
+    p = ctd.plan_containerd(
+        MAIN, original, None, ctd.ContainerdOptions(mode=mode, containerd_version=version, **options)
+    )
+    main = p.file(MAIN).after
+    dropin = p.file("/etc/containerd/conf.d/99-nvidia.toml").after
+    out = containerd_dump(binary, tmp_path, main, dropin, import_glob=GLOB)
+    dump = toml_plain(out)
+    if name == "docker-containerd.io-config.toml" and not options:
+        # CRI stays disabled (warned): containerd 1.x then shows no CRI configuration.
+        assert any("CRI plugin is disabled" in w for w in p.warnings)
+        assert "io.containerd.grpc.v1.cri" in dump["disabled_plugins"]
+        return
+    assert dump_problems(out, "nvidia", "present") == []
+    containerd = _cri_of(dump)["containerd"]
+    runtimes = containerd["runtimes"]
+    assert runtimes["nvidia"]["runtime_type"] == "io.containerd.runc.v2"
+    assert runtimes["nvidia"]["options"]["BinaryName"] == BINARY
+    assert "runc" in runtimes
+    assert containerd["default_runtime_name"] == ("nvidia" if options else "runc")
+    if options and version.startswith("1.6."):
+        # containerd 1.6's CRI plugin has no CDI: the key is dropped, and the module says so.
+        assert "enable_cdi" not in _cri_of(dump)
+        assert any("ignores enable_cdi" in w for w in p.warnings)
+    elif options:
+        assert _cri_of(dump)["enable_cdi"] is True
+    if name == "kubeadm-containerd-1.7-commented.toml":
+        assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+
+
+@pytest.mark.parametrize("binary", [binary_param(v) for v in ("1.6", "1.7")])
+def test_nvidia_ctk_dropin_loses_runc_and_ours_does_not(binary, tmp_path):
+    """The defect, seen by containerd itself: with nvidia-ctk 1.20.0's drop-in on Debian's
+    file, containerd 1.6 / 1.7 end up with ``nvidia`` only while the default is ``runc``."""
+    case = FIXTURES + "/nvidia-ctk-1.20.0/containerd16-debian-etc--dropin/"
+    with open(case + "output.toml") as main, open(case + "dropin-99-nvidia.toml") as dropin:
+        theirs = containerd_dump(binary, tmp_path, main.read(), dropin.read(), import_glob=GLOB)
+    assert list(_cri_of(toml_plain(theirs))["containerd"]["runtimes"]) == ["nvidia"]
+    assert any("default_runtime_name = 'runc'" in p for p in dump_problems(theirs, "nvidia", "present"))
+
+    p = ctd.plan_containerd(MAIN, fixture_text("debian-containerd-etc-config.toml"), None, ctd.ContainerdOptions())
+    ours = containerd_dump(
+        binary, tmp_path, p.file(MAIN).after, p.file("/etc/containerd/conf.d/99-nvidia.toml").after, import_glob=GLOB
+    )
+    assert dump_problems(ours, "nvidia", "present") == []
+    assert sorted(_cri_of(toml_plain(ours))["containerd"]["runtimes"]) == ["nvidia", "runc"]
+
+
+@pytest.mark.parametrize("binary", [binary_param("1.7")])
+def test_containerd_17_refuses_a_version_3_dropin(binary, tmp_path):
+    """Why the drop-in always takes the main file's version (golden README)."""
+    import subprocess
+
+    main = tmp_path / "config.toml"
+    dropin = tmp_path / "99.toml"
+    main.write_text('version = 2\nimports = ["%s"]\n' % dropin)
+    dropin.write_text('version = 3\n[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n')
+    proc = subprocess.run([binary, "--config", str(main), "config", "dump"], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "unsupported config version `3`" in proc.stderr
+
+
+@pytest.mark.parametrize("binary", [binary_param(v) for v in WANTED_BINARIES])
+def test_an_earlier_dropin_survives_the_nvidia_dropin(binary, tmp_path):
+    """containerd < 2.1 replaces the CRI table by the last import's; the nvidia drop-in
+    repeats what 50-registry.toml set, so the registry setting is still in force."""
+    import subprocess
+
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
+        _binary_version,
+    )
+
+    confd = tmp_path / "conf.d"
+    confd.mkdir()
+    site = 'version = 2\n[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "/etc/containerd/certs.d"\n'
+    (confd / "50-registry.toml").write_text(site)
+    opts = ctd.ContainerdOptions(
+        containerd_version=_binary_version(binary),
+        dropin_path=str(confd / "99-nvidia.toml"),
+        other_dropins=[str(confd / "50-registry.toml")],
+    )
+    p = ctd.plan_containerd(
+        str(tmp_path / "config.toml"), fixture_text("debian-containerd-etc-config.toml"), None, opts,
+        others=[(str(confd / "50-registry.toml"), site)],
+    )
+    for change in p.files:
+        with open(change.path, "w") as handle:
+            handle.write(change.after)
+    out = subprocess.run(
+        [binary, "--config", str(tmp_path / "config.toml"), "config", "dump"], capture_output=True, text=True
+    ).stdout
+    dump = toml_plain(out)
+    cri = _cri_of(dump)
+    assert dump_problems(out, "nvidia", "present") == []
+    if dump["version"] == 2:
+        assert cri["registry"]["config_path"] == "/etc/containerd/certs.d"
+    else:  # containerd 2.x moved registry to the images plugin
+        assert dump["plugins"]["io.containerd.cri.v1.images"]["registry"]["config_path"] == "/etc/containerd/certs.d"

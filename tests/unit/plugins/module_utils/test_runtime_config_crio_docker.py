@@ -1,0 +1,239 @@
+"""Tests of module_utils/_crio_config.py and _docker_config.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _crio_config as crio
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _docker_config as docker
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
+    fixture_text,
+    toml_plain,
+)
+
+CONF = "/etc/crio/crio.conf"
+DROPIN = "/etc/crio/crio.conf.d/99-nvidia.toml"
+TEN = "/etc/crio/crio.conf.d/10-crio.conf"
+
+# --------------------------------------------------------------------------------------
+# CRI-O
+# --------------------------------------------------------------------------------------
+
+#: main crio.conf, other drop-ins
+CRIO_CORPUS = {
+    "crio.conf": (fixture_text("crio.conf"), []),
+    "10-crio.conf-only": (None, [(TEN, fixture_text("crio-10-crio.conf"))]),
+    "both": (fixture_text("crio.conf"), [(TEN, fixture_text("crio-10-crio.conf"))]),
+    "nothing": (None, []),
+}
+
+
+def crio_plan(main, others, dropin=None, **kw):
+    return crio.plan_crio(CONF, main, dropin, others, crio.CrioOptions(**kw))
+
+
+def crio_outputs(p):
+    return p.file(CONF).after, p.file(DROPIN).after
+
+
+def crio_effective(main, dropin, others):
+    texts = [(CONF, main)] + list(others) + [(DROPIN, dropin)]
+    return crio.merged_config(texts)
+
+
+# In place, a default set in crio.conf loses to 10-crio.conf's: refused, tested apart.
+CRIO_CASES = [
+    pytest.param(case, mode, default, id="%s-%s%s" % (case, mode, "-default" if default else ""))
+    for case in sorted(CRIO_CORPUS)
+    for mode in ("dropin", "inplace")
+    for default in (False, True)
+    if not (mode == "inplace" and default and CRIO_CORPUS[case][1])
+]
+
+
+@pytest.mark.parametrize("case, mode, set_as_default", CRIO_CASES)
+def test_crio_handler_present_again_absent(case, mode, set_as_default):
+    original, others = CRIO_CORPUS[case]
+    p = crio_plan(original, others, mode=mode, set_as_default=set_as_default)
+    main, dropin = crio_outputs(p)
+    config = crio_effective(main, dropin, others)
+    nvidia = config["crio"]["runtime"]["runtimes"]["nvidia"]
+    assert nvidia["runtime_path"] == "/usr/bin/nvidia-container-runtime"
+    assert nvidia["runtime_type"] == "oci"
+    if case != "nothing":
+        assert p.facts["source_runtime"] == "runc"
+        assert nvidia["runtime_root"] == "/run/runc"
+        assert nvidia["monitor_path"] == "/usr/libexec/crio/conmon"
+    if set_as_default:
+        assert config["crio"]["runtime"]["default_runtime"] == "nvidia"
+    if mode == "dropin":
+        assert main == original  # crio.conf untouched
+        assert list(toml_plain(dropin)["crio"]["runtime"]["runtimes"]) == ["nvidia"]
+    else:
+        assert dropin is None
+
+    again = crio_plan(main, others, dropin, mode=mode, set_as_default=set_as_default)
+    assert not again.changed and crio_outputs(again) == (main, dropin)
+
+    gone = crio_plan(main, others, dropin, mode=mode, state="absent")
+    assert crio_outputs(gone) == (original, None)
+
+
+def test_crio_in_place_keeps_the_rest_of_crio_conf():
+    """Defect beaten: nvidia-ctk 1.20.0 in place replaces crio.conf with the one table."""
+    original = fixture_text("crio.conf")
+    main, _ = crio_outputs(crio_plan(original, [], mode="inplace", set_as_default=True))
+    for line in original.splitlines():
+        if line != "# default_runtime = \"runc\"":
+            assert line in main.splitlines()
+    assert toml_plain(main)["crio"]["runtime"]["cgroup_manager"] == "systemd"
+
+
+@pytest.mark.parametrize("first, second", [("dropin", "inplace"), ("inplace", "dropin")])
+def test_crio_switching_mode_moves_the_handler(first, second):
+    original = fixture_text("crio.conf")
+    main, dropin = crio_outputs(crio_plan(original, [], mode=first, set_as_default=True))
+    main, dropin = crio_outputs(crio_plan(main, [], dropin, mode=second, set_as_default=True))
+    assert (dropin is None) == (second == "inplace")
+    if second == "dropin":
+        assert main == original
+    assert crio_effective(main, dropin, [])["crio"]["runtime"]["default_runtime"] == "nvidia"
+    assert crio_outputs(crio_plan(main, [], dropin, mode=second, state="absent")) == (original, None)
+
+
+def test_crio_in_place_default_refused_when_a_dropin_overrides_it():
+    with pytest.raises(GpuFleetError, match="10-crio.conf sets crio.runtime.default_runtime, which overrides"):
+        crio_plan(fixture_text("crio.conf"), [(TEN, fixture_text("crio-10-crio.conf"))], mode="inplace", set_as_default=True)
+
+
+def test_crio_does_not_copy_a_monitor_of_another_runtime_type():
+    others = [(TEN, '[crio.runtime.runtimes.runc]\nruntime_path = "/usr/libexec/crio/runc"\n'
+               'runtime_type = "pod"\nmonitor_path = "/usr/libexec/crio/conmonrs"\nruntime_root = "/run/runc"\n')]
+    _, dropin = crio_outputs(crio_plan(None, others))
+    nvidia = toml_plain(dropin)["crio"]["runtime"]["runtimes"]["nvidia"]
+    assert nvidia == {"runtime_path": "/usr/bin/nvidia-container-runtime", "runtime_type": "oci", "runtime_root": "/run/runc"}
+
+
+def test_crio_dropin_text():
+    _, dropin = crio_outputs(crio_plan(None, [(TEN, fixture_text("crio-10-crio.conf"))], set_as_default=True))
+    assert dropin.splitlines()[0].startswith("# Managed by gpufleet.nvidia.container_runtime")
+    assert toml_plain(dropin) == {
+        "crio": {
+            "runtime": {
+                "default_runtime": "nvidia",
+                "runtimes": {
+                    "nvidia": {
+                        "runtime_path": "/usr/bin/nvidia-container-runtime",
+                        "runtime_type": "oci",
+                        "runtime_root": "/run/runc",
+                        "monitor_path": "/usr/libexec/crio/conmon",
+                    }
+                },
+            }
+        }
+    }
+
+
+def test_crio_broken_file():
+    with pytest.raises(GpuFleetError, match=r"crio.conf is not valid TOML \(line 2, column"):
+        crio_plan("[crio]\n[crio.runtime\n", [])
+
+
+def test_crio_absent_of_a_handler_it_did_not_write():
+    original = fixture_text("crio.conf") + '\n[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
+    original = original.replace('# default_runtime = "runc"', 'default_runtime = "nvidia"')
+    main, _ = crio_outputs(crio_plan(original, [], mode="inplace", state="absent"))
+    config = toml_plain(main)
+    assert "nvidia" not in config["crio"]["runtime"]["runtimes"]
+    assert "default_runtime" not in config["crio"]["runtime"]
+
+
+# --------------------------------------------------------------------------------------
+# Docker
+# --------------------------------------------------------------------------------------
+
+DAEMON = "/etc/docker/daemon.json"
+
+
+def docker_plan(text, **kw):
+    return docker.plan_docker(DAEMON, text, docker.DockerOptions(**kw))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"set_as_default": True}, {"enable_cdi": True}, {"set_as_default": True, "enable_cdi": True}],
+    ids=["plain", "default", "cdi", "default-cdi"],
+)
+@pytest.mark.parametrize(
+    "original",
+    [fixture_text("docker-daemon.json"), None, "{}\n", '{"debug": true}', '{\n\t"debug": true\n}\n'],
+    ids=["with-other-keys", "no-file", "empty", "one-line", "tabs"],
+)
+def test_docker_present_again_absent(original, options):
+    p = docker_plan(original, **options)
+    after = p.files[0].after
+    config = json.loads(after)
+    assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": []}
+    assert (config.get("default-runtime") == "nvidia") == bool(options.get("set_as_default"))
+    assert (config.get("features", {}).get("cdi") is True) == bool(options.get("enable_cdi"))
+    before = json.loads(original) if original and original.strip() else {}
+    for key, value in before.items():
+        assert config[key] == value  # other keys survive
+    assert list(config)[: len(before)] == list(before)  # in their order
+
+    again = docker_plan(after, **options)
+    assert not again.changed and again.files[0].after == after
+
+    gone = docker_plan(after, state="absent", enable_cdi=options.get("enable_cdi", False))
+    if original is None:
+        assert json.loads(gone.files[0].after) == {}
+    else:
+        assert gone.files[0].after == original  # exact bytes
+
+
+def test_docker_keeps_the_layout_of_unchanged_keys():
+    original = fixture_text("docker-daemon.json")
+    after = docker_plan(original, enable_cdi=True).files[0].after
+    assert '  "exec-opts": ["native.cgroupdriver=systemd"],\n' in after
+    assert after.startswith(original[: original.index('  "storage-driver"')])
+
+
+def test_docker_one_line_file_stays_one_line():
+    after = docker_plan('{"debug": true}').files[0].after
+    assert "\n" not in after
+    assert json.loads(after)["debug"] is True
+
+
+def test_docker_keeps_extra_keys_of_an_existing_runtime_entry():
+    original = '{"runtimes": {"nvidia": {"path": "/opt/nvidia-container-runtime", "runtimeArgs": ["--debug"]}}}'
+    config = json.loads(docker_plan(original).files[0].after)
+    assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": [], "runtimeArgs": ["--debug"]}
+
+
+def test_docker_absent_leaves_features_unless_asked():
+    after = docker_plan(None, enable_cdi=True).files[0].after
+    assert json.loads(docker_plan(after, state="absent").files[0].after) == {"features": {"cdi": True}}
+
+
+@pytest.mark.parametrize(
+    "text, line, column",
+    [('{\n  "debug": true,\n}\n', 3, 1), ('{"runtimes": {"nvidia": }}', 1, 25)],
+)
+def test_docker_bad_json_fails_with_line_and_column(text, line, column):
+    with pytest.raises(GpuFleetError) as exc:
+        docker_plan(text)
+    assert exc.value.details["line"] == line and exc.value.details["column"] == column
+    assert "daemon.json is not valid JSON (line %d, column %d)" % (line, column) in exc.value.msg
+
+
+def test_docker_runtimes_must_be_an_object():
+    with pytest.raises(GpuFleetError, match="runtimes must be an object, found list"):
+        docker_plan('{"runtimes": []}')
+
+
+@pytest.mark.parametrize("text", [None, "{}", '{"debug": true}'])
+def test_docker_absent_without_the_runtime_changes_nothing(text):
+    assert not docker_plan(text, state="absent").changed

@@ -1,0 +1,263 @@
+"""Tests of the container_runtime module, on files in a temporary directory.
+
+Where a containerd binary is found (Debian 12's 1.6 in PATH here), the module's own check
+(``containerd config dump`` of the candidate) runs for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
+    binary_param,
+    fixture_text,
+    toml_plain,
+)
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
+
+CTD16 = binary_param("1.6")
+
+
+def snapshot(directory):
+    """Every file under ``directory``: path -> (bytes, mode, mtime)."""
+    found = {}
+    for root, _, files in os.walk(str(directory)):
+        for name in files:
+            path = os.path.join(root, name)
+            st = os.stat(path)
+            with open(path, "rb") as handle:
+                found[path] = (handle.read(), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+    return found
+
+
+@pytest.fixture
+def containerd_files(tmp_path):
+    etc = tmp_path / "etc" / "containerd"
+    etc.mkdir(parents=True)
+    main = etc / "config.toml"
+    main.write_text(fixture_text("kubeadm-containerd-1.7-commented.toml"))
+    main.chmod(0o600)
+    return {
+        "runtime": "containerd",
+        "config_path": str(main),
+        "dropin_path": str(etc / "conf.d" / "99-nvidia.toml"),
+        "validate": False,
+    }
+
+
+def test_check_mode_then_run_then_idempotent_then_absent(containerd_files, tmp_path):
+    args = dict(containerd_files, set_as_default=True)
+    before = snapshot(tmp_path)
+
+    checked = run_module(container_runtime, args, check_mode=True, diff=True)
+    assert checked["changed"] and checked["restart_needed"]
+    assert snapshot(tmp_path) == before  # nothing on disk moved
+    assert [d["before_header"] for d in checked["diff"]] == [args["dropin_path"] + " (absent)", args["config_path"]]
+
+    done = run_module(container_runtime, args, diff=True)
+    assert done["changed"]
+    assert done["diff"] == checked["diff"]
+    assert done["changed_files"] == [args["dropin_path"], args["config_path"]]
+    assert done["files"] == [
+        {"path": args["dropin_path"], "action": "create"},
+        {"path": args["config_path"], "action": "update"},
+    ]
+    assert done["config_version"] == 2
+    assert done["plugin_table"] == 'plugins."io.containerd.grpc.v1.cri"'
+    assert done["runtime_table"] == 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia'
+    assert stat.S_IMODE(os.stat(args["config_path"]).st_mode) == 0o600  # mode kept
+    assert stat.S_IMODE(os.stat(args["dropin_path"]).st_mode) == 0o644
+    dropin = toml_plain(open(args["dropin_path"]).read())
+    assert dropin["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["default_runtime_name"] == "nvidia"
+
+    written = snapshot(tmp_path)
+    assert not run_module(container_runtime, args, check_mode=True)["changed"]
+    again = run_module(container_runtime, args, diff=True)
+    assert not again["changed"] and again.get("diff", []) == []
+    assert snapshot(tmp_path) == written  # byte-identical, not even rewritten
+
+    gone = run_module(container_runtime, dict(containerd_files, state="absent"), diff=True)
+    assert gone["changed"]
+    assert gone["diff"][1]["after_header"] == args["dropin_path"] + " (absent)"
+    assert not os.path.exists(args["dropin_path"])
+    assert open(args["config_path"]).read() == fixture_text("kubeadm-containerd-1.7-commented.toml")
+    assert not run_module(container_runtime, dict(containerd_files, state="absent"))["changed"]
+
+
+def test_backup(containerd_files):
+    result = run_module(container_runtime, dict(containerd_files, backup=True))
+    backup = result["backup_files"][containerd_files["config_path"]]
+    assert open(backup).read() == fixture_text("kubeadm-containerd-1.7-commented.toml")
+    assert list(result["backup_files"]) == [containerd_files["config_path"]]  # the drop-in was new
+
+
+def test_broken_toml_fails_with_line_and_column_and_is_not_overwritten(containerd_files):
+    path = containerd_files["config_path"]
+    with open(path, "a") as handle:
+        handle.write("\n[broken\n")
+    text = open(path).read()
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, containerd_files)
+    result = exc.value.result
+    assert result["failed"]
+    assert result["line"] == len(text.splitlines())
+    assert result["column"] == 8
+    assert "is not valid TOML (line %d, column 8)" % result["line"] in result["msg"]
+    assert open(path).read() == text
+    assert not os.path.exists(containerd_files["dropin_path"])
+
+
+@pytest.mark.parametrize("binary", [CTD16])
+def test_validation_with_containerd(binary, containerd_files):
+    args = dict(containerd_files, validate=True, containerd_binary=binary)
+    result = run_module(container_runtime, args)
+    assert result["validation"]["ran"] is True
+    assert result["validation"]["version"].startswith("1.6.")
+    assert result["containerd_version"].startswith("1.6.")
+
+
+@pytest.mark.parametrize("binary", [CTD16])
+def test_validation_refuses_what_containerd_would_not_run(binary, tmp_path):
+    """A version 3 file under containerd 1.6: the handler would not be where 1.6 reads it."""
+    main = tmp_path / "config.toml"
+    main.write_text("version = 3\n")
+    args = {
+        "runtime": "containerd",
+        "config_path": str(main),
+        "dropin_path": str(tmp_path / "conf.d" / "99-nvidia.toml"),
+        "containerd_binary": binary,
+    }
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, args)
+    assert "would not have a usable runtime with the new configuration" in exc.value.result["msg"]
+    assert "nothing was written" in exc.value.result["msg"]
+    assert main.read_text() == "version = 3\n"
+    assert not (tmp_path / "conf.d").exists()
+
+
+@pytest.mark.parametrize("binary", [binary_param("1.7")])
+def test_validation_shows_containerd_error(binary, tmp_path):
+    main = tmp_path / "config.toml"
+    main.write_text("version = 3\n")
+    args = {"runtime": "containerd", "config_path": str(main), "config_mode": "inplace", "containerd_binary": binary}
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, args)
+    assert "refused the new configuration" in exc.value.result["msg"]
+    assert "unsupported config version `3`" in exc.value.result["msg"]
+    assert exc.value.result["validation"]["rc"] != 0
+
+
+def test_validation_skipped_without_binary(containerd_files, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    result = run_module(container_runtime, dict(containerd_files, validate=True))
+    assert result["validation"] == {"ran": False, "reason": "no containerd binary found on the host"}
+
+
+def test_missing_tomlkit_is_reported(containerd_files, monkeypatch):
+    monkeypatch.setattr(container_runtime, "HAS_TOMLKIT", False)
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, containerd_files)
+    assert "tomlkit" in exc.value.result["msg"]
+
+
+def test_docker(tmp_path):
+    path = tmp_path / "daemon.json"
+    path.write_text(fixture_text("docker-daemon.json"))
+    args = {"runtime": "docker", "config_path": str(path), "set_as_default": True, "enable_cdi": True}
+    result = run_module(container_runtime, args, diff=True)
+    assert result["changed"] and result["runtime_table"] == "runtimes.nvidia"
+    assert result["config_version"] is None and result["validation"]["ran"] is False
+    config = json.loads(path.read_text())
+    assert config["default-runtime"] == "nvidia" and config["features"] == {"cdi": True}
+    assert config["log-opts"] == {"max-size": "100m"}
+    assert not run_module(container_runtime, args)["changed"]
+    run_module(container_runtime, dict(args, state="absent"))
+    assert path.read_text() == fixture_text("docker-daemon.json")
+
+
+def test_docker_bad_json(tmp_path):
+    path = tmp_path / "daemon.json"
+    path.write_text('{\n  "debug": true,\n}\n')
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, {"runtime": "docker", "config_path": str(path)})
+    assert exc.value.result["line"] == 3 and exc.value.result["column"] == 1
+    assert path.read_text() == '{\n  "debug": true,\n}\n'
+
+
+def test_docker_new_file_in_check_mode_diff(tmp_path):
+    path = tmp_path / "docker" / "daemon.json"
+    result = run_module(container_runtime, {"runtime": "docker", "config_path": str(path)}, check_mode=True, diff=True)
+    assert result["diff"][0]["before"] == "" and result["diff"][0]["before_header"].endswith("(absent)")
+    assert not path.parent.exists()
+
+
+def test_crio(tmp_path):
+    conf = tmp_path / "crio.conf"
+    conf.write_text(fixture_text("crio.conf"))
+    dropins = tmp_path / "crio.conf.d"
+    dropins.mkdir()
+    (dropins / "10-crio.conf").write_text(fixture_text("crio-10-crio.conf"))
+    args = {"runtime": "crio", "config_path": str(conf), "dropin_path": str(dropins / "99-nvidia.toml")}
+    result = run_module(container_runtime, args)
+    assert result["changed_files"] == [str(dropins / "99-nvidia.toml")]
+    nvidia = toml_plain((dropins / "99-nvidia.toml").read_text())["crio"]["runtime"]["runtimes"]["nvidia"]
+    assert nvidia["runtime_root"] == "/run/runc"  # copied from 10-crio.conf's runc
+    assert not run_module(container_runtime, args)["changed"]
+    run_module(container_runtime, dict(args, state="absent"))
+    assert sorted(os.listdir(str(dropins))) == ["10-crio.conf"]
+    assert conf.read_text() == fixture_text("crio.conf")
+
+
+def test_k3s_template(tmp_path):
+    (tmp_path / "config.toml").write_text(fixture_text("k3s-v1.30-config.toml"))
+    template = tmp_path / "config.toml.tmpl"
+    args = {"runtime": "k3s", "config_path": str(template)}
+    result = run_module(container_runtime, args)
+    assert result["changed_files"] == [str(template)]
+    assert result["config_version"] == 2
+    assert "nvidia" in toml_plain(template.read_text())["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert not run_module(container_runtime, args)["changed"]
+    run_module(container_runtime, dict(args, state="absent"))
+    assert not template.exists()
+
+
+def test_rke2_base_template_is_reported_not_validated(tmp_path):
+    (tmp_path / "config.toml").write_text(fixture_text("k3s-v1.30-config.toml"))
+    template = tmp_path / "config.toml.tmpl"
+    template.write_text(fixture_text("k3s-base.config.toml.tmpl"))
+    result = run_module(container_runtime, {"runtime": "rke2", "config_path": str(template), "containerd_binary": "/bin/sh"})
+    assert result["changed"]
+    assert result["validation"]["ran"] is False and "Go template" in result["validation"]["reason"]
+
+
+def test_module_documents_every_option_and_return():
+    import yaml
+
+    doc = yaml.safe_load(container_runtime.DOCUMENTATION)
+    assert set(doc["options"]) == set(container_runtime.ARGUMENT_SPEC)
+    for name, spec in container_runtime.ARGUMENT_SPEC.items():
+        assert doc["options"][name]["type"] == spec["type"]
+        assert doc["options"][name].get("default") == spec.get("default")
+        assert doc["options"][name].get("choices") == spec.get("choices")
+    returns = yaml.safe_load(container_runtime.RETURN)
+    assert all("sample" in value for value in returns.values())
+    assert doc["attributes"]["check_mode"]["support"] == "full"
+    assert doc["attributes"]["diff_mode"]["support"] == "full"
+    examples = yaml.safe_load(container_runtime.EXAMPLES)
+    assert all("gpufleet.nvidia.container_runtime" in task for task in examples)
+
+
+def test_every_documented_return_is_returned(tmp_path):
+    import yaml
+
+    returns = yaml.safe_load(container_runtime.RETURN)
+    args = {"runtime": "containerd", "config_path": str(tmp_path / "config.toml"), "validate": False,
+            "dropin_path": str(tmp_path / "conf.d" / "99-nvidia.toml")}
+    result = run_module(container_runtime, args, diff=True)
+    assert set(returns) <= set(result)
+    assert set(result) - set(returns) <= {"changed", "warnings"}
