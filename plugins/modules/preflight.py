@@ -51,9 +51,9 @@ options:
     description:
       - V(package) installs the driver from the distribution's or NVIDIA's packages.
       - V(preinstalled) keeps the driver that is on the host (an image, a .run file) and checks it.
-      - V(operator) leaves the driver to the GPU Operator's driver container: the host should have no
-        driver of its own (a present one is a warning: the operator would use it instead) and no
-        nouveau; no DKMS build happens on the host.
+      - V(operator) leaves the driver to the GPU Operator's driver container. The host should have no
+        driver of its own (a present one is a warning, since the operator would use it instead) and
+        no nouveau; no DKMS build happens on the host.
     type: str
     choices: [package, preinstalled, operator]
     default: package

@@ -38,7 +38,7 @@ def toml_plain(text):
 
 def _binary_version(path: str):
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     return rc.parse_containerd_version(out)
@@ -96,7 +96,11 @@ def containerd_dump(binary: str, tmp_path, main_text, dropin_text=None, import_g
         doc["imports"] = [str(dropin_path) if i == import_glob else i for i in (doc.get("imports") or [])]
     main_path.write_text(doc.as_string())
     proc = subprocess.run(
-        [binary, "--config", str(main_path), "config", "dump"], capture_output=True, text=True, timeout=60
+        [binary, "--config", str(main_path), "config", "dump"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout

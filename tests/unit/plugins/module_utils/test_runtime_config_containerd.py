@@ -56,7 +56,7 @@ MODES = ["dropin", "inplace"]
 
 
 def corpus_id(case):
-    name, major, version, _ = case
+    name, major, version, _want = case
     return "%s-ctd%s-v%s" % ((name or "nofile").replace(".toml", ""), major, version)
 
 
@@ -131,7 +131,7 @@ def test_present_adds_the_handler_and_keeps_runc(case, mode, options):
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", CORPUS, ids=corpus_id)
 def test_second_run_changes_nothing_and_absent_gives_back_the_original(case, mode, options):
-    name, major, _, _ = case
+    name, major, _version, _want = case
     original = source(name)
     main, dropin = outputs(plan(original, mode=mode, containerd_major=major, **options))
 
@@ -251,7 +251,7 @@ def test_beats_nvidia_ctk_main_file_keeps_comments_order_and_quotes():
     original = fixture_text("containerd-2.1.9-default.toml")
     theirs = golden("containerd21-default--dropin", "output.toml")
     assert theirs.splitlines()[:2] == ["disabled_plugins = []", 'imports = ["/etc/containerd/conf.d/*.toml"]']
-    main, _ = outputs(plan(original))
+    main, _dropin = outputs(plan(original))
     changed = [line for line in difflib.ndiff(original.splitlines(), main.splitlines()) if line[:1] in "+-"]
     assert changed == ["- imports = []", "+ imports = ['/etc/containerd/conf.d/*.toml']"]
 
@@ -259,9 +259,9 @@ def test_beats_nvidia_ctk_main_file_keeps_comments_order_and_quotes():
 @pytest.mark.parametrize("mode", MODES)
 def test_comments_and_order_of_the_main_file_survive(mode):
     original = fixture_text("kubeadm-containerd-1.7-commented.toml")
-    main, _ = outputs(plan(original, mode=mode, set_as_default=True, enable_cdi=True))
+    main, _dropin = outputs(plan(original, mode=mode, set_as_default=True, enable_cdi=True))
     ops = difflib.SequenceMatcher(a=original.splitlines(), b=main.splitlines()).get_opcodes()
-    removed = [original.splitlines()[i1:i2] for tag, i1, i2, _, _ in ops if tag in ("replace", "delete")]
+    removed = [original.splitlines()[i1:i2] for tag, i1, i2, _j1, _j2 in ops if tag in ("replace", "delete")]
     # Only managed keys are rewritten; every other line (comments included) is kept in order.
     flat = [line.strip().split(" =")[0] for chunk in removed for line in chunk]
     assert set(flat) <= {"imports", "default_runtime_name", "enable_cdi"}
@@ -378,7 +378,7 @@ def test_absent_keeps_the_import_while_other_dropins_use_it():
 
 def test_absent_leaves_a_value_the_user_changed_since():
     original = fixture_text("containerd-1.6.20-default.toml")
-    main, _ = outputs(plan(original, mode="inplace", set_as_default=True))
+    main, _dropin = outputs(plan(original, mode="inplace", set_as_default=True))
     main = main.replace('default_runtime_name = "nvidia"', 'default_runtime_name = "kata"')
     p = plan(main, mode="inplace", state="absent")
     assert toml_plain(p.file(MAIN).after)["plugins"][V2]["containerd"]["default_runtime_name"] == "kata"
@@ -418,8 +418,8 @@ def test_switching_mode_moves_the_handler(first, second):
 
 def test_set_as_default_false_gives_back_a_default_the_module_set():
     original = fixture_text("containerd-1.7.24-default.toml")
-    main, _ = outputs(plan(original, mode="inplace", set_as_default=True, enable_cdi=True))
-    main2, _ = outputs(plan(main, mode="inplace"))
+    main, _dropin = outputs(plan(original, mode="inplace", set_as_default=True, enable_cdi=True))
+    main2, _dropin2 = outputs(plan(main, mode="inplace"))
     assert toml_plain(main2)["plugins"][V2]["containerd"]["default_runtime_name"] == "runc"
     assert toml_plain(main2)["plugins"][V2]["enable_cdi"] is toml_plain(original)["plugins"][V2]["enable_cdi"] is False
     assert outputs(plan(main2, mode="inplace", state="absent"))[0] == original

@@ -85,7 +85,7 @@ def test_crio_handler_present_again_absent(case, mode, set_as_default):
 def test_crio_in_place_keeps_the_rest_of_crio_conf():
     """Defect beaten: nvidia-ctk 1.20.0 in place replaces crio.conf with the one table."""
     original = fixture_text("crio.conf")
-    main, _ = crio_outputs(crio_plan(original, [], mode="inplace", set_as_default=True))
+    main, _dropin = crio_outputs(crio_plan(original, [], mode="inplace", set_as_default=True))
     for line in original.splitlines():
         if line != "# default_runtime = \"runc\"":
             assert line in main.splitlines()
@@ -112,13 +112,13 @@ def test_crio_in_place_default_refused_when_a_dropin_overrides_it():
 def test_crio_does_not_copy_a_monitor_of_another_runtime_type():
     others = [(TEN, '[crio.runtime.runtimes.runc]\nruntime_path = "/usr/libexec/crio/runc"\n'
                'runtime_type = "pod"\nmonitor_path = "/usr/libexec/crio/conmonrs"\nruntime_root = "/run/runc"\n')]
-    _, dropin = crio_outputs(crio_plan(None, others))
+    _main, dropin = crio_outputs(crio_plan(None, others))
     nvidia = toml_plain(dropin)["crio"]["runtime"]["runtimes"]["nvidia"]
     assert nvidia == {"runtime_path": "/usr/bin/nvidia-container-runtime", "runtime_type": "oci", "runtime_root": "/run/runc"}
 
 
 def test_crio_dropin_text():
-    _, dropin = crio_outputs(crio_plan(None, [(TEN, fixture_text("crio-10-crio.conf"))], set_as_default=True))
+    _main, dropin = crio_outputs(crio_plan(None, [(TEN, fixture_text("crio-10-crio.conf"))], set_as_default=True))
     assert dropin.splitlines()[0].startswith("# Managed by gpufleet.nvidia.container_runtime")
     assert toml_plain(dropin) == {
         "crio": {
@@ -145,7 +145,7 @@ def test_crio_broken_file():
 def test_crio_absent_of_a_handler_it_did_not_write():
     original = fixture_text("crio.conf") + '\n[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
     original = original.replace('# default_runtime = "runc"', 'default_runtime = "nvidia"')
-    main, _ = crio_outputs(crio_plan(original, [], mode="inplace", state="absent"))
+    main, _dropin = crio_outputs(crio_plan(original, [], mode="inplace", state="absent"))
     config = toml_plain(main)
     assert "nvidia" not in config["crio"]["runtime"]["runtimes"]
     assert "default_runtime" not in config["crio"]["runtime"]

@@ -26,7 +26,7 @@ CTD16 = binary_param("1.6")
 def snapshot(directory):
     """Every file under ``directory``: path -> (bytes, mode, mtime)."""
     found = {}
-    for root, _, files in os.walk(str(directory)):
+    for root, _dirs, files in os.walk(str(directory)):
         for name in files:
             path = os.path.join(root, name)
             st = os.stat(path)
