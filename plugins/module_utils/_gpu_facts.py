@@ -706,7 +706,9 @@ def parse_dpkg_status(text):
                 status = line[7:].strip()
             elif line.startswith("Version:"):
                 version = line[8:].strip()
-        if name and status and status.endswith(" installed") and status.startswith("install"):
+        # "install ok installed", or "hold ok installed" for a held package (the driver
+        # role holds the driver's packages).
+        if name and status and status.endswith(" ok installed") and status.split()[0] in ("install", "hold"):
             installed[name] = version
     return installed
 

@@ -904,3 +904,13 @@ def test_real_two_gpu_capture():
     assert facts["nvswitches"] == {"count": 0, "bus_ids": []}
     assert (facts["fabric_manager"]["required"], facts["fabric_manager"]["installed"]) == (False, False)
     assert [c[1:] for c in host.calls] == [["-q", "-x"], ["topo", "-m"]]
+
+
+def test_dpkg_status_counts_held_packages_as_installed():
+    status = (
+        "Package: nvidia-smi\nStatus: hold ok installed\nVersion: 535.261.03-1\n\n"
+        "Package: libcuda1\nStatus: install ok installed\nVersion: 535.261.03-1\n\n"
+        "Package: nvidia-kernel-dkms\nStatus: deinstall ok config-files\nVersion: 535.216.01-1\n\n"
+        "Package: nvidia-driver\nStatus: hold ok not-installed\nVersion: 535.261.03-1\n"
+    )
+    assert gf.parse_dpkg_status(status) == {"nvidia-smi": "535.261.03-1", "libcuda1": "535.261.03-1"}
