@@ -1,0 +1,795 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NVIDIA driver on a host: read its state, compute a plan, then carry the plan out.
+
+:func:`run` is the whole of ``gpufleet.nvidia.nvidia_driver``: it reads the host through a
+:class:`System` (files under a root, commands through an injected runner), lets the backend of
+the OS family (:mod:`._driver_apt` for Debian and Ubuntu, :mod:`._driver_dnf` for RHEL and its
+rebuilds) compute a :class:`Plan` -- the concrete files to write and commands to run -- and, only
+when the plan is not empty and check mode is off, executes it in order.
+
+Nothing is changed before every check that can fail has passed: a malformed version, or one that
+the repositories do not carry, fails while reading, listing the versions that are there.
+``method: preinstalled`` never plans anything: it reports the driver it finds and whether it
+drifted from the declared one.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions as versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._preflight import (  # the GPU rules, shared
+    _needs_open,
+    _pre_turing,
+    installed_driver_flavor,
+    installed_driver_version,
+)
+
+MANAGED_BY = "Managed by gpufleet.nvidia.nvidia_driver"
+
+# The module's options (plugins/modules/nvidia_driver.py documents them).
+ARGUMENT_SPEC = dict(
+    method=dict(type="str", choices=["package", "preinstalled"], default="package"),
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    version=dict(type="str"),
+    flavor=dict(type="str", choices=["auto", "open", "proprietary"], default="auto"),
+    kernel_modules=dict(type="str", choices=["auto", "precompiled", "dkms"], default="auto"),
+    kernel_headers=dict(type="bool", default=True),
+    manage_sources=dict(type="bool", default=True),
+    update_cache=dict(type="bool", default=True),
+    cache_valid_time=dict(type="int", default=3600),
+    unattended_upgrades_blacklist=dict(type="bool", default=True),
+    blacklist_nouveau=dict(type="bool", default=True),
+    cuda_repo_baseurl=dict(type="str"),
+)
+
+
+def default_params(**params):
+    """The module's parameters with their defaults, updated with ``params``."""
+    out = dict((name, spec.get("default")) for name, spec in ARGUMENT_SPEC.items())
+    out.update(params)
+    return out
+
+
+# OS id -> releases the package method supports (VERSION_ID, or its major for these ids).
+PACKAGE_OS = {
+    "debian": ("12", "13"),
+    "ubuntu": ("22.04", "24.04"),
+    "rhel": ("8", "9"),
+    "rocky": ("8", "9"),
+    "almalinux": ("8", "9"),
+}
+_MAJOR_ONLY = ("debian", "rhel", "rocky", "almalinux")
+
+# NVIDIA made the open kernel modules its default in the R560 release.
+OPEN_DEFAULT_BRANCH = 560
+
+NOUVEAU_FILE = "/etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf"
+NOUVEAU_CONTENT = (
+    "# %s: keep nouveau off the NVIDIA GPUs so that the nvidia module can bind them.\n"
+    "# Takes effect at the next boot (the initramfs is regenerated when the host has one).\n"
+    "blacklist nouveau\n"
+    "options nouveau modeset=0\n" % MANAGED_BY
+)
+
+# Files that say "this is a container" (podman/docker write the first two, systemd the third).
+CONTAINER_MARKERS = ("/run/.containerenv", "/.dockerenv", "/run/systemd/container")
+
+
+# --- the host ---------------------------------------------------------------------------------
+
+
+class System(_gpu_facts.Host):
+    """The host as seen from here: files under ``root``, commands through ``runner``.
+
+    ``runner(argv, env=None) -> (rc, stdout, stderr)`` never raises; ``env`` adds environment
+    variables. ``tmpdir`` is where temporary apt configurations are built.
+    """
+
+    def __init__(self, root="/", runner=None, kernel_root=None, kernel_release=None, path_env=None, tmpdir=None):
+        super(System, self).__init__(
+            root, runner=runner, kernel_root=kernel_root, kernel_release=kernel_release, path_env=path_env
+        )
+        self.tmpdir = tmpdir or tempfile.gettempdir()
+
+    def run(self, argv, env=None):
+        if env:
+            return self.runner(list(argv), env)
+        return self.runner(list(argv))
+
+    def read(self, path):
+        """The text of a host file, or None when it does not exist."""
+        try:
+            return self.read_text(path)
+        except FileNotFoundError:
+            return None
+        except (IOError, OSError) as exc:
+            if not self.exists(path):
+                return None
+            raise GpuFleetError("could not read %s: %s" % (path, exc), path=path)
+
+    def mtime(self, path):
+        try:
+            return os.stat(self.local(path)).st_mtime
+        except (IOError, OSError):
+            return None
+
+    def glob_names(self, directory):
+        try:
+            return self.listdir(directory)
+        except (IOError, OSError):
+            return []
+
+    def mkdtemp(self, prefix):
+        return tempfile.mkdtemp(prefix=prefix, dir=self.tmpdir)
+
+    def write_tmp(self, path, content):
+        """Write a file of a temporary configuration (a path of this machine, not the host)."""
+        directory = os.path.dirname(path)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        with open(path, "w") as handle:
+            handle.write(content)
+
+
+def command_line(argv):
+    """An argv as a shell would show it, for plans and messages."""
+    out = []
+    for arg in argv:
+        if arg == "" or re.search(r"[^A-Za-z0-9_./:=+@%,~-]", arg):
+            out.append("'%s'" % arg.replace("'", "'\"'\"'"))
+        else:
+            out.append(arg)
+    return " ".join(out)
+
+
+def run_checked(system, argv, what, env=None, ok=(0,)):
+    """Run a read-only command and return its stdout; raise GpuFleetError when it fails."""
+    rc, out, err = system.run(argv, env=env)
+    if rc not in ok:
+        raise GpuFleetError(
+            "could not %s: `%s` exited %s: %s"
+            % (what, command_line(argv), rc, _tail(err) or _tail(out) or "no output"),
+            command=list(argv),
+            rc=rc,
+            stderr=err,
+        )
+    return out
+
+
+def _tail(text, lines=6):
+    kept = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return " / ".join(kept[-lines:])
+
+
+# --- the plan ---------------------------------------------------------------------------------
+
+
+class Plan(object):
+    """The actions that bring the host to the desired state, in the order they run.
+
+    Each action is a dict: ``{'kind': 'write', 'path', 'content', 'before', 'mode'}``,
+    ``{'kind': 'remove', 'path', 'before'}`` or ``{'kind': 'run', 'argv', 'env'}``, with a
+    ``summary`` (one line saying what it does and why) and the ``group`` it belongs to (sources,
+    repository, packages, hold, pin, unattended-upgrades, versionlock, nouveau, initramfs...).
+    """
+
+    def __init__(self):
+        self.actions = []
+        self.notes = []
+
+    def __bool__(self):
+        return bool(self.actions)
+
+    __nonzero__ = __bool__
+
+    def write(self, group, path, content, before, summary, mode=0o644):
+        if content == before:
+            return
+        self.actions.append(
+            {"kind": "write", "group": group, "path": path, "content": content, "before": before, "mode": mode,
+             "summary": summary}
+        )
+
+    def remove(self, group, path, before, summary):
+        if before is None:
+            return
+        self.actions.append({"kind": "remove", "group": group, "path": path, "before": before, "summary": summary})
+
+    def run(self, group, argv, summary, env=None):
+        self.actions.append({"kind": "run", "group": group, "argv": list(argv), "env": dict(env or {}),
+                             "summary": summary})
+
+    def note(self, text):
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def steps(self):
+        """The plan as lines a person reads: the command, or what is written where."""
+        lines = []
+        for action in self.actions:
+            if action["kind"] == "run":
+                lines.append(command_line(action["argv"]))
+            elif action["kind"] == "write":
+                verb = "create" if action["before"] is None else "update"
+                lines.append("%s %s (%s)" % (verb, action["path"], action["summary"]))
+            else:
+                lines.append("remove %s (%s)" % (action["path"], action["summary"]))
+        return lines
+
+    def files(self):
+        return [a for a in self.actions if a["kind"] in ("write", "remove")]
+
+
+class Executor(object):
+    """Carries a plan out: files through ``writer`` (atomic writes), commands through the runner."""
+
+    def __init__(self, system, writer=None):
+        self.system = system
+        self.writer = writer or LocalWriter(system)
+
+    def execute(self, plan):
+        done = []
+        for action in plan.actions:
+            if action["kind"] == "write":
+                self.writer.write(action["path"], action["content"], action["mode"])
+            elif action["kind"] == "remove":
+                self.writer.remove(action["path"])
+            else:
+                rc, out, err = self.system.run(action["argv"], env=action["env"] or None)
+                if rc != 0:
+                    raise GpuFleetError(
+                        "`%s` failed (exit %s): %s%s"
+                        % (
+                            command_line(action["argv"]),
+                            rc,
+                            _tail(err, 10) or _tail(out, 10) or "no output",
+                            "; done before it: %s" % "; ".join(done) if done else "; nothing had been changed yet",
+                        ),
+                        command=action["argv"],
+                        rc=rc,
+                        stdout=out,
+                        stderr=err,
+                        done=done,
+                    )
+            done.append(_step(action))
+        return done
+
+
+def _step(action):
+    if action["kind"] == "run":
+        return command_line(action["argv"])
+    return "%s %s" % ("wrote" if action["kind"] == "write" else "removed", action["path"])
+
+
+class LocalWriter(object):
+    """Plain writes under the system's root (unit tests); the module passes an atomic writer."""
+
+    def __init__(self, system):
+        self.system = system
+
+    def write(self, path, content, mode=0o644):
+        local = self.system.local(path)
+        directory = os.path.dirname(local)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, 0o755)
+        existed = os.path.exists(local)
+        with open(local, "w") as handle:
+            handle.write(content)
+        if not existed:
+            os.chmod(local, mode)
+
+    def remove(self, path):
+        local = self.system.local(path)
+        if os.path.lexists(local):
+            os.remove(local)
+
+
+# --- what the host is -------------------------------------------------------------------------
+
+
+def read_os(system):
+    facts = _gpu_facts.gather_os(system, _gpu_facts.Probes())
+    if not facts.get("id"):
+        raise GpuFleetError("could not tell the OS: neither /etc/os-release nor /usr/lib/os-release is readable")
+    return facts
+
+
+def package_os_supported(os_facts):
+    os_id = os_facts.get("id")
+    release = os_facts.get("version_major") if os_id in _MAJOR_ONLY else os_facts.get("version_id")
+    return os_id in PACKAGE_OS and release in PACKAGE_OS[os_id]
+
+
+def supported_list():
+    return ", ".join("%s %s" % (os_id, "/".join(rel)) for os_id, rel in sorted(PACKAGE_OS.items()))
+
+
+def detect_container(system):
+    """The kind of container this is ('podman', 'docker', ...), or None on a machine or VM."""
+    text = system.read("/run/systemd/container")
+    if text and text.strip():
+        return text.strip()
+    if system.exists("/run/.containerenv"):
+        return "podman"
+    if system.exists("/.dockerenv"):
+        return "docker"
+    environ = None
+    try:
+        environ = system.read_bytes("/proc/1/environ", kernel=True)
+    except (IOError, OSError):
+        environ = None
+    for item in (environ or b"").split(b"\0"):
+        if item.startswith(b"container="):
+            return item.split(b"=", 1)[1].decode("utf-8", "replace") or "container"
+    return None
+
+
+def read_kernel_module(system):
+    """What the kernel has loaded and what modinfo would load, for the running kernel."""
+    modules = []
+    try:
+        modules = _gpu_facts.parse_proc_modules(system.read_text("/proc/modules", kernel=True))
+        proc_modules = True
+    except (IOError, OSError):
+        proc_modules = False
+    loaded_version = loaded_flavor = None
+    try:
+        loaded_version, loaded_flavor = _gpu_facts.parse_nvrm_version(
+            system.read_text("/proc/driver/nvidia/version", kernel=True)
+        )
+    except (IOError, OSError):
+        pass
+    try:
+        loaded_version = system.read_text("/sys/module/nvidia/version", kernel=True).strip() or loaded_version
+    except (IOError, OSError):
+        pass
+    installed = _gpu_facts.gather_modinfo(system, _gpu_facts.Probes())
+    return {
+        "loaded": "nvidia" in modules or loaded_version is not None,
+        "loaded_version": loaded_version,
+        "loaded_flavor": loaded_flavor,
+        "installed_version": installed.get("version"),
+        "installed_flavor": installed.get("flavor"),
+        "installed_filename": installed.get("filename"),
+        "proc_modules": proc_modules,
+        "nouveau_loaded": "nouveau" in modules,
+    }
+
+
+def module_state(kmod, desired_version, container, state="present"):
+    """``(state, reboot_required, reason)`` of the kernel module against the desired driver.
+
+    ``state``: ``current`` (the desired version is loaded), ``outdated`` (another version is
+    loaded), ``not_loaded`` (no nvidia module), ``loaded_removed`` (state absent, still loaded),
+    ``absent`` (state absent, nothing loaded).
+    """
+    kernel = "the running kernel"
+    if state == "absent":
+        if kmod["loaded"]:
+            return "loaded_removed", True, (
+                "the nvidia module %s is still loaded; it goes away at the next reboot" % (kmod["loaded_version"] or "")
+            ).replace("  ", " ")
+        return "absent", False, "no nvidia module loaded"
+    if kmod["loaded"]:
+        if desired_version and kmod["loaded_version"] and not versions.matches(desired_version, kmod["loaded_version"]):
+            return "outdated", True, (
+                "the loaded nvidia module is %s, the installed driver %s: reboot to load it "
+                "(until then nvidia-smi and CUDA fail with 'driver/library version mismatch')"
+                % (kmod["loaded_version"], desired_version)
+            )
+        return "current", False, "the nvidia module %s is loaded" % (kmod["loaded_version"] or "")
+    if container:
+        reason = (
+            "module not loaded: this is a %s container; it shares its host's kernel and cannot load kernel "
+            "modules, so no nvidia module runs here whatever is installed" % container
+        )
+    elif not kmod["proc_modules"]:
+        reason = "module not loaded: %s has no loadable modules (/proc/modules does not exist)" % kernel
+    elif kmod["installed_version"]:
+        reason = "module not loaded: the nvidia module %s is installed for %s but not loaded; reboot to load it" % (
+            kmod["installed_version"],
+            kernel,
+        )
+    else:
+        reason = (
+            "module not loaded: no nvidia module is built for %s yet (DKMS builds it when the kernel's "
+            "headers are installed); reboot once it is" % kernel
+        )
+    return "not_loaded", True, reason
+
+
+# --- flavour --------------------------------------------------------------------------------
+
+
+def resolve_flavor(system, requested, declared):
+    """``(flavor, reason)``: ``requested`` unless auto, else what the host's GPUs and the branch want."""
+    if requested in ("open", "proprietary"):
+        return requested, "asked for"
+    gpus, dummy = _gpu_facts.gather_pci(system, _gpu_facts.Probes())
+    needs_open = [g for g in gpus if _needs_open(g)]
+    needs_prop = [g for g in gpus if _pre_turing(g)]
+    if needs_open and needs_prop:
+        raise GpuFleetError(
+            "flavor auto: no driver flavour drives every GPU of this host: %s needs the open kernel modules, "
+            "%s the proprietary ones" % (needs_open[0].get("name") or needs_open[0].get("bus_id"),
+                                         needs_prop[0].get("name") or needs_prop[0].get("bus_id")),
+        )
+    if needs_open:
+        return "open", "flavor auto: %s GPUs need the open kernel modules" % _needs_open(needs_open[0])
+    if needs_prop:
+        return "proprietary", "flavor auto: %s GPUs need the proprietary kernel modules" % (
+            needs_prop[0].get("architecture") or "pre-Turing"
+        )
+    if declared.branch >= OPEN_DEFAULT_BRANCH:
+        return "open", "flavor auto: NVIDIA's default since R%d" % OPEN_DEFAULT_BRANCH
+    return "proprietary", "flavor auto: branch %d predates NVIDIA's open default (R%d)" % (
+        declared.branch,
+        OPEN_DEFAULT_BRANCH,
+    )
+
+
+# --- versions ---------------------------------------------------------------------------------
+
+
+def upstream_version(package_version):
+    """``535.261.03`` of a package version ``535.261.03-1``, ``3:580.95.05-1.el9`` or ``580.95.05-0ubuntu1``."""
+    text = package_version.split(":", 1)[1] if ":" in package_version else package_version
+    return text.split("-", 1)[0]
+
+
+def sort_versions(items):
+    """Driver versions (strings) sorted oldest first; those that do not parse go last."""
+
+    def key(text):
+        parsed = versions.try_parse_driver_version(text)
+        return (0, parsed.key()) if parsed else (1, (text,))
+
+    return sorted(set(items), key=key)
+
+
+def choose_version(requested, available, flavor, where):
+    """The newest of ``available`` (upstream versions) that ``requested`` names; or fail listing them."""
+    matching = [v for v in available if versions.try_parse_driver_version(v) and versions.matches(requested, v)]
+    if matching:
+        return sort_versions(matching)[-1]
+    listed = ", ".join(sort_versions(available)) or "none"
+    raise GpuFleetError(
+        "version %s (%s) is not available from %s; available: %s"
+        % (requested, flavor, where, listed),
+        version=str(requested),
+        flavor=flavor,
+        available_versions=sort_versions(available),
+    )
+
+
+# --- nouveau and the initramfs ----------------------------------------------------------------
+
+
+def plan_nouveau(system, plan, state, enabled, family, kernel):
+    """The blacklist file and, when it changes, the initramfs regeneration. Returns a report dict."""
+    before = system.read(NOUVEAU_FILE)
+    want = enabled and state == "present"
+    report = {"blacklist_file": NOUVEAU_FILE, "blacklisted": want, "initramfs": "unchanged"}
+    if want:
+        plan.write("nouveau", NOUVEAU_FILE, NOUVEAU_CONTENT, before, "blacklist nouveau")
+        changed = before != NOUVEAU_CONTENT
+    else:
+        plan.remove("nouveau", NOUVEAU_FILE, before, "nouveau no longer blacklisted by this module")
+        changed = before is not None
+    if not changed:
+        return report
+    tool, initrd, argv = _initramfs_tool(family, kernel)
+    if system.which(tool) is None:
+        report["initramfs"] = "not regenerated: %s is not installed (no initramfs tooling)" % tool
+    elif not system.exists(initrd):
+        report["initramfs"] = "not regenerated: %s does not exist (no initramfs for the running kernel %s)" % (
+            initrd,
+            kernel,
+        )
+    else:
+        plan.run("initramfs", argv, "regenerate the initramfs so that the nouveau blacklist applies at boot")
+        report["initramfs"] = "regenerated: %s" % command_line(argv)
+    if report["initramfs"].startswith("not regenerated"):
+        plan.note("initramfs %s" % report["initramfs"])
+    return report
+
+
+def _initramfs_tool(family, kernel):
+    if family == "redhat":
+        return "dracut", "/boot/initramfs-%s.img" % kernel, ["dracut", "-f", "--kver", kernel]
+    return "update-initramfs", "/boot/initrd.img-%s" % kernel, ["update-initramfs", "-u", "-k", kernel]
+
+
+# --- diff -------------------------------------------------------------------------------------
+
+
+def lines(items):
+    return "".join("%s\n" % item for item in items)
+
+
+def build_diff(plan, package_diff):
+    """Ansible's diff list: the packages and holds as lines, then each file before and after."""
+    diff = []
+    if package_diff is not None:
+        diff.append(package_diff)
+    for action in plan.files():
+        diff.append(
+            {
+                "before_header": action["path"] if action["before"] is not None else "%s (absent)" % action["path"],
+                "after_header": action["path"] if action["kind"] == "write" else "%s (absent)" % action["path"],
+                "before": action["before"] or "",
+                "after": action.get("content", "") if action["kind"] == "write" else "",
+            }
+        )
+    return diff
+
+
+# --- pre-installed ----------------------------------------------------------------------------
+
+
+def verify_preinstalled(system, params, os_facts, container):
+    """Report the driver found on the host; change nothing. ``drift`` when it is not the declared one."""
+    probes = _gpu_facts.Probes()
+    dpkg = _gpu_facts.gather_dpkg(system, probes)
+    driver = _gpu_facts.gather_driver(system, probes, dpkg)
+    facts = {"driver": driver}
+    if driver["source"] == "absent":
+        raise GpuFleetError(
+            "method preinstalled: no NVIDIA driver on this host (no nvidia module loaded or installed, no "
+            "nvidia-smi, no libcuda.so.1); nothing is installed with method preinstalled",
+            method="preinstalled",
+            driver=driver,
+        )
+    version = installed_driver_version(facts)
+    version_source = None
+    if version is not None:
+        version_source = "loaded module" if driver.get("version") else (
+            "nvidia-smi" if (driver.get("nvidia_smi") or {}).get("driver_version") else "modinfo"
+        )
+    flavor = installed_driver_flavor(facts)
+    packaged = None
+    if version is None or flavor is None:
+        packaged = packaged_driver(system)
+    if version is None and packaged and packaged["version"]:
+        version = versions.try_parse_driver_version(upstream_version(packaged["version"]))
+        version_source = "package %s" % packaged["name"] if version else None
+    if flavor is None and packaged:
+        flavor = packaged["flavor"]
+    drift = []
+    declared = params.get("version")
+    if declared:
+        declared = versions.parse_driver_version(declared)
+        if version is None:
+            drift.append("the installed driver's version could not be read (no loaded module, nvidia-smi or modinfo)")
+        elif not versions.matches(declared, version):
+            drift.append("version %s, declared %s" % (version, declared))
+    if params.get("flavor") in ("open", "proprietary") and flavor and flavor != params["flavor"]:
+        drift.append("flavour %s, declared %s" % (flavor, params["flavor"]))
+    kmod = read_kernel_module(system)
+    mstate, reboot, reason = module_state(kmod, str(version) if version else None, container)
+    if kmod["loaded"] and kmod["installed_version"] and kmod["loaded_version"] != kmod["installed_version"]:
+        mstate, reboot = "outdated", True
+        reason = "the loaded nvidia module is %s, the installed one %s: reboot to load it" % (
+            kmod["loaded_version"],
+            kmod["installed_version"],
+        )
+    msg = "pre-installed driver %s (%s, %s)%s" % (
+        version or "of unknown version",
+        flavor or "flavour unknown",
+        driver["source"],
+        ": drifted: %s" % "; ".join(drift) if drift else "",
+    )
+    return {
+        "changed": False,
+        "msg": msg,
+        "method": "preinstalled",
+        "state": "present",
+        "os": _os_summary(os_facts),
+        "backend": None,
+        "version": str(version) if version else None,
+        "version_source": version_source,
+        "flavor": flavor,
+        "source": driver["source"],
+        "package": driver.get("package"),
+        "drift": bool(drift),
+        "drift_detail": drift,
+        "kernel_module": dict(kmod, state=mstate, detail=reason),
+        "reboot_required": reboot,
+        "reboot_reason": reason if reboot else None,
+        "in_container": container is not None,
+        "container": container,
+        "plan": [],
+        "notes": [],
+    }
+
+
+def packaged_driver(system):
+    """``{'name', 'version', 'flavor'}`` of the driver's packages (dpkg or rpm), or None.
+
+    For a driver that is installed but neither loaded nor readable by modinfo (a container, a
+    kernel whose module is not built yet): the kernel module package tells the flavour, the
+    libraries' package the version.
+    """
+    if system.which("dpkg-query"):
+        from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt
+
+        rc, out, dummy = system.run(_driver_apt.DPKG_QUERY)
+        installed = _driver_apt.parse_dpkg_query(out) if rc in (0, 1) else {}
+        names = sorted(installed)
+        library = next((n for n in names if re.match(r"^(libcuda1|libnvidia-compute-\d+(-server)?)$", n)), None)
+        module_re = re.compile(r"^(nvidia(-open)?-kernel-dkms|nvidia-dkms-\d+.*|linux-modules-nvidia-\d+.*)$")
+        module = next((n for n in names if module_re.match(n)), None)
+        if not library and not module:
+            return None
+        flavor = None
+        if module:
+            flavor = "open" if "open" in module else "proprietary"
+        return {
+            "name": library or module,
+            "version": installed[library or module]["version"] if library else None,
+            "flavor": flavor,
+        }
+    if system.which("rpm"):
+        from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_dnf
+
+        rc, out, dummy = system.run(["rpm", "-q", "--qf", _driver_dnf.RPM_QF] + _driver_dnf.DRIVER_RPMS)
+        installed = _driver_dnf.parse_rpm_q(out)
+        if not installed:
+            return None
+        flavor = "open" if "kmod-nvidia-open-dkms" in installed else (
+            "proprietary" if "kmod-nvidia-latest-dkms" in installed else None
+        )
+        name = "nvidia-driver-cuda" if "nvidia-driver-cuda" in installed else sorted(installed)[0]
+        return {"name": name, "version": installed[name], "flavor": flavor}
+    return None
+
+
+def _os_summary(os_facts):
+    return {
+        "id": os_facts.get("id"),
+        "version_id": os_facts.get("version_id"),
+        "codename": os_facts.get("codename"),
+        "family": os_facts.get("family"),
+    }
+
+
+# --- the whole run ----------------------------------------------------------------------------
+
+
+def backend_for(os_facts):
+    """The backend module for the OS (imported here to keep the core free of both)."""
+    if os_facts.get("family") == "debian":
+        from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt
+
+        return _driver_apt.AptBackend
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_dnf
+
+    return _driver_dnf.DnfBackend
+
+
+def check_params(params):
+    """Cross-field checks the argument spec cannot express; returns the parsed version or None."""
+    declared = None
+    if params.get("version") not in (None, ""):
+        try:
+            declared = versions.parse_driver_version(params["version"])
+        except GpuFleetError as exc:
+            raise GpuFleetError("nvidia_driver: %s" % exc.msg, **exc.details)
+    if params["method"] == "package" and params["state"] == "present" and declared is None:
+        raise GpuFleetError(
+            "nvidia_driver: version is required with method package and state present (%s)"
+            % versions.DRIVER_VERSION_HINT
+        )
+    if params["method"] == "preinstalled" and params["state"] == "absent":
+        raise GpuFleetError(
+            "nvidia_driver: state absent with method preinstalled would remove a driver this module does not "
+            "manage; method preinstalled only verifies (use state present)"
+        )
+    return declared
+
+
+def run(system, params, check_mode=False, diff_mode=False, writer=None):
+    """Everything the module does; returns its result dict (raises GpuFleetError on failure)."""
+    declared = check_params(params)
+    os_facts = read_os(system)
+    container = detect_container(system)
+    if params["method"] == "preinstalled":
+        return verify_preinstalled(system, params, os_facts, container)
+
+    if not package_os_supported(os_facts):
+        raise GpuFleetError(
+            "nvidia_driver: method package does not support %s %s (supported: %s); use method preinstalled "
+            "to verify a driver installed by other means"
+            % (os_facts.get("id"), os_facts.get("version_id"), supported_list()),
+            os=_os_summary(os_facts),
+        )
+    kernel = system.kernel_release()
+    flavor = flavor_reason = None
+    if params["state"] == "present":
+        flavor, flavor_reason = resolve_flavor(system, params.get("flavor") or "auto", declared)
+
+    backend = backend_for(os_facts)(system, params, os_facts, kernel, check_mode)
+    current = backend.read()
+    plan = Plan()
+    desired = backend.plan(plan, current, declared, flavor)
+    nouveau = plan_nouveau(
+        system, plan, params["state"], params.get("blacklist_nouveau", True), os_facts.get("family"), kernel
+    )
+    changed = bool(plan)
+    done = []
+    if changed and not check_mode:
+        done = Executor(system, writer).execute(plan)
+
+    # against the desired version: in check mode, what the host would need once the plan ran
+    kmod = read_kernel_module(system)
+    mstate, reboot, reason = module_state(kmod, desired.get("version"), container, params["state"])
+    notes = list(plan.notes) + list(desired.get("notes", []))
+    if flavor_reason and flavor_reason != "asked for":
+        notes.insert(0, flavor_reason)
+    result = {
+        "changed": changed,
+        "method": "package",
+        "state": params["state"],
+        "os": _os_summary(os_facts),
+        "backend": backend.name,
+        "version": desired.get("version"),
+        "version_requested": str(declared) if declared else None,
+        "flavor": flavor,
+        "available_versions": desired.get("available_versions", []),
+        "packages": desired.get("packages", {}),
+        "package_changes": desired.get("changes", {}),
+        "pin_file": desired.get("pin_file"),
+        "kernel_modules": desired.get("kernel_modules"),
+        "nouveau": nouveau,
+        "kernel_module": dict(kmod, state=mstate, detail=reason),
+        "reboot_required": reboot,
+        "reboot_reason": reason if reboot else None,
+        "in_container": container is not None,
+        "container": container,
+        "plan": plan.steps(),
+        "executed": done,
+        "notes": notes,
+        "drift": False,
+        "drift_detail": [],
+    }
+    result["msg"] = _message(result, check_mode)
+    if diff_mode:
+        result["diff"] = build_diff(plan, desired.get("package_diff"))
+    return result
+
+
+def _message(result, check_mode):
+    if result["state"] == "absent":
+        head = "NVIDIA driver packages %s" % (
+            ("would be removed" if check_mode else "removed") if result["changed"] else "absent"
+        )
+    else:
+        head = "NVIDIA driver %s (%s) %s" % (
+            result["version"],
+            result["flavor"],
+            ("would be installed and pinned" if check_mode else "installed and pinned")
+            if result["changed"]
+            else "installed and pinned, nothing to change",
+        )
+    if result["reboot_required"]:
+        head += "; reboot required: %s" % result["reboot_reason"]
+    return head
+
+
+# --- helpers shared by the backends -----------------------------------------------------------
+
+
+def ensure_tmp_clean(path):
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def join(*parts):
+    return posixpath.join(*parts)

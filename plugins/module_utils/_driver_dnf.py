@@ -1,0 +1,329 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NVIDIA driver from NVIDIA's CUDA repository on RHEL, Rocky Linux and AlmaLinux 8 and 9.
+
+NVIDIA's driver installation guide for these releases: the CUDA repository
+(``cuda-rhel<major>.repo``), a module stream of ``nvidia-driver`` per branch and flavour
+(``<branch>-dkms`` for the proprietary kernel modules, ``<branch>-open`` for the open ones) and,
+for a compute-only ("headless") node, ``nvidia-driver-cuda`` with ``kmod-nvidia-latest-dkms`` or
+``kmod-nvidia-open-dkms``. The backend
+
+- adds the repository when no enabled repository points at it, and lists its versions through
+  ``--repofrompath`` before that, so that a version the repository does not carry fails first;
+- enables the branch's stream (resetting another one), installs every package at its exact
+  version (``dnf install`` moves an installed package up or down to the version named) and locks
+  each one with ``dnf versionlock``;
+- fails before any change when DKMS itself is not available (it comes from EPEL).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver as core
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+REPO_DIR = "/etc/yum.repos.d"
+DEFAULT_BASEURL = "https://developer.download.nvidia.com/compute/cuda/repos/rhel%(major)s/%(arch)s"
+GPG_KEY = "D42D0685.pub"
+VERSIONLOCK_PLUGIN = "python3-dnf-plugin-versionlock"
+KERNEL_PACKAGES = {"proprietary": "kmod-nvidia-latest-dkms", "open": "kmod-nvidia-open-dkms"}
+# The compute-only set: nvidia-driver-cuda (nvidia-smi, nvidia-persistenced's service ...) and the
+# packages it pulls at the same version, named so that each one is installed and locked at it.
+COMMON = (
+    "nvidia-driver-cuda",
+    "nvidia-driver-cuda-libs",
+    "nvidia-kmod-common",
+    "nvidia-modprobe",
+    "nvidia-persistenced",
+)
+# What tells that a driver came from these packages (method preinstalled).
+DRIVER_RPMS = ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms"]
+STREAM_SUFFIX = {"proprietary": "dkms", "open": "open"}
+RPM_QF = "%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n"
+
+_STREAM_ROW = re.compile(r"^nvidia-driver\s+(?P<stream>\S+)(?P<flags>(?:\s+\[[a-z]\])*)\s")
+_LOCK = re.compile(r"^(?P<name>.+)-(?P<epoch>\d+):(?P<version>[^-:]+)-(?P<release>[^-]+)\.\*$")
+
+
+def parse_rpm_q(text):
+    """``{name: evr}`` of ``rpm -q --qf RPM_QF``; ``package X is not installed`` lines are skipped."""
+    found = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 2:
+            continue
+        epoch, dummy, rest = parts[1].partition(":")
+        found[parts[0].strip()] = "%s:%s" % ("0" if epoch in ("(none)", "") else epoch, rest.strip())
+    return found
+
+
+def parse_module_list(text):
+    """``{stream: set(flags)}`` of ``dnf module list nvidia-driver`` (flags: d, e, x, i)."""
+    streams = {}
+    for line in text.splitlines():
+        match = _STREAM_ROW.match(line)
+        if match:
+            streams[match.group("stream")] = set(re.findall(r"\[([a-z])\]", match.group("flags")))
+    return streams
+
+
+def parse_repoquery(text):
+    """``{name: [evr, ...]}`` of ``dnf repoquery --qf '%{name}\\t%{epoch}:%{version}-%{release}'``, newest first."""
+    found = {}
+    for line in text.splitlines():
+        parts = line.strip().split("\t")
+        if len(parts) != 2:
+            continue
+        found.setdefault(parts[0], [])
+        if parts[1] not in found[parts[0]]:
+            found[parts[0]].append(parts[1])
+    for name in found:
+        found[name] = sorted(found[name], key=_evr_key, reverse=True)
+    return found
+
+
+def parse_versionlock(text):
+    """``{name: evr}`` of ``dnf versionlock list`` (the locks, not the excludes)."""
+    found = {}
+    for line in text.splitlines():
+        match = _LOCK.match(line.strip())
+        if match and not line.strip().startswith("!"):
+            found[match.group("name")] = "%s:%s-%s" % (match.group("epoch"), match.group("version"), match.group("release"))
+    return found
+
+
+def _evr_key(evr):
+    epoch, dummy, rest = evr.partition(":")
+    version, dummy, release = rest.partition("-")
+
+    def parts(text):
+        return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[.\-_+~]", text) if p)
+
+    return (int(epoch) if epoch.isdigit() else 0, parts(version), parts(release))
+
+
+def parse_repo_files(texts):
+    """``[(path, section, baseurl, enabled)]`` of the repositories in ``{path: text}``."""
+    found = []
+    for path, text in sorted(texts.items()):
+        section = None
+        values = {}
+
+        def flush():
+            if section is not None:
+                found.append((path, section, values.get("baseurl", "").rstrip("/"), values.get("enabled", "1") != "0"))
+
+        for line in text.splitlines():
+            stripped = line.strip()
+            if not stripped or stripped.startswith(("#", ";")):
+                continue
+            if stripped.startswith("[") and stripped.endswith("]"):
+                flush()
+                section, values = stripped[1:-1].strip(), {}
+                continue
+            key, sep, value = stripped.partition("=")
+            if sep:
+                values[key.strip().lower()] = value.strip()
+        flush()
+    return found
+
+
+def render_repo(repo_id, baseurl):
+    return (
+        "# %s: NVIDIA's CUDA repository, for the NVIDIA driver.\n"
+        "[%s]\nname=%s\nbaseurl=%s\nenabled=1\ngpgcheck=1\ngpgkey=%s/%s\n"
+        % (core.MANAGED_BY, repo_id, repo_id, baseurl, baseurl, GPG_KEY)
+    )
+
+
+class DnfBackend(object):
+    name = "dnf"
+
+    def __init__(self, system, params, os_facts, kernel, check_mode=False):
+        self.system = system
+        self.params = params
+        self.os = os_facts
+        self.kernel = kernel
+        self.check_mode = check_mode
+        self.major = os_facts.get("version_major")
+        self.arch = self._arch(kernel)
+        self.baseurl = (params.get("cuda_repo_baseurl") or DEFAULT_BASEURL % {"major": self.major, "arch": self.arch}).rstrip("/")
+        self.repo_id = "cuda-rhel%s-%s" % (self.major, self.arch)
+        self.repo_file = core.join(REPO_DIR, "cuda-rhel%s.repo" % self.major)
+        self.repo_options = []
+
+    @staticmethod
+    def _arch(kernel):
+        for arch in ("x86_64", "aarch64"):
+            if kernel.endswith("." + arch):
+                return "sbsa" if arch == "aarch64" else arch
+        return "x86_64"
+
+    def _names(self):
+        return sorted(set(COMMON) | set(KERNEL_PACKAGES.values()))
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def read(self):
+        devel = "kernel-devel-%s" % self.kernel
+        argv = ["rpm", "-q", "--qf", RPM_QF] + self._names() + [VERSIONLOCK_PLUGIN, "dkms", devel]
+        # rpm exits with the number of packages it did not find
+        rc, out, err = self.system.run(argv)
+        if rc < 0 or (rc > 0 and not out and "is not installed" not in out + err):
+            raise GpuFleetError("could not list the installed packages: `%s` exited %s: %s"
+                                % (core.command_line(argv), rc, err.strip()))
+        installed = parse_rpm_q(out)
+        texts = {}
+        for name in self.system.glob_names(REPO_DIR):
+            if name.endswith(".repo"):
+                texts[core.join(REPO_DIR, name)] = self.system.read(core.join(REPO_DIR, name)) or ""
+        repos = parse_repo_files(texts)
+        configured = [r for r in repos if r[3] and r[2] == self.baseurl]
+        locks = {}
+        if VERSIONLOCK_PLUGIN in installed:
+            locks = parse_versionlock(
+                core.run_checked(self.system, ["dnf", "-q", "versionlock", "list"], "list the version locks")
+            )
+        return {
+            "installed": installed,
+            "repo_configured": bool(configured),
+            "repo_before": self.system.read(self.repo_file),
+            "locks": locks,
+            "devel": devel,
+        }
+
+    def _dnf(self, args, what):
+        return core.run_checked(self.system, ["dnf", "-q"] + self.repo_options + list(args), what)
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self, plan, current, declared, flavor):
+        if self.params["state"] == "absent":
+            return self._plan_absent(plan, current)
+        return self._plan_present(plan, current, declared, flavor)
+
+    def _plan_present(self, plan, current, declared, flavor):
+        installed = current["installed"]
+        notes = []
+        if not current["repo_configured"]:
+            self.repo_options = ["--repofrompath=%s,%s" % (self.repo_id, self.baseurl),
+                                 "--setopt=%s.gpgcheck=0" % self.repo_id]
+        streams = parse_module_list(self._dnf(["module", "list", "nvidia-driver"], "list the nvidia-driver streams"))
+        query = self._names() + ["dkms", current["devel"]]
+        available_pkgs = parse_repoquery(
+            self._dnf(
+                ["repoquery", "--disable-modular-filtering", "--showduplicates", "--qf",
+                 "%{name}\\t%{epoch}:%{version}-%{release}"] + query,
+                "list the versions of the driver's packages",
+            )
+        )
+        names = sorted(set(COMMON) | {KERNEL_PACKAGES[flavor]})
+        upstreams = None
+        for name in names:
+            found = set(core.upstream_version(evr) for evr in available_pkgs.get(name, []))
+            upstreams = found if upstreams is None else upstreams & found
+        available = sorted(upstreams or [])
+        where = "NVIDIA's CUDA repository (%s)" % self.baseurl
+        try:
+            version = core.choose_version(declared, available, flavor, where)
+        except GpuFleetError as exc:
+            raise GpuFleetError("nvidia_driver: " + exc.msg, **exc.details)
+        stream = "%d-%s" % (declared.branch, STREAM_SUFFIX[flavor])
+        if stream not in streams:
+            raise GpuFleetError(
+                "nvidia_driver: the CUDA repository has no nvidia-driver stream %s for RHEL %s; streams: %s"
+                % (stream, self.major, ", ".join(sorted(streams)) or "none"),
+                streams=sorted(streams),
+            )
+        if "dkms" not in installed and not available_pkgs.get("dkms"):
+            raise GpuFleetError(
+                "nvidia_driver: dkms is neither installed nor available from the enabled repositories; the driver's "
+                "kernel modules are built with DKMS, which comes from EPEL: enable EPEL (and CodeReady Builder on "
+                "RHEL, CRB / PowerTools on Rocky and AlmaLinux) first",
+            )
+        want = {}
+        for name in names:
+            want[name] = next(evr for evr in available_pkgs[name] if core.upstream_version(evr) == version)
+        other = [n for n in KERNEL_PACKAGES.values() if n != KERNEL_PACKAGES[flavor] and n in installed]
+        install = dict((n, evr) for n, evr in want.items() if installed.get(n) != evr)
+        if self.params.get("kernel_headers", True) and current["devel"] not in installed:
+            running = self.kernel.rsplit(".", 1)[0] if self.kernel.endswith((".x86_64", ".aarch64")) else self.kernel
+            if any(evr.split(":", 1)[1] == running for evr in available_pkgs.get("kernel-devel", [])):
+                install[current["devel"]] = None
+            else:
+                notes.append("%s is not in the repositories: DKMS cannot build the nvidia module for the running "
+                             "kernel %s" % (current["devel"], self.kernel))
+
+        if not current["repo_configured"]:
+            plan.write("repository", self.repo_file, render_repo(self.repo_id, self.baseurl), current["repo_before"],
+                       "add NVIDIA's CUDA repository")
+        if VERSIONLOCK_PLUGIN not in installed:
+            plan.run("versionlock", ["dnf", "install", "-y", VERSIONLOCK_PLUGIN], "install dnf's versionlock plugin")
+        stale = sorted(n for n, evr in current["locks"].items() if n in self._names() and want.get(n) != evr)
+        if stale:
+            plan.run("versionlock", ["dnf", "versionlock", "delete"]
+                     + ["%s-%s" % (n, current["locks"][n]) for n in stale], "release the locks of what moves")
+        enabled = [s for s, flags in streams.items() if "e" in flags]
+        if enabled != [stream]:
+            if enabled:
+                plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the stream %s" % enabled[0])
+            plan.run("stream", ["dnf", "module", "enable", "-y", "nvidia-driver:%s" % stream],
+                     "follow the branch's stream")
+        if install:
+            specs = ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())]
+            plan.run("packages", ["dnf", "install", "-y", "--allowerasing"] + specs,
+                     "install the driver's packages at their versions")
+        if other:
+            plan.note("%s (the other flavour) is replaced through --allowerasing" % ", ".join(other))
+        lock = sorted(n for n in want if current["locks"].get(n) != want[n])
+        if lock:
+            plan.run("versionlock", ["dnf", "versionlock", "add"] + ["%s-%s" % (n, want[n]) for n in lock],
+                     "lock the driver's packages at their versions")
+        return {
+            "version": version,
+            "available_versions": core.sort_versions(available),
+            "packages": dict(sorted(want.items())),
+            "kernel_modules": "dkms",
+            "stream": stream,
+            "pin_file": "/etc/dnf/plugins/versionlock.list",
+            "notes": notes,
+            "changes": {
+                "install": ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())],
+                "remove": other,
+                "lock": lock,
+                "unlock": stale,
+            },
+            "package_diff": self._diff(installed, want, other, current["locks"]),
+        }
+
+    def _plan_absent(self, plan, current):
+        installed = current["installed"]
+        ours = sorted(n for n in self._names() if n in installed)
+        locked = sorted(n for n in current["locks"] if n in self._names())
+        if locked:
+            plan.run("versionlock", ["dnf", "versionlock", "delete"]
+                     + ["%s-%s" % (n, current["locks"][n]) for n in locked], "release the driver's locks")
+        if ours:
+            plan.run("packages", ["dnf", "remove", "-y"] + ours, "remove the driver's packages")
+            plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the driver's stream")
+        return {
+            "version": None,
+            "available_versions": [],
+            "packages": {},
+            "kernel_modules": None,
+            "pin_file": "/etc/dnf/plugins/versionlock.list",
+            "notes": ["NVIDIA's CUDA repository stays configured"] if current["repo_configured"] else [],
+            "changes": {"install": [], "remove": ours, "lock": [], "unlock": locked},
+            "package_diff": self._diff(installed, {}, ours, current["locks"]),
+        }
+
+    @staticmethod
+    def _diff(installed, want, removals, locks):
+        names = set(want) | set(removals)
+        before = sorted("%s-%s%s" % (n, installed[n], " (locked)" if n in locks else "") for n in names if n in installed)
+        after = sorted("%s-%s (locked)" % item for item in want.items())
+        if before == after:
+            return None
+        return {"before_header": "packages", "after_header": "packages", "before": core.lines(before),
+                "after": core.lines(after)}

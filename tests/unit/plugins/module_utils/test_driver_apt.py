@@ -1,0 +1,312 @@
+"""Tests of module_utils/_driver_apt.py: apt's answers parsed, the sources edited, and Ubuntu's plans.
+
+The parsers run on the real Debian outputs of tests/unit/fixtures/driver; the Ubuntu hosts there
+are BUILT from Canonical's documentation and package pages (see the fixtures' README), so the
+Ubuntu plans below are checked against documented outputs, not observed ones.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt as apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
+    FIXTURES,
+    Replay,
+    install_argv,
+    plan_of,
+    run,
+)
+
+
+def fixture_text(*parts):
+    with open(os.path.join(FIXTURES, *parts)) as handle:
+        return handle.read()
+
+
+# --- parsers on the recorded Debian outputs ---------------------------------------------------------
+
+
+def test_parse_dpkg_query_keeps_installed_and_held():
+    installed = apt.parse_dpkg_query(fixture_text("debian12", "installed-535.261.03-proprietary", "out", "00-dpkg-query.txt"))
+    assert installed["libcuda1"] == {"version": "535.261.03-1", "status": "hi", "held": True}
+    assert installed["nvidia-kernel-common"]["held"] is False
+    assert "libcuda-12.2-1" not in installed  # "un": known to dpkg, not installed
+    assert sorted(n for n, i in installed.items() if i["held"]) == [
+        "firmware-nvidia-gsp", "libcuda1", "libnvidia-cfg1", "libnvidia-ml1", "libnvidia-pkcs11-openssl3",
+        "libnvidia-ptxjitcompiler1", "nvidia-alternative", "nvidia-kernel-dkms", "nvidia-kernel-support",
+        "nvidia-legacy-check", "nvidia-modprobe", "nvidia-persistenced", "nvidia-smi",
+    ]
+
+
+def test_parse_madison_newest_first():
+    found = apt.parse_madison(fixture_text("debian12", "pristine", "out", "02-apt-cache-madison-firmware-nvidia-gsp.txt"))
+    assert found["libcuda1"] == ["535.309.01-0+deb12u1", "535.261.03-1"]
+    assert "linux-headers-6.18.44-fc-v595" not in found
+
+
+def test_parse_policy():
+    found = apt.parse_policy(fixture_text("debian12", "installed-535.261.03-proprietary", "out",
+                                          "02-apt-cache-policy-nvidia-persistenced.txt"))
+    assert found["nvidia-persistenced"] == {"installed": "535.171.04-1~deb12u1", "candidate": "535.171.04-1~deb12u1"}
+    assert found["nvidia-modprobe"]["candidate"] == "535.309.01-0+deb12u1"
+    pristine = apt.parse_policy(fixture_text("debian12", "pristine", "out", "03-apt-cache-policy-nvidia-persistenced.txt"))
+    assert pristine["nvidia-persistenced"]["installed"] is None
+
+
+def test_parse_show_depends_reads_the_precompiled_driver():
+    text = fixture_text("ubuntu2404", "pristine", "out",
+                        "03-apt-cache-show-linux-modules-nvidia-580-server-open-6.8.0-90-generic.txt")
+    assert apt.parse_show_depends(text, 580) == {"6.8.0-90.91+2": "580.173.02", "6.8.0-90.91+1": "580.159.03"}
+
+
+# --- sources ---------------------------------------------------------------------------------------
+
+BOOKWORM = ["bookworm", "bookworm-updates", "bookworm-security"]
+DEBIAN = apt.DebianLayout.components
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        ("deb http://m/debian bookworm main\n", "deb http://m/debian bookworm main contrib non-free non-free-firmware\n"),
+        # options, a trailing comment and the components present already are kept
+        (
+            "deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://m/debian bookworm main "
+            "contrib  # the archive\n",
+            "deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://m/debian bookworm main "
+            "contrib non-free non-free-firmware  # the archive\n",
+        ),
+        # complete already: untouched
+        (
+            "deb http://m/debian bookworm main non-free-firmware non-free contrib\n",
+            "deb http://m/debian bookworm main non-free-firmware non-free contrib\n",
+        ),
+        # deb-src, comments, backports, other suites, third-party entries without main: untouched
+        (
+            "# deb http://m/debian bookworm main\ndeb-src http://m/debian bookworm main\n"
+            "deb http://m/debian bookworm-backports main\ndeb https://download.docker.com/linux/debian bookworm stable\n"
+            "deb http://m/debian trixie main\n",
+            "# deb http://m/debian bookworm main\ndeb-src http://m/debian bookworm main\n"
+            "deb http://m/debian bookworm-backports main\ndeb https://download.docker.com/linux/debian bookworm stable\n"
+            "deb http://m/debian trixie main\n",
+        ),
+    ],
+)
+def test_edit_oneline(before, after):
+    new, dummy = apt.edit_oneline(before, BOOKWORM, DEBIAN)
+    assert new == after
+
+
+DEB822 = """# Debian's archive
+Types: deb deb-src
+URIs: http://m/debian
+Suites: trixie trixie-updates
+Components: main # the main archive
+Signed-By:
+ -----BEGIN PGP PUBLIC KEY BLOCK-----
+ .
+ mQINBGOaGuwBEADQ
+ -----END PGP PUBLIC KEY BLOCK-----
+
+Types: deb
+URIs: http://m/debian-security
+Suites: trixie-security
+Components: main contrib
+Enabled: no
+
+Types: deb
+URIs: http://m/debian
+Suites: trixie-backports
+Components: main
+"""
+
+
+def test_edit_deb822_keeps_everything_else():
+    new, entries = apt.edit_deb822(DEB822, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
+    assert new == DEB822.replace(
+        "Components: main # the main archive", "Components: main contrib non-free non-free-firmware # the main archive"
+    )
+    assert [e.suites for e in entries] == [["trixie", "trixie-updates"]]
+
+
+def test_deb822_query_file_is_binary_only_and_keeps_the_key():
+    new, dummy = apt.edit_deb822(DEB822, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
+    query = apt.query_deb822(new, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
+    assert query == (
+        "Types: deb\nURIs: http://m/debian\nSuites: trixie trixie-updates\n"
+        "Components: main contrib non-free non-free-firmware # the main archive\n"
+        "Signed-By:\n -----BEGIN PGP PUBLIC KEY BLOCK-----\n .\n mQINBGOaGuwBEADQ\n -----END PGP PUBLIC KEY BLOCK-----"
+    )
+
+
+def test_render_pin_groups_by_version():
+    text = apt.render_pin({"libcuda1": "1-1", "nvidia-smi": "1-1", "nvidia-persistenced": "2-1"}, "535.1.2", "open")
+    assert text == (
+        "Explanation: Managed by gpufleet.nvidia.nvidia_driver: pinned with the NVIDIA driver 535.1.2 (open)\n"
+        "Package: libcuda1 nvidia-smi\nPin: version 1-1\nPin-Priority: 1001\n\n"
+        "Explanation: Managed by gpufleet.nvidia.nvidia_driver: pinned with the NVIDIA driver 535.1.2 (open)\n"
+        "Package: nvidia-persistenced\nPin: version 2-1\nPin-Priority: 1001\n"
+    )
+
+
+# --- Ubuntu 24.04 (documented): restricted present, precompiled modules for the running kernel -----
+
+NOBLE = "ubuntu2404/pristine"
+N580 = "580.173.02-0ubuntu0.24.04.1"
+N580_OLD = "580.159.03-0ubuntu0.24.04.1"
+NOBLE_SET = [
+    "libnvidia-cfg1-580-server",
+    "libnvidia-compute-580-server",
+    "nvidia-compute-utils-580-server",
+    "nvidia-headless-no-dkms-580-server-open",
+    "nvidia-kernel-common-580-server",
+    "nvidia-kernel-source-580-server-open",
+    "nvidia-utils-580-server",
+]
+
+
+def test_noble_branch_takes_the_precompiled_signed_modules(tmp_path):
+    replay = Replay(NOBLE, tmp_path)
+    result = run(replay, version="580", flavor="open")
+    packages = sorted(["%s=%s" % (n, N580) for n in NOBLE_SET]
+                      + ["linux-modules-nvidia-580-server-open-6.8.0-90-generic=6.8.0-90.91+2"])
+    assert plan_of(result) == [
+        "create /etc/apt/preferences.d/gpufleet-nvidia-driver.pref (pin the driver's packages to their versions)",
+        "create /etc/apt/apt.conf.d/51gpufleet-nvidia-driver (keep the driver out of unattended-upgrades)",
+        install_argv(*packages),
+        "apt-mark hold " + " ".join(sorted(NOBLE_SET + ["linux-modules-nvidia-580-server-open-6.8.0-90-generic"])),
+        "create /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf (blacklist nouveau)",
+    ]
+    assert result["backend"] == "apt-ubuntu"
+    assert result["kernel_modules"] == "precompiled"
+    assert result["version"] == "580.173.02"
+    assert result["available_versions"] == ["580.159.03", "580.173.02"]
+    assert replay.mutations() == []  # check mode: the lists are not refreshed either
+
+
+def test_noble_precompiled_module_matching_an_older_release(tmp_path):
+    result = run(Replay(NOBLE, tmp_path), version="580.159.03", flavor="open")
+    assert result["kernel_modules"] == "precompiled"
+    assert result["packages"]["linux-modules-nvidia-580-server-open-6.8.0-90-generic"] == "6.8.0-90.91+1"
+    assert result["packages"]["nvidia-utils-580-server"] == N580_OLD
+
+
+def test_noble_proprietary_without_precompiled_modules_uses_dkms(tmp_path):
+    result = run(Replay(NOBLE, tmp_path), version="580", flavor="proprietary")
+    assert result["kernel_modules"] == "dkms"
+    assert result["packages"]["nvidia-dkms-580-server"] == N580
+    assert "nvidia-headless-no-dkms-580-server" in result["packages"]
+    assert "linux-headers-6.8.0-90-generic=6.8.0-90.91" in result["package_changes"]["install"]
+    assert "linux-headers-6.8.0-90-generic" not in result["packages"]  # not pinned: the kernel's
+
+
+def test_noble_dkms_when_asked(tmp_path):
+    result = run(Replay(NOBLE, tmp_path), version="580", flavor="open", kernel_modules="dkms")
+    assert result["kernel_modules"] == "dkms"
+    assert result["packages"]["nvidia-dkms-580-server-open"] == N580
+    assert not any(n.startswith("linux-modules-nvidia") for n in result["packages"])
+
+
+def test_noble_precompiled_refused_when_it_carries_another_version(tmp_path):
+    with pytest.raises(GpuFleetError) as raised:
+        run(Replay(NOBLE, tmp_path), version="580.150.01", flavor="open", kernel_modules="precompiled")
+    assert raised.value.msg == (
+        "nvidia_driver: kernel_modules precompiled: linux-modules-nvidia-580-server-open-6.8.0-90-generic carries "
+        "driver 580.159.03, 580.173.02 for the running kernel 6.8.0-90-generic, not 580.150.01; use kernel_modules "
+        "auto or dkms, or a version the precompiled modules carry"
+    )
+
+
+def test_noble_unknown_branch_lists_the_branches(tmp_path):
+    with pytest.raises(GpuFleetError) as raised:
+        run(Replay(NOBLE, tmp_path), version="575", flavor="open")
+    assert raised.value.msg.endswith("available: none; branches with -server packages: 535, 550, 570, 580")
+    assert raised.value.details["available_branches"] == ["535", "550", "570", "580"]
+
+
+def test_noble_not_in_a_container(tmp_path):
+    result = run(Replay(NOBLE, tmp_path), version="580", flavor="open")
+    assert result["in_container"] is False
+    assert result["reboot_reason"] == (
+        "module not loaded: the running kernel has no loadable modules (/proc/modules does not exist)"
+    )
+
+
+# --- Ubuntu 22.04 (documented): no restricted, 535-server held, move to 580-server-open ------------
+
+JAMMY = "ubuntu2204/installed-535.247.01-proprietary-precompiled"
+J580 = "580.173.02-0ubuntu0.22.04.1"
+
+
+def test_jammy_branch_move(tmp_path):
+    replay = Replay(JAMMY, tmp_path)
+    result = run(replay, version="580", flavor="open")
+    old_held = [
+        "libnvidia-cfg1-535-server",
+        "libnvidia-compute-535-server",
+        "linux-modules-nvidia-535-server-5.15.0-160-generic",
+        "nvidia-compute-utils-535-server",
+        "nvidia-headless-no-dkms-535-server",
+        "nvidia-kernel-common-535-server",
+        "nvidia-kernel-source-535-server",
+        "nvidia-utils-535-server",
+    ]
+    new = [
+        "libnvidia-cfg1-580-server",
+        "libnvidia-compute-580-server",
+        "libnvidia-encode-580-server",
+        "nvidia-compute-utils-580-server",
+        "nvidia-headless-no-dkms-580-server-open",
+        "nvidia-kernel-common-580-server",
+        "nvidia-kernel-source-580-server-open",
+        "nvidia-utils-580-server",
+    ]
+    removed = [
+        "libnvidia-encode-535-server",  # carried along as libnvidia-encode-580-server
+        "nvidia-firmware-535-server-535.247.01",  # no such package for 580: the new one comes as a dependency
+        "libnvidia-cfg1-535-server",
+        "libnvidia-compute-535-server",
+        "linux-modules-nvidia-535-server-5.15.0-156-generic",
+        "linux-modules-nvidia-535-server-5.15.0-160-generic",
+        "nvidia-compute-utils-535-server",
+        "nvidia-headless-no-dkms-535-server",
+        "nvidia-kernel-common-535-server",
+        "nvidia-kernel-source-535-server",
+        "nvidia-utils-535-server",
+    ]
+    installs = sorted(["%s=%s" % (n, J580) for n in new]
+                      + ["linux-modules-nvidia-580-server-open-5.15.0-160-generic=5.15.0-160.170+1"])
+    assert plan_of(result) == [
+        "update /etc/apt/sources.list (add restricted to its jammy entries)",
+        "apt-get update -q",
+        "apt-mark unhold " + " ".join(old_held),
+        "create /etc/apt/preferences.d/gpufleet-nvidia-driver.pref (pin the driver's packages to their versions)",
+        "create /etc/apt/apt.conf.d/51gpufleet-nvidia-driver (keep the driver out of unattended-upgrades)",
+        install_argv(*(installs + ["%s-" % n for n in removed]), purge=True),
+        "apt-mark hold " + " ".join(sorted(new + ["linux-modules-nvidia-580-server-open-5.15.0-160-generic"])),
+        "create /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf (blacklist nouveau)",
+    ]
+    # the toolkit's packages are not the driver's
+    assert "nvidia-container-toolkit" not in " ".join(plan_of(result))
+    # restricted added to the three distribution lines, nothing else touched
+    assert replay.temp_files["sources.list"] == (
+        "deb http://mirror.invalid/ubuntu jammy main universe restricted\n"
+        "deb http://mirror.invalid/ubuntu jammy-updates main universe restricted\n"
+        "deb http://mirror.invalid/ubuntu jammy-security main universe restricted # security\n"
+    )
+    # the loaded 535 module stays until the reboot
+    assert result["reboot_required"] is True
+
+
+def test_jammy_sources_edit_keeps_the_rest(tmp_path):
+    replay = Replay(JAMMY, tmp_path)
+    run(replay, check_mode=False, version="580", flavor="open")
+    text = replay.read("/etc/apt/sources.list")
+    assert "# deb-src http://mirror.invalid/ubuntu jammy main universe\n" in text
+    assert "download.docker.example/linux/ubuntu jammy stable\n" in text
+    assert text.startswith("# See http://help.ubuntu.com/community/UpgradeNotes")
+    assert text.count(" restricted") == 3

@@ -1,0 +1,104 @@
+"""Tests of the nvidia_driver module: check mode, real run, idempotence, diff, failures.
+
+The host is a replayed fixture of tests/unit/fixtures/driver (``Replay`` in
+test_driver.py); ``_driver.System`` is patched to it and the module's atomic writer to one that
+writes under the replayed root, so nothing on this machine is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from unittest import mock
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt as apt
+from ansible_collections.gpufleet.nvidia.plugins.modules import nvidia_driver
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
+    D12_INSTALLED,
+    D12_PRISTINE,
+    Replay,
+)
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
+
+ARGS = {"version": "535.261.03", "flavor": "proprietary"}
+
+
+@contextlib.contextmanager
+def host(replay):
+    system = replay.system()
+    with mock.patch.object(_driver, "System", lambda *args, **kwargs: system), mock.patch.object(
+        nvidia_driver, "_AtomicWriter", lambda module: _driver.LocalWriter(system)
+    ):
+        yield replay
+
+
+def test_four_steps(tmp_path):
+    """Check mode, real run, check mode again, real run again (community.crypto's sequence)."""
+    pristine = Replay(D12_PRISTINE, tmp_path / "pristine")
+    with host(pristine):
+        first = run_module(nvidia_driver, ARGS, check_mode=True)
+    assert first["changed"] is True and first["executed"] == []
+    assert pristine.read(apt.PIN_FILE) is None and pristine.mutations() == []
+
+    with host(pristine):
+        second = run_module(nvidia_driver, ARGS)
+    assert second["changed"] is True and second["plan"] == first["plan"]
+    assert second["executed"][-1] == "wrote /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf"
+
+    # The host after that run, as captured in the lab: the files this run wrote are the ones the
+    # module wrote there, so the next runs start from exactly this state.
+    installed = Replay(D12_INSTALLED, tmp_path / "installed")
+    for path in ("/etc/apt/sources.list", apt.PIN_FILE, apt.UU_FILE, _driver.NOUVEAU_FILE):
+        assert pristine.read(path) == installed.read(path), path
+    with host(installed):
+        third = run_module(nvidia_driver, ARGS, check_mode=True)
+        fourth = run_module(nvidia_driver, ARGS)
+    assert third["changed"] is False and fourth["changed"] is False
+    assert third["plan"] == [] and fourth["executed"] == []
+
+
+def test_diff(tmp_path):
+    with host(Replay(D12_INSTALLED, tmp_path)):
+        result = run_module(nvidia_driver, {"version": "535", "flavor": "proprietary"}, check_mode=True, diff=True)
+    packages = result["diff"][0]
+    assert "libcuda1=535.261.03-1 (held)\n" in packages["before"]
+    assert "libcuda1=535.309.01-0+deb12u1 (held)\n" in packages["after"]
+    pin = next(d for d in result["diff"] if d["after_header"] == apt.PIN_FILE)
+    assert "Pin: version 535.261.03-1\n" in pin["before"] and "Pin: version 535.309.01-0+deb12u1\n" in pin["after"]
+
+
+def test_unavailable_version_fails_with_the_available_ones(tmp_path):
+    replay = Replay(D12_PRISTINE, tmp_path)
+    with host(replay), pytest.raises(AnsibleFailJson) as raised:
+        run_module(nvidia_driver, {"version": "580", "flavor": "open"})
+    result = raised.value.result
+    assert result["msg"].startswith("nvidia_driver: version 580 (open) is not available from Debian's non-free")
+    assert result["available_versions"] == ["535.261.03"]
+    assert replay.mutations() == []
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({}, "version is required with method package and state present"),
+        ({"version": "5x5"}, "version '5x5' is not a driver version (expected e.g. 580 or 580.95.05)"),
+        ({"method": "preinstalled", "state": "absent"}, "state absent with method preinstalled"),
+    ],
+)
+def test_bad_parameters(tmp_path, args, message):
+    replay = Replay(D12_PRISTINE, tmp_path)
+    with host(replay), pytest.raises(AnsibleFailJson) as raised:
+        run_module(nvidia_driver, args)
+    assert message in raised.value.result["msg"]
+    assert replay.calls == []
+
+
+def test_preinstalled_never_changes(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path)
+    with host(replay):
+        result = run_module(nvidia_driver, {"method": "preinstalled", "version": "535.261.03"})
+    assert result["changed"] is False
+    assert result["version"] == "535.261.03" and result["drift"] is False
+    assert replay.mutations() == []
