@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Build a LOCAL, SIGNED apt repository that stands in for NVIDIA's
+# (https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH), a flat repository: suite "/").
+# It is a test double: four tiny packages with the toolkit's real names, at two versions
+# (1.17.8-1, the one the scenario pins, and a newer 1.18.0-1 that the pin must keep out), signed
+# with a throwaway GPG key made here. nvidia-container-toolkit-base ships
+# /usr/bin/nvidia-container-runtime as a shell script that execs runc, so containerd's nvidia
+# handler really runs containers.
+#   build-fake-nvidia-repo.sh OUTDIR
+# Layout: OUTDIR/gpgkey (armored public key), OUTDIR/stable/deb/<arch>/{*.deb,Packages*,Release,InRelease,Release.gpg}
+set -euo pipefail
+out=$1
+arch=${ARCH:-$(dpkg --print-architecture)}
+repo=$out/stable/deb/$arch
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+rm -rf "$out"
+mkdir -p "$repo"
+
+deb() {  # deb NAME VERSION DEPENDS [FILE CONTENT]
+  local name=$1 version=$2 depends=$3 dir=$work/$1_$2
+  mkdir -p "$dir/DEBIAN" "$dir/usr/share/doc/$name"
+  {
+    printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: gpufleet.nvidia tests <tests@gpufleet.invalid>\n' \
+      "$name" "$version" "$arch"
+    [ -n "$depends" ] && printf 'Depends: %s\n' "$depends"
+    printf 'Section: utils\nPriority: optional\nDescription: test double of NVIDIA %s (gpufleet.nvidia molecule)\n' "$name"
+    printf ' Not NVIDIA software: an empty stand-in served from a local repository.\n'
+  } > "$dir/DEBIAN/control"
+  printf 'test double of %s %s, built by molecule/container_toolkit\n' "$name" "$version" \
+    > "$dir/usr/share/doc/$name/README"
+  if [ $# -ge 5 ]; then
+    mkdir -p "$dir/$(dirname "$4")"
+    printf '%s\n' "$5" > "$dir/$4"
+    chmod 0755 "$dir/$4"
+  fi
+  dpkg-deb --root-owner-group --build "$dir" "$repo/${name}_${version}_${arch}.deb" >/dev/null
+}
+
+runtime_script='#!/bin/sh
+# test double of nvidia-container-runtime: hands the OCI call to runc unchanged
+exec runc "$@"'
+for v in 1.17.8-1 1.18.0-1; do
+  deb libnvidia-container1 "$v" ""
+  deb libnvidia-container-tools "$v" "libnvidia-container1 (= $v)"
+  deb nvidia-container-toolkit-base "$v" "" usr/bin/nvidia-container-runtime "$runtime_script"
+  deb nvidia-container-toolkit "$v" "nvidia-container-toolkit-base (= $v), libnvidia-container-tools (= $v)"
+done
+
+cd "$repo"
+dpkg-scanpackages --multiversion . /dev/null 2>/dev/null > Packages
+gzip -9nk Packages
+{
+  printf 'Origin: gpufleet-test-double\nLabel: fake libnvidia-container (molecule)\nSuite: stable\nArchitectures: %s\n' "$arch"
+  printf 'Date: %s\n' "$(LC_ALL=C date -u '+%a, %d %b %Y %H:%M:%S UTC')"
+  printf 'SHA256:\n'
+  for f in Packages Packages.gz; do
+    printf ' %s %s %s\n' "$(sha256sum "$f" | cut -d' ' -f1)" "$(stat -c %s "$f")" "$f"
+  done
+} > Release
+
+export GNUPGHOME=$work/gnupg
+mkdir -m 0700 "$GNUPGHOME"
+gpg --batch --quiet --passphrase '' --quick-gen-key 'gpufleet molecule fake NVIDIA repo <tests@gpufleet.invalid>' ed25519 sign 1d
+gpg --batch --quiet --armor --export > "$out/gpgkey"
+gpg --batch --quiet --yes --clearsign -o InRelease Release
+gpg --batch --quiet --yes --armor --detach-sign -o Release.gpg Release
+gpgconf --kill all 2>/dev/null || true
+printf '%s\n' "$repo"
