@@ -1,0 +1,95 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: fleet_report
+short_description: Build the fleet report, one row per node, from what a run gathered
+version_added: 0.1.0
+author: gpufleet.nvidia maintainers
+description:
+  - Builds the report the C(gpufleet.nvidia.report) role writes - run details, a summary (nodes,
+    GPU nodes, GPUs, and how many are ok, drifted, failed, without GPU, not validated), the
+    cluster's state, one row per host and plain statements of what was not checked and why.
+  - "Per host it reads, all optional: C(gpufleet_nvidia) (the facts of
+    M(gpufleet.nvidia.gpu_facts), refreshed by M(gpufleet.nvidia.host_validate)),
+    C(gpufleet_nvidia_validation) (M(gpufleet.nvidia.host_validate)'s result with the role's
+    C(cluster_expect)), C(validate_cluster_verdict) (the validate role's cluster
+    verdict), C(gpufleet_stopped_at) (where a playbook stopped on the host - a stage name or a
+    dict with C(stage), C(task), C(msg)), and for hosts that were not validated the declared
+    C(nvidia_driver_version), C(container_toolkit_version), C(container_toolkit_runtime) and
+    C(gpufleet_sharing_config)."
+  - A row's status is C(failed), C(drift), C(ok), C(no_gpu) (no GPU, nothing to validate) or
+    C(not_validated) (no facts or no validation; the reason is given). Rows are sorted failed
+    first.
+positional: hostvars
+options:
+  _input:
+    description: The inventory names of the hosts to report on.
+    type: list
+    elements: str
+    required: true
+  hostvars:
+    description: The variables of every host, normally C(hostvars).
+    type: dict
+    required: true
+  generated_at:
+    description: When the report was made (written as is).
+    type: str
+  run:
+    description: Details of the run shown at the top (C(check_mode), C(playbook), C(limit), C(ansible_version)).
+    type: dict
+  title:
+    description: The report's title.
+    type: str
+    default: GPU fleet report
+"""
+
+EXAMPLES = r"""
+- name: Build the report of every host of the run
+  ansible.builtin.set_fact:
+    report: >-
+      {{ groups['all'] | gpufleet.nvidia.fleet_report(hostvars, generated_at=now(utc=true).isoformat(),
+         run={'check_mode': ansible_check_mode}) }}
+"""
+
+RETURN = r"""
+_value:
+  description: The report.
+  type: dict
+  contains:
+    summary:
+      description: Counts over the rows.
+      type: dict
+      sample: {nodes: 3, gpu_nodes: 1, gpus: 1, ok: 1, drifted: 0, failed: 0, no_gpu: 2, not_validated: 0}
+    status:
+      description: The fleet's status, C(failed), C(drift), C(not_validated) or C(ok).
+      type: str
+      sample: ok
+    cluster:
+      description: Whether the cluster was checked (or why not), the stack's pods and the CUDA pod.
+      type: dict
+      sample: {checked: false, reason: "no cluster: no kubeconfig (...)"}
+    nodes:
+      description: One row per host.
+      type: list
+      elements: dict
+      sample: [{host: gpu-a, status: ok, gpus: {count: 1, text: 1 x NVIDIA H200}}]
+    not_checked:
+      description: What was not checked and why, each with the hosts it applies to.
+      type: list
+      elements: dict
+      sample: [{msg: "no GPU: nothing to validate", hosts: [cpu-a, cpu-b]}]
+"""
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report
+
+
+def fleet_report(hosts, hostvars, generated_at=None, run=None, title=None):
+    return _report.build_report(list(hosts or []), hostvars, generated_at=generated_at, run=run, title=title)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"fleet_report": fleet_report}

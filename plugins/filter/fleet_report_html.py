@@ -1,0 +1,47 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: fleet_report_html
+short_description: Render the fleet report as one self-contained HTML page
+version_added: 0.1.0
+author: gpufleet.nvidia maintainers
+description:
+  - Renders the output of P(gpufleet.nvidia.fleet_report#filter) as an HTML page with no script
+    and no external asset - the summary at the top, the cluster's state, a table with one
+    coloured row per node (ok, drift, failed, no GPU, not validated) and what was not checked.
+  - Every value is HTML-escaped; the page is also well-formed XML.
+options:
+  _input:
+    description: The report.
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Write the report as HTML
+  ansible.builtin.copy:
+    content: "{{ report | gpufleet.nvidia.fleet_report_html }}"
+    dest: /tmp/gpufleet-report.html
+    mode: "0644"
+"""
+
+RETURN = r"""
+_value:
+  description: The page.
+  type: str
+  sample: "<!DOCTYPE html>\n<html lang=\"en\">..."
+"""
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report
+
+
+def fleet_report_html(report):
+    return _report.render_html(_report.plain(report))
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"fleet_report_html": fleet_report_html}

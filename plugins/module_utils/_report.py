@@ -1,0 +1,494 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet report: one row per node from what a run gathered, as data, JSON and HTML.
+
+:func:`build_report` reads, per inventory host, the variables listed in :data:`HOST_VARS` (facts,
+the validation results, the declared versions, where a run stopped) and returns the report: run
+details, a summary (nodes, GPU nodes, GPUs, how many are ok, drifted, failed, without GPU, not
+validated), the cluster's state, one row per node, and plain statements of what was not checked
+and why. :func:`render_html` turns it into one self-contained page (no script, no external asset)
+that is also well-formed XML. Nothing here touches a host.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+SCHEMA = 1
+
+# The per-host variables the report reads (all optional).
+HOST_VARS = (
+    "gpufleet_nvidia",  # facts: gpufleet.nvidia.gpu_facts / discover, refreshed by validate
+    "gpufleet_nvidia_validation",  # gpufleet.nvidia.host_validate (+ cluster_expect from the role)
+    "validate_cluster_verdict",  # the validate role's cluster checks (same on every host)
+    "gpufleet_stopped_at",  # set by a playbook where the run stopped on the host
+    "nvidia_driver_version",  # declared driver, for hosts that were not validated
+    "container_toolkit_version",  # declared toolkit, idem
+    "container_toolkit_runtime",  # declared runtime, idem
+    "gpufleet_sharing_config",  # sharing config of the node, idem
+)
+
+STATUSES = ("failed", "not_validated", "drift", "ok", "no_gpu")
+STATUS_TITLES = {
+    "ok": "ok",
+    "drift": "drift",
+    "failed": "failed",
+    "no_gpu": "no GPU",
+    "not_validated": "not validated",
+}
+_RANK = {"skipped": 0, "ok": 1, "drift": 2, "failed": 3}
+
+
+def plain(value):
+    """``value`` rebuilt from builtin types (inventory values are ansible-core's subclasses)."""
+    if isinstance(value, dict):
+        return dict((str(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if value is None:
+        return None
+    return str(value)
+
+
+def host_data(hosts, hostvars, keys=HOST_VARS):
+    """``{host: {var: value}}`` with only ``keys``, as plain data, from ``hostvars``."""
+    data = {}
+    for host in hosts or []:
+        host = str(host)
+        try:
+            hv = hostvars[host]
+        except KeyError:
+            data[host] = {}
+            continue
+        entry = {}
+        for key in keys:
+            try:
+                if key in hv:
+                    entry[key] = plain(hv[key])
+            # An undefined or broken variable is left out of the report.
+            except Exception:  # pylint: disable=broad-except
+                continue
+        data[host] = entry
+    return data
+
+
+def _dig(data, *keys):
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _worst(*statuses):
+    ranked = [s for s in statuses if s in _RANK and s != "skipped"]
+    return max(ranked, key=lambda s: _RANK[s]) if ranked else "skipped"
+
+
+def gpu_text(facts):
+    """``(count, names, '2 x NVIDIA L40S')``, names from nvidia-smi where it answered, else PCI."""
+    smi = [g.get("name") for g in _dig(facts, "driver", "nvidia_smi", "gpus") or []]
+    pci = [g.get("name") or "unknown NVIDIA GPU" for g in facts.get("gpus") or []]
+    count = facts.get("gpu_count") or len(pci)
+    names = smi if smi and len(smi) >= len(pci) else pci
+    groups = []
+    for name in names:
+        name = name or "unknown NVIDIA GPU"
+        for group in groups:
+            if group[0] == name:
+                group[1] += 1
+                break
+        else:
+            groups.append([name, 1])
+    text = ", ".join("%d x %s" % (n, name) for name, n in groups) if groups else "none"
+    return count, [g[0] for g in groups], text
+
+
+def _os_text(facts):
+    os_facts = facts.get("os") or {}
+    return os_facts.get("pretty_name") or " ".join(x for x in (os_facts.get("id"), os_facts.get("version_id")) if x) or None
+
+
+def _stopped(value):
+    if not value:
+        return None
+    if isinstance(value, dict):
+        stage = value.get("stage") or value.get("task") or "unknown stage"
+        detail = " / ".join(str(value[k]) for k in ("task", "msg") if value.get(k) and value.get(k) != stage)
+        return "the run stopped at %s%s" % (stage, ": " + detail if detail else "")
+    return "the run stopped at %s" % value
+
+
+def _allocatable(cluster, cnode, expect, gpu_count):
+    if not cluster or not cluster.get("checked"):
+        return {"value": None, "expected": None, "resource": None, "text": "no cluster"}
+    if not gpu_count:
+        return {"value": None, "expected": None, "resource": None, "text": "no GPU" if cnode is not False else "unknown"}
+    resource = (expect or {}).get("resource") or "nvidia.com/gpu"
+    replicas = (expect or {}).get("replicas") or 1
+    expected = gpu_count * replicas if gpu_count else None
+    if not cnode:
+        return {"value": None, "expected": expected, "resource": resource, "text": "not checked"}
+    if not cnode.get("found"):
+        return {"value": None, "expected": expected, "resource": resource, "text": "node not in cluster"}
+    raw = (cnode.get("allocatable") or {}).get(resource)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = None
+    text = "%s of %s" % (value if value is not None else "none", expected if expected is not None else "?")
+    return {"value": value, "expected": expected, "resource": resource, "text": text}
+
+
+def _sharing(expect, hv):
+    config = (expect or {}).get("sharing_config") if expect else hv.get("gpufleet_sharing_config")
+    replicas = (expect or {}).get("replicas") or 1
+    if not config and replicas == 1:
+        return {"config": config or None, "replicas": replicas, "text": "none"}
+    return {
+        "config": config or None,
+        "replicas": replicas,
+        "text": "%s%s" % (config or "default", " (x%d)" % replicas if replicas != 1 else ""),
+    }
+
+
+def build_row(host, hv, cluster):
+    facts = hv.get("gpufleet_nvidia") or {}
+    val = hv.get("gpufleet_nvidia_validation") or {}
+    cnode = _dig(cluster, "nodes", host) if cluster else None
+    expect = val.get("cluster_expect") or {}
+    stopped = _stopped(hv.get("gpufleet_stopped_at"))
+    gpu_count, gpu_names, gpus = gpu_text(facts)
+    if not facts and val:
+        gpu_count = val.get("gpu_count") or 0
+        gpus = "%d" % gpu_count
+    declared = val.get("declared") or {}
+    driver = val.get("driver") or {}
+    smi = _dig(facts, "driver", "nvidia_smi") or {}
+    runtime = val.get("runtime") or {}
+    failed = ([stopped] if stopped else []) + list(val.get("failed") or [])
+    drifted = list(val.get("drifted") or [])
+    not_checked = list(val.get("not_checked") or [])
+    if cnode:
+        failed += cnode.get("failed") or []
+        drifted += cnode.get("drifted") or []
+        not_checked += [m for m in cnode.get("not_checked") or [] if m != (cluster or {}).get("reason")]
+
+    if not facts and not val:
+        status = "not_validated"
+        why = stopped or "no facts: the host was unreachable, or the run stopped before it was discovered"
+        not_checked = [why] if not stopped else []
+    elif not val:
+        status = "failed" if stopped else "not_validated"
+        if not stopped:
+            not_checked = ["not validated: the run did not reach gpufleet.nvidia.validate on this host"]
+    elif not gpu_count and val.get("status") == "skipped" and not stopped:
+        status = "no_gpu"
+    else:
+        status = _worst(val.get("status"), (cnode or {}).get("status"), "failed" if stopped else "skipped")
+        if status == "skipped":
+            status = "no_gpu" if not gpu_count else "ok"
+
+    installed = driver.get("installed")
+    if installed is None and facts:
+        installed = (_dig(facts, "driver", "installed", "version") or smi.get("driver_version"))
+    present = runtime.get("present")
+    runtime_name = runtime.get("name") or hv.get("container_toolkit_runtime")
+    return {
+        "host": host,
+        "node": expect.get("node") or (cnode or {}).get("node") or host,
+        "status": status,
+        "os": _os_text(facts),
+        "kernel": _dig(facts, "kernel", "release"),
+        "gpus": {"count": gpu_count, "names": gpu_names, "text": gpus},
+        "driver": {
+            "declared": declared.get("driver_version") or hv.get("nvidia_driver_version") or None,
+            "installed": installed,
+            "loaded": driver.get("loaded") or _dig(facts, "driver", "version"),
+            "source": _dig(facts, "driver", "source"),
+            "flavor": _dig(facts, "driver", "flavor"),
+            "cuda": driver.get("cuda") or smi.get("cuda_version"),
+        },
+        "toolkit": {
+            "declared": declared.get("toolkit_version") or hv.get("container_toolkit_version") or None,
+            "installed": _dig(val, "toolkit", "installed") or _dig(facts, "container", "toolkit", "version"),
+        },
+        "runtime": {
+            "name": runtime_name,
+            "handler": runtime.get("handler") or "nvidia",
+            "present": present,
+            "text": "not checked" if present is None else ("%s: %s" % (runtime_name, "yes" if present else "no")),
+        },
+        "cdi": {"enabled": _dig(val, "cdi", "enabled"), "specs": [s.get("path") for s in _dig(val, "cdi", "specs") or []]},
+        "cuda_host": _dig(val, "cuda", "passed"),
+        "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpu_count),
+        "sharing": _sharing(expect, hv),
+        "drifted": drifted,
+        "failed": failed,
+        "not_checked": not_checked,
+    }
+
+
+def _cluster_of(data):
+    """The cluster verdict: the first one found, with the node verdicts of all of them."""
+    found = None
+    nodes = {}
+    for entry in data.values():
+        cluster = entry.get("validate_cluster_verdict")
+        if not isinstance(cluster, dict):
+            continue
+        if found is None:
+            found = dict(cluster)
+        nodes.update(cluster.get("nodes") or {})
+    if found is not None:
+        found["nodes"] = nodes
+    return found
+
+
+def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=None):
+    """The report of ``hosts`` from ``hostvars`` (or from ``data``, already plain)."""
+    data = data if data is not None else host_data(hosts, hostvars)
+    cluster = _cluster_of(data)
+    rows = [build_row(str(h), data.get(str(h)) or {}, cluster) for h in hosts or []]
+    rows.sort(key=lambda r: (STATUSES.index(r["status"]), r["host"]))
+    counts = dict((s, len([r for r in rows if r["status"] == s])) for s in STATUSES)
+    fleet_failed = list((cluster or {}).get("failed") or [])
+    overall = "ok"
+    if counts["failed"] or fleet_failed:
+        overall = "failed"
+    elif counts["not_validated"] or counts["drift"]:
+        overall = "drift" if counts["drift"] else "not_validated"
+    not_checked = []
+    if cluster is None:
+        not_checked.append(
+            {"msg": "cluster: not checked: no host carries the validate role's cluster checks", "hosts": []}
+        )
+    else:
+        for msg in cluster.get("not_checked") or []:
+            not_checked.append({"msg": msg, "hosts": []})
+    grouped = {}
+    order = []
+    for row in rows:
+        for msg in row["not_checked"]:
+            if msg not in grouped:
+                grouped[msg] = []
+                order.append(msg)
+            grouped[msg].append(row["host"])
+    not_checked += [{"msg": msg, "hosts": grouped[msg]} for msg in order]
+    return {
+        "schema": SCHEMA,
+        "title": title or "GPU fleet report",
+        "generated_at": generated_at,
+        "run": plain(run or {}),
+        "status": overall,
+        "summary": {
+            "nodes": len(rows),
+            "gpu_nodes": len([r for r in rows if r["gpus"]["count"]]),
+            "gpus": sum(r["gpus"]["count"] or 0 for r in rows),
+            "ok": counts["ok"],
+            "drifted": counts["drift"],
+            "failed": counts["failed"],
+            "no_gpu": counts["no_gpu"],
+            "not_validated": counts["not_validated"],
+        },
+        "cluster": {
+            "checked": bool(cluster and cluster.get("checked")),
+            "reason": (cluster or {}).get("reason") or ("" if cluster else "no cluster checks ran"),
+            "stack": (cluster or {}).get("stack"),
+            "cuda_pod": (cluster or {}).get("cuda_pod"),
+            "failed": fleet_failed,
+        },
+        "not_checked": not_checked,
+        "nodes": rows,
+    }
+
+
+def to_json(report):
+    return json.dumps(report, indent=2, sort_keys=False) + "\n"
+
+
+# --- HTML ---------------------------------------------------------------------------------------
+
+CSS = """
+* { box-sizing: border-box; }
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328;
+  margin: 0; padding: 24px; background: #fff; }
+h1 { font-size: 22px; margin: 0 0 4px; }
+h2 { font-size: 17px; margin: 28px 0 8px; }
+.meta { color: #57606a; margin: 0 0 16px; }
+.cards { display: flex; flex-wrap: wrap; gap: 10px; }
+.card { border: 1px solid #d0d7de; border-radius: 8px; padding: 10px 14px; min-width: 110px; background: #f6f8fa; }
+.card .n { display: block; font-size: 24px; font-weight: 600; }
+.card .l { color: #57606a; }
+.card.ok { background: #dafbe1; border-color: #1a7f37; }
+.card.drift { background: #fff8c5; border-color: #9a6700; }
+.card.failed { background: #ffebe9; border-color: #cf222e; }
+table { border-collapse: collapse; width: 100%; }
+th, td { border-bottom: 1px solid #d0d7de; padding: 6px 8px; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; position: sticky; top: 0; font-weight: 600; }
+tr.failed td:first-child { border-left: 4px solid #cf222e; }
+tr.drift td:first-child { border-left: 4px solid #9a6700; }
+tr.ok td:first-child { border-left: 4px solid #1a7f37; }
+tr.no_gpu td:first-child, tr.not_validated td:first-child { border-left: 4px solid #d0d7de; }
+.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; white-space: nowrap; }
+.badge.ok { color: #1a7f37; background: #dafbe1; }
+.badge.drift { color: #9a6700; background: #fff8c5; }
+.badge.failed { color: #cf222e; background: #ffebe9; }
+.badge.no_gpu, .badge.not_validated, .badge.skipped { color: #57606a; background: #f6f8fa; }
+.small { color: #57606a; font-size: 12px; }
+ul.msgs { margin: 0; padding-left: 16px; }
+ul.msgs li { margin: 0 0 2px; }
+td.failedmsg { color: #cf222e; }
+td.driftmsg { color: #9a6700; }
+.none { color: #57606a; }
+td.host { white-space: nowrap; font-weight: 600; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
+footer { margin-top: 32px; color: #57606a; font-size: 12px; }
+"""
+
+
+def _e(value):
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _badge(status):
+    return '<span class="badge %s">%s</span>' % (_e(status), _e(STATUS_TITLES.get(status, status)))
+
+
+def _msgs(items):
+    if not items:
+        return '<span class="none">-</span>'
+    return '<ul class="msgs">%s</ul>' % "".join("<li>%s</li>" % _e(m) for m in items)
+
+
+def _or_none(value, none="-"):
+    if value in (None, ""):
+        return '<span class="none">%s</span>' % _e(none)
+    return _e(value)
+
+
+def _card(number, label, css=""):
+    return '<div class="card %s"><span class="n">%s</span><span class="l">%s</span></div>' % (_e(css), _e(number), _e(label))
+
+
+def _row_html(row):
+    d = row["driver"]
+    driver = "%s / %s / %s" % (
+        _or_none(d["declared"], "none"),
+        _or_none(d["installed"], "none"),
+        _or_none(d["loaded"], "none"),
+    )
+    driver_note = " ".join(x for x in (d.get("flavor"), d.get("source")) if x)
+    if d.get("cuda"):
+        driver_note += (", " if driver_note else "") + "CUDA " + str(d["cuda"])
+    t = row["toolkit"]
+    toolkit = _or_none(t["installed"], "none")
+    if t.get("declared"):
+        toolkit += '<br/><span class="small">declared %s</span>' % _e(t["declared"])
+    node = _e(row["host"])
+    if row["node"] != row["host"]:
+        node += '<br/><span class="small">node %s</span>' % _e(row["node"])
+    return (
+        '<tr class="{status}"><td>{badge}</td><td class="host">{node}</td><td>{os}<br/><span class="small">{kernel}</span></td>'
+        "<td>{gpus}</td><td>{driver}<br/><span class=\"small\">{note}</span></td><td>{toolkit}</td>"
+        "<td>{runtime}</td><td>{alloc}</td><td>{sharing}</td>"
+        '<td class="driftmsg">{drifted}</td><td class="failedmsg">{failed}</td></tr>'
+    ).format(
+        status=_e(row["status"]),
+        badge=_badge(row["status"]),
+        node=node,
+        os=_or_none(row["os"], "unknown"),
+        kernel=_e(row["kernel"] or ""),
+        gpus=_e(row["gpus"]["text"]),
+        driver=driver,
+        note=_e(driver_note),
+        toolkit=toolkit,
+        runtime=_e(row["runtime"]["text"]),
+        alloc=_e(row["allocatable"]["text"]),
+        sharing=_e(row["sharing"]["text"]),
+        drifted=_msgs(row["drifted"]),
+        failed=_msgs(row["failed"]),
+    )
+
+
+def render_html(report):
+    """The report as one self-contained HTML page (also well-formed XML)."""
+    s = report["summary"]
+    run = report.get("run") or {}
+    meta = ["generated %s" % report.get("generated_at")] if report.get("generated_at") else []
+    if run.get("check_mode"):
+        meta.append("check mode: nothing was changed")
+    for key in ("playbook", "limit", "ansible_version"):
+        if run.get(key):
+            meta.append("%s %s" % (key.replace("_", " "), run[key]))
+    cards = [
+        _card(STATUS_TITLES.get(report["status"], report["status"]).upper(), "fleet", report["status"]),
+        _card(s["nodes"], "nodes"),
+        _card(s["gpu_nodes"], "GPU nodes"),
+        _card(s["gpus"], "GPUs"),
+        _card(s["ok"], "ok", "ok" if s["ok"] else ""),
+        _card(s["drifted"], "drifted", "drift" if s["drifted"] else ""),
+        _card(s["failed"], "failed", "failed" if s["failed"] else ""),
+        _card(s["no_gpu"], "without GPU"),
+        _card(s["not_validated"], "not validated"),
+    ]
+    cluster = report.get("cluster") or {}
+    cluster_lines = []
+    if cluster.get("checked"):
+        for part in (cluster.get("stack"), cluster.get("cuda_pod")):
+            if part and part.get("msg"):
+                cluster_lines.append("%s %s" % (_badge(part.get("status") or "skipped"), _e(part["msg"])))
+                for pod in part.get("not_ready") or []:
+                    cluster_lines.append(
+                        '<span class="small">%s%s: %s</span>'
+                        % (_e(pod.get("name")), " on " + _e(pod["node"]) if pod.get("node") else "", _e(pod.get("why")))
+                    )
+        for msg in cluster.get("failed") or []:
+            cluster_lines.append("%s %s" % (_badge("failed"), _e(msg)))
+        if not cluster_lines:
+            cluster_lines.append("read")
+    else:
+        cluster_lines.append("%s %s" % (_badge("skipped"), _e(cluster.get("reason") or "not checked")))
+    header = (
+        "<tr><th>status</th><th>node</th><th>OS</th><th>GPUs</th>"
+        '<th>driver<br/><span class="small">declared / installed / loaded</span></th><th>toolkit</th>'
+        "<th>runtime handler</th><th>allocatable GPUs</th><th>sharing</th><th>drifted</th><th>failed, and why</th></tr>"
+    )
+    rows = "\n".join(_row_html(r) for r in report["nodes"]) or '<tr><td colspan="11">no hosts</td></tr>'
+    not_checked = "".join(
+        "<li>%s%s</li>"
+        % (_e(item["msg"]), ' <span class="small">(%s)</span>' % _e(", ".join(item["hosts"])) if item["hosts"] else "")
+        for item in report.get("not_checked") or []
+    ) or "<li>everything was checked</li>"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8"/>\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1"/>\n'
+        "<title>{title}</title>\n<style>{css}</style>\n</head>\n<body>\n"
+        "<header><h1>{title}</h1><p class=\"meta\">{meta}</p></header>\n"
+        '<section><div class="cards">{cards}</div></section>\n'
+        "<section><h2>Cluster</h2><ul class=\"msgs\">{cluster}</ul></section>\n"
+        "<section><h2>Nodes</h2>\n<table>\n<thead>{header}</thead>\n<tbody>\n{rows}\n</tbody>\n</table></section>\n"
+        '<section><h2>Not checked, and why</h2><ul class="msgs">{not_checked}</ul></section>\n'
+        "<footer>gpufleet.nvidia fleet report, schema {schema}; the same data is in the JSON file beside this page.</footer>\n"
+        "</body>\n</html>\n"
+    ).format(
+        title=_e(report.get("title")),
+        css=CSS,
+        meta=_e(" | ".join(meta)),
+        cards="".join(cards),
+        cluster="".join("<li>%s</li>" % line for line in cluster_lines),
+        header=header,
+        rows=rows,
+        not_checked=not_checked,
+        schema=_e(report.get("schema")),
+    )

@@ -1,0 +1,1129 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Host validation: what NVIDIA's validator checks on a node, read only, in one pass.
+
+:func:`validate_host` takes a :class:`~._gpu_facts.Host`, gathers fresh ``gpufleet_nvidia``
+facts and checks, in order:
+
+- ``gpus``: the node has the GPUs it is declared to have (``gpu_count``); a node without GPU
+  and none declared has nothing to validate, and says so;
+- ``driver``: ``nvidia-smi`` answers and sees every GPU of the PCI bus, and the loaded kernel
+  module is the version nvidia-smi's libraries are (the "driver/library version mismatch");
+- ``driver_version``: the loaded driver is the declared release or branch (drift otherwise);
+- ``driver_installed``: the driver on disk is the loaded one (drift otherwise: a reboot is due);
+- ``toolkit_version``: the NVIDIA Container Toolkit is the declared version;
+- ``runtime``: the container runtime has a handler named ``nvidia`` running
+  nvidia-container-runtime (containerd through ``containerd config dump``, so drop-ins count;
+  k3s / RKE2 from their generated config; CRI-O from its config and drop-ins; Docker from
+  ``daemon.json``);
+- ``cdi``: where CDI is enabled (by the runtime's config, the toolkit's ``mode = "cdi"``, a spec
+  on disk, or the caller) a spec of kind ``nvidia.com/gpu`` parses, names every GPU and was
+  written for the loaded driver;
+- ``cuda``: with ``nvcc`` on the node, a vector-add CUDA program built in a temporary folder runs
+  on every GPU and prints ``Test PASSED``.
+
+Each check ends in ``ok``, ``drift``, ``failed`` or ``skipped`` with a message that says what
+was found and why; the node's status is the worst of them. Nothing on the node changes (the
+CUDA test's folder is removed). Nothing here raises because of the node's state; only bad
+arguments raise :class:`GpuFleetError`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+
+try:  # Python >= 3.11
+    import tomllib as _toml
+except ImportError:  # pragma: no cover - depends on the node's Python
+    try:
+        import tomli as _toml
+    except ImportError:
+        _toml = None
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+SCHEMA = 1
+OK = "ok"
+DRIFT = "drift"
+FAILED = "failed"
+SKIPPED = "skipped"
+RANK = {SKIPPED: 0, OK: 1, DRIFT: 2, FAILED: 3}
+
+CHECKS = ("gpus", "driver", "driver_version", "driver_installed", "toolkit_version", "runtime", "cdi", "cuda")
+RUNTIMES = ("containerd", "crio", "docker", "k3s", "rke2", "none")
+DRIVER_METHODS = ("package", "preinstalled", "operator")
+CDI_MODES = ("auto", "enabled", "disabled")
+NO_GPU_MESSAGE = "no GPU: nothing to validate"
+
+CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+CDI_KIND = "nvidia.com/gpu"
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+RANCHER_CONTAINERD = {
+    "k3s": (
+        "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+        ("/var/lib/rancher/k3s/data/current/bin/containerd",),
+    ),
+    "rke2": (
+        "/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
+        ("/var/lib/rancher/rke2/bin/containerd",),
+    ),
+}
+NVCC_DIRS = ("/usr/local/cuda/bin",)
+PASSED = "Test PASSED"
+_TAIL = 600
+
+# The CUDA test: a vector add on every GPU, checked on the host, "Test PASSED" or "Test FAILED".
+VECTOR_ADD_CU = r"""// gpufleet.nvidia host validation: vector addition on every GPU.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+
+__global__ void vectorAdd(const float *a, const float *b, float *c, int n)
+{
+    int i = blockDim.x * blockIdx.x + threadIdx.x;
+    if (i < n) {
+        c[i] = a[i] + b[i];
+    }
+}
+
+#define CHECK(call)                                                                   \
+    do {                                                                              \
+        cudaError_t err_ = (call);                                                    \
+        if (err_ != cudaSuccess) {                                                    \
+            printf("device %d: %s failed: %s (%s)\n", device, #call,                  \
+                   cudaGetErrorString(err_), cudaGetErrorName(err_));                 \
+            return 1;                                                                 \
+        }                                                                             \
+    } while (0)
+
+static int run(int device, const float *a, const float *b, float *c, int n)
+{
+    size_t size = (size_t)n * sizeof(float);
+    float *da = NULL, *db = NULL, *dc = NULL;
+    cudaDeviceProp prop;
+    CHECK(cudaSetDevice(device));
+    CHECK(cudaGetDeviceProperties(&prop, device));
+    CHECK(cudaMalloc((void **)&da, size));
+    CHECK(cudaMalloc((void **)&db, size));
+    CHECK(cudaMalloc((void **)&dc, size));
+    CHECK(cudaMemcpy(da, a, size, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(db, b, size, cudaMemcpyHostToDevice));
+    int threads = 256;
+    int blocks = (n + threads - 1) / threads;
+    vectorAdd<<<blocks, threads>>>(da, db, dc, n);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpy(c, dc, size, cudaMemcpyDeviceToHost));
+    CHECK(cudaFree(da));
+    CHECK(cudaFree(db));
+    CHECK(cudaFree(dc));
+    for (int i = 0; i < n; ++i) {
+        if (fabsf(a[i] + b[i] - c[i]) > 1e-5f) {
+            printf("device %d (%s): wrong sum at element %d\n", device, prop.name, i);
+            return 1;
+        }
+    }
+    printf("device %d (%s): %d elements added\n", device, prop.name, n);
+    return 0;
+}
+
+int main(void)
+{
+    const int n = 50000;
+    int device = -1;
+    int count = 0;
+    float *a = (float *)malloc((size_t)n * sizeof(float));
+    float *b = (float *)malloc((size_t)n * sizeof(float));
+    float *c = (float *)malloc((size_t)n * sizeof(float));
+    if (a == NULL || b == NULL || c == NULL) {
+        printf("host memory allocation failed\nTest FAILED\n");
+        return 1;
+    }
+    for (int i = 0; i < n; ++i) {
+        a[i] = rand() / (float)RAND_MAX;
+        b[i] = rand() / (float)RAND_MAX;
+    }
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        printf("cudaGetDeviceCount failed: %s (%s)\nTest FAILED\n", cudaGetErrorString(err), cudaGetErrorName(err));
+        return 1;
+    }
+    printf("[Vector addition of %d elements on %d device(s)]\n", n, count);
+    int failed = count == 0;
+    for (device = 0; device < count; ++device) {
+        failed |= run(device, a, b, c, n);
+    }
+    free(a);
+    free(b);
+    free(c);
+    printf(failed ? "Test FAILED\n" : "Test PASSED\n");
+    return failed;
+}
+"""
+
+
+# --- small helpers ------------------------------------------------------------------------------
+
+
+class Checks(object):
+    """The checks of one node, in order, each ``{name, status, msg}``."""
+
+    def __init__(self):
+        self.items = []
+
+    def add(self, name, status, msg):
+        self.items.append({"name": name, "status": status, "msg": msg})
+        return status
+
+    def status(self):
+        ranked = [c["status"] for c in self.items if c["status"] != SKIPPED]
+        if not ranked:
+            return SKIPPED
+        return max(ranked, key=lambda s: RANK[s])
+
+    def messages(self, status):
+        return [c["msg"] for c in self.items if c["status"] == status]
+
+
+def _dig(data, *keys):
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _tail(text, limit=_TAIL):
+    text = (text or "").strip()
+    return text if len(text) <= limit else "..." + text[-(limit - 3):]
+
+
+def _first_line(text):
+    return _gpu_facts._first_line(text)  # pylint: disable=protected-access
+
+
+def _plural(count, word):
+    return "%d %s%s" % (count, word, "" if count == 1 else "s")
+
+
+def deep_merge(base, extra):
+    """``extra`` merged into a copy of ``base``, tables by key, everything else replaced."""
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+# --- TOML, read only ----------------------------------------------------------------------------
+
+_HEADER = re.compile(r"^\[\s*(.+?)\s*\]\s*(?:#.*)?$")
+_ARRAY_HEADER = re.compile(r"^\[\[\s*(.+?)\s*\]\]\s*(?:#.*)?$")
+_KEY_PART = re.compile(r"\s*(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[A-Za-z0-9_-]+)\s*")
+
+
+def _split_key(text):
+    """``a."b.c".d`` -> ``['a', 'b.c', 'd']``; raises ValueError on anything else."""
+    parts = []
+    rest = text.strip()
+    while True:
+        match = _KEY_PART.match(rest)
+        if not match:
+            raise ValueError("bad key %r" % text)
+        part = match.group(1)
+        if part[0] == '"':
+            part = json.loads(part)
+        elif part[0] == "'":
+            part = part[1:-1]
+        parts.append(part)
+        rest = rest[match.end():]
+        if not rest:
+            return parts
+        if rest[0] != ".":
+            raise ValueError("bad key %r" % text)
+        rest = rest[1:]
+
+
+def _strip_comment(text):
+    out = []
+    quote = None
+    escaped = False
+    for char in text:
+        if quote:
+            if escaped:
+                escaped = False
+            elif char == "\\" and quote == '"':
+                escaped = True
+            elif char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            break
+        out.append(char)
+    return "".join(out).strip()
+
+
+def _scalar(text):
+    text = text.strip()
+    if text.startswith('"'):
+        return json.loads(text)
+    if text.startswith("'") and text.endswith("'"):
+        return text[1:-1]
+    if text in ("true", "false"):
+        return text == "true"
+    if text.startswith("["):
+        inner = text[1:-1].strip().rstrip(",")
+        if not inner:
+            return []
+        items = re.findall(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^,\s]+", inner)
+        return [_scalar(i) for i in items]
+    if text.startswith("{"):
+        table = {}
+        for pair in re.findall(r"([^,=]+)=\s*(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^,}]+)", text[1:-1]):
+            _set(table, _split_key(pair[0]), _scalar(pair[1]))
+        return table
+    try:
+        return int(text.replace("_", ""))
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("bad value %r" % text)
+
+
+def _set(table, keys, value):
+    for key in keys[:-1]:
+        table = table.setdefault(key, {})
+        if not isinstance(table, dict):
+            raise ValueError("key %s is both a value and a table" % ".".join(keys))
+    table[keys[-1]] = value
+
+
+def parse_toml_subset(text):
+    """A reader of the TOML that runtime configs use, for Pythons without ``tomllib``.
+
+    Tables, arrays of tables, dotted keys, strings, booleans, integers, one-line inline tables
+    and (multi-line) arrays of scalars. Raises ValueError on what it cannot read.
+    """
+    data = {}
+    current = data
+    pending = ""
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = _strip_comment(raw) if not pending else raw.strip()
+        if pending:
+            pending += " " + _strip_comment(line)
+            if pending.count("[") > pending.count("]"):
+                continue
+            line, pending = pending, ""
+        if not line:
+            continue
+        try:
+            array = _ARRAY_HEADER.match(line)
+            header = array or _HEADER.match(line)
+            if header:
+                keys = _split_key(header.group(1))
+                current = data
+                for key in keys[:-1] if array else keys:
+                    current = current.setdefault(key, {})
+                    if isinstance(current, list):
+                        current = current[-1]
+                    if not isinstance(current, dict):
+                        raise ValueError("table %s redefines a value" % header.group(1))
+                if array:
+                    tables = current.setdefault(keys[-1], [])
+                    if not isinstance(tables, list):
+                        raise ValueError("array of tables %s redefines a value" % header.group(1))
+                    tables.append({})
+                    current = tables[-1]
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise ValueError("expected 'key = value'")
+            value = value.strip()
+            if value.startswith("[") and value.count("[") > value.count("]"):
+                pending = line
+                continue
+            _set(current, _split_key(key), _scalar(value))
+        except ValueError as exc:
+            raise ValueError("line %d: %s" % (number, exc))
+    if pending:
+        raise ValueError("unterminated array")
+    return data
+
+
+def parse_toml(text):
+    """A TOML document as dicts: tomllib / tomli where the node has one, else the subset reader."""
+    if _toml is not None:
+        return _toml.loads(text)
+    return parse_toml_subset(text)
+
+
+def _read(host, path):
+    """``(text, error)``: the host file's text, or None and why not."""
+    try:
+        return host.read_text(path), None
+    except (IOError, OSError) as exc:
+        return None, "%s: %s" % (path, exc.strerror or exc)
+
+
+def _read_toml_file(host, path):
+    """``(data, error)``; a missing file is ``({}, None)``."""
+    if not host.exists(path):
+        return {}, None
+    text, error = _read(host, path)
+    if error:
+        return None, error
+    try:
+        return parse_toml(text), None
+    except ValueError as exc:
+        return None, "%s is not valid TOML: %s" % (path, exc)
+
+
+def _executable(host, path):
+    """The host path of a runtime binary (absolute, or looked up like the runtime does), or None."""
+    if not path:
+        return None
+    if path.startswith("/"):
+        return path if host.exists(path) else None
+    return host.which(path)
+
+
+# --- driver -------------------------------------------------------------------------------------
+
+
+def check_gpus(checks, facts, expected):
+    found = facts.get("gpu_count") or 0
+    if expected is None or (expected == 0 and found == 0):
+        if found:
+            checks.add("gpus", OK, "%s on the PCI bus" % _plural(found, "NVIDIA GPU"))
+        return found
+    if found == expected:
+        checks.add("gpus", OK, "%s on the PCI bus, as declared" % _plural(found, "NVIDIA GPU"))
+    else:
+        checks.add(
+            "gpus",
+            FAILED,
+            "expected %s (gpu_count), found %s on the PCI bus" % (_plural(expected, "GPU"), found or "none"),
+        )
+    return found
+
+
+def check_driver(checks, facts, driver_method):
+    driver = facts.get("driver") or {}
+    smi = driver.get("nvidia_smi") or {}
+    if driver_method == "operator":
+        checks.add(
+            "driver",
+            SKIPPED,
+            "driver: not checked on the host: the GPU Operator runs it in a container "
+            "(driver_method operator); the cluster checks cover it",
+        )
+        return None
+    state = smi.get("state")
+    if state == "missing":
+        checks.add(
+            "driver",
+            FAILED,
+            "nvidia-smi not found (looked in PATH, /usr/local/nvidia/bin and /usr/bin): the driver is not installed",
+        )
+        return False
+    if state != "ok":
+        checks.add("driver", FAILED, "nvidia-smi failed: %s" % (smi.get("detail") or "no answer"))
+        return False
+    seen = smi.get("gpus") or []
+    pci = facts.get("gpus") or []
+    loaded = driver.get("version")
+    if loaded and smi.get("driver_version") and loaded != smi.get("driver_version"):
+        checks.add(
+            "driver",
+            FAILED,
+            "driver/library version mismatch: the kernel module is %s, nvidia-smi's libraries %s "
+            "(reboot, or reload the nvidia modules)" % (loaded, smi.get("driver_version")),
+        )
+        return False
+    if pci and len(seen) < len(pci):
+        missing = sorted(set(g.get("bus_id") for g in pci) - set(g.get("bus_id") for g in seen))
+        checks.add(
+            "driver",
+            FAILED,
+            "nvidia-smi sees %d of the %d GPUs on the PCI bus (not seen: %s)"
+            % (len(seen), len(pci), ", ".join(b for b in missing if b) or "unknown"),
+        )
+        return False
+    checks.add(
+        "driver",
+        OK,
+        "nvidia-smi answers: driver %s, CUDA %s, %s"
+        % (smi.get("driver_version"), smi.get("cuda_version"), _plural(len(seen), "GPU")),
+    )
+    return True
+
+
+def installed_driver_version(facts):
+    """The driver on disk: modinfo's version, else the owning package's, else nvidia-smi's."""
+    driver = facts.get("driver") or {}
+    installed = (driver.get("installed") or {}).get("version")
+    if installed:
+        return installed
+    package = driver.get("package") or {}
+    upstream = str(package.get("version") or "").split("-", maxsplit=1)[0]
+    version = _versions.try_parse_driver_version(upstream.split(":")[-1])
+    if version is not None:
+        return version.text
+    return (driver.get("nvidia_smi") or {}).get("driver_version")
+
+
+def check_driver_version(checks, facts, declared, driver_method):
+    driver = facts.get("driver") or {}
+    loaded = driver.get("version") or (driver.get("nvidia_smi") or {}).get("driver_version")
+    if driver_method == "operator":
+        checks.add("driver_version", SKIPPED, "driver version: not checked on the host (driver_method operator)")
+        return
+    if not declared:
+        checks.add("driver_version", SKIPPED, "driver version: none declared (nvidia_driver_version)")
+    elif not loaded:
+        checks.add("driver_version", SKIPPED, "driver version: no driver loaded to compare with %s" % declared)
+    elif _versions.try_parse_driver_version(loaded) is None:
+        checks.add("driver_version", DRIFT, "declared driver %s, loaded %r (not a driver version)" % (declared, loaded))
+    elif _versions.matches(declared, loaded):
+        checks.add("driver_version", OK, "loaded driver %s is the declared %s" % (loaded, declared))
+    else:
+        checks.add("driver_version", DRIFT, "declared driver %s, loaded %s" % (declared, loaded))
+    installed = (driver.get("installed") or {}).get("version")
+    if not loaded or not installed:
+        return
+    if installed == loaded:
+        checks.add("driver_installed", OK, "the driver on disk (%s) is the loaded one" % installed)
+    else:
+        checks.add(
+            "driver_installed",
+            DRIFT,
+            "driver %s is installed but %s is loaded: reboot (or reload the nvidia modules) to run it"
+            % (installed, loaded),
+        )
+
+
+def _without_epoch(version):
+    return version.split(":")[-1]
+
+
+def _toolkit_matches(declared, installed):
+    """``1.17.8`` matches 1.17.8-1 and 1.17.8; ``1.17`` any 1.17.x; ``1.17.8-1`` matches 1.17.8-1,
+    and 1.17.8 where the installed version has no package revision (read from nvidia-ctk)."""
+    declared, installed = _without_epoch(declared), _without_epoch(installed)
+    if installed == declared:
+        return True
+    if "-" in declared and "-" in installed:
+        return False
+    upstream = installed.split("-")[0].split("~")[0]
+    wanted = declared.split("-")[0]
+    return upstream == wanted or upstream.startswith(wanted + ".")
+
+
+def check_toolkit_version(checks, facts, declared):
+    toolkit = _dig(facts, "container", "toolkit") or {}
+    installed = toolkit.get("version")
+    if not declared:
+        return
+    if not installed:
+        checks.add(
+            "toolkit_version", FAILED, "NVIDIA Container Toolkit %s is declared but none is installed" % declared
+        )
+    elif _toolkit_matches(str(declared), str(installed)):
+        checks.add("toolkit_version", OK, "NVIDIA Container Toolkit %s is the declared %s" % (installed, declared))
+    else:
+        checks.add("toolkit_version", DRIFT, "declared NVIDIA Container Toolkit %s, installed %s" % (declared, installed))
+
+
+# --- runtime ------------------------------------------------------------------------------------
+
+
+def _runtime_binary_problem(host, binary, where):
+    """Why ``binary`` cannot be the NVIDIA runtime, or None."""
+    if not binary:
+        return "%s is not set: the handler runs runc, not nvidia-container-runtime" % where
+    name = posixpath.basename(str(binary))
+    if not name.startswith("nvidia-container-runtime"):
+        return "%s runs %s, not nvidia-container-runtime" % (where, binary)
+    if _executable(host, str(binary)) is None:
+        return "%s is %s, which does not exist on the node" % (where, binary)
+    return None
+
+
+def host_glob(host, pattern):
+    """The host paths of the files matching ``pattern`` (a host path), sorted as containerd does."""
+    root = host.root
+    local = pattern if root == "/" else os.path.join(root, pattern.lstrip("/"))
+    matches = sorted(m for m in glob.glob(local) if os.path.isfile(m))
+    if root == "/":
+        return matches
+    return ["/" + os.path.relpath(m, root) for m in matches]
+
+
+def containerd_imports(host, path, data):
+    """The files that ``imports`` of ``data`` (read from ``path``) name, in containerd's order."""
+    found = []
+    for pattern in data.get("imports") or []:
+        if not isinstance(pattern, str):
+            continue
+        if not pattern.startswith("/"):
+            pattern = posixpath.join(posixpath.dirname(path), pattern)
+        found.extend(m for m in host_glob(host, pattern) if m not in found)
+    return found
+
+
+def _containerd_files(host, path):
+    """``(files, datas, error)``: the config and its imports, each read."""
+    data, error = _read_toml_file(host, path)
+    if error:
+        return [path], [], error
+    files = [path] if host.exists(path) else []
+    datas = [data] if files else []
+    for extra in containerd_imports(host, path, data):
+        more, error = _read_toml_file(host, extra)
+        files.append(extra)
+        if error:
+            return files, datas, error
+        datas.append(more)
+    return files, datas, None
+
+
+def _cri_table(config):
+    for plugin in CRI_PLUGINS:
+        table = _dig(config, "plugins", plugin)
+        if isinstance(_dig(table, "containerd", "runtimes"), dict):
+            return plugin, table
+    return None, None
+
+
+def _explicit_cdi(files_data):
+    for data in files_data:
+        for plugin in CRI_PLUGINS:
+            if _dig(data, "plugins", plugin, "enable_cdi") is True:
+                return True
+    return False
+
+
+def check_containerd(host, facts, flavor, handler):
+    """``(status, msg, info)`` of the handler in containerd's (or k3s / RKE2's) merged config."""
+    info = {"config": None, "source": None, "cdi": False, "default_runtime": None}
+    if flavor == "containerd":
+        path = _gpu_facts.CONTAINERD_CONFIG
+        binary = host.which("containerd")
+        if binary is None:
+            return FAILED, "containerd is not installed (container_runtime containerd)", info
+    else:
+        path, bundled = RANCHER_CONTAINERD[flavor]
+        if not (_dig(facts, "container", flavor, "installed") or host.which(flavor)):
+            return FAILED, "%s is not installed (container_runtime %s)" % (flavor, flavor), info
+        binary = next((b for b in bundled if host.exists(b)), None)
+        if not host.exists(path):
+            return FAILED, "%s has not generated %s yet (is %s running?)" % (flavor, path, flavor), info
+    info["config"] = path
+    files, datas, error = _containerd_files(host, path)
+    info["cdi"] = _explicit_cdi(datas)
+    info["source"] = " + ".join(files) if files else "%s (absent: containerd's defaults)" % path
+    if binary is not None and files:
+        # What containerd itself makes of the config and its imports: the authority. (containerd
+        # 1.x refuses a --config that does not exist; without a file it runs on its defaults,
+        # which have no nvidia handler.)
+        argv = [binary, "--config", path, "config", "dump"]
+        rc, out, err = host.run(argv)
+        if rc != 0:
+            detail = _first_line(err) or _first_line(out) or "exit %s" % rc
+            return FAILED, "containerd cannot load %s: %s" % (path, detail), info
+        try:
+            merged = parse_toml(out)
+        except ValueError as exc:
+            return FAILED, "cannot read the output of containerd config dump: %s" % exc, info
+        info["source"] = "%s --config %s config dump" % (binary, path)
+    elif error:
+        return FAILED, error, info
+    else:
+        merged = {}
+        for data in datas:
+            merged = deep_merge(merged, data)
+    disabled = [p for p in (merged.get("disabled_plugins") or []) if p in CRI_PLUGINS]
+    if disabled:
+        return (
+            FAILED,
+            "containerd's CRI plugin is disabled (disabled_plugins = %s in %s): Kubernetes cannot use it"
+            % (json.dumps(disabled), path),
+            info,
+        )
+    plugin, cri = _cri_table(merged)
+    runtimes = _dig(cri, "containerd", "runtimes") or {}
+    info["default_runtime"] = _dig(cri, "containerd", "default_runtime_name")
+    where = 'plugins."%s".containerd.runtimes.%s' % (plugin or CRI_PLUGINS[1], handler)
+    if handler not in runtimes:
+        return (
+            FAILED,
+            "containerd has no runtime handler %r (%s not in %s; handlers: %s)"
+            % (handler, where, info["source"], ", ".join(sorted(runtimes)) or "none"),
+            info,
+        )
+    entry = runtimes[handler] if isinstance(runtimes[handler], dict) else {}
+    if not entry.get("runtime_type"):
+        return FAILED, "%s has no runtime_type (containerd 2.3 refuses to start)" % where, info
+    problem = _runtime_binary_problem(host, _dig(entry, "options", "BinaryName"), where + ".options.BinaryName")
+    if problem:
+        return FAILED, problem, info
+    return (
+        OK,
+        "containerd runtime handler %r runs %s (from %s)" % (handler, _dig(entry, "options", "BinaryName"), info["source"]),
+        info,
+    )
+
+
+def check_docker(host, facts, handler):
+    info = {"config": _gpu_facts.DOCKER_CONFIG, "source": _gpu_facts.DOCKER_CONFIG, "cdi": False, "default_runtime": None}
+    if not (_dig(facts, "container", "docker", "installed") or host.which("dockerd")):
+        return FAILED, "dockerd is not installed (container_runtime docker)", info
+    path = _gpu_facts.DOCKER_CONFIG
+    if not host.exists(path):
+        return FAILED, "%s does not exist: Docker has no runtime %r" % (path, handler), info
+    text, error = _read(host, path)
+    if error:
+        return FAILED, error, info
+    try:
+        data = json.loads(text or "{}")
+    except ValueError as exc:
+        return FAILED, "%s is not valid JSON (dockerd will not start): %s" % (path, exc), info
+    if not isinstance(data, dict):
+        return FAILED, "%s is not a JSON object" % path, info
+    info["cdi"] = _dig(data, "features", "cdi") is True
+    info["default_runtime"] = data.get("default-runtime")
+    runtimes = data.get("runtimes") if isinstance(data.get("runtimes"), dict) else {}
+    if handler not in runtimes:
+        return FAILED, "Docker has no runtime %r in %s (runtimes: %s)" % (handler, path, ", ".join(sorted(runtimes)) or "none"), info
+    problem = _runtime_binary_problem(host, _dig(runtimes, handler, "path"), "%s runtimes.%s.path" % (path, handler))
+    if problem:
+        return FAILED, problem, info
+    return OK, "Docker runtime %r runs %s (%s)" % (handler, _dig(runtimes, handler, "path"), path), info
+
+
+def check_crio(host, facts, handler):
+    info = {"config": _gpu_facts.CRIO_CONFIG, "source": None, "cdi": False, "default_runtime": None}
+    if not (_dig(facts, "container", "crio", "installed") or host.which("crio")):
+        return FAILED, "crio is not installed (container_runtime crio)", info
+    files = [_gpu_facts.CRIO_CONFIG] if host.exists(_gpu_facts.CRIO_CONFIG) else []
+    if host.isdir(_gpu_facts.CRIO_DROPIN_DIR):
+        try:
+            names = host.listdir(_gpu_facts.CRIO_DROPIN_DIR)
+        except OSError as exc:
+            return FAILED, "%s: %s" % (_gpu_facts.CRIO_DROPIN_DIR, exc), info
+        files += [posixpath.join(_gpu_facts.CRIO_DROPIN_DIR, n) for n in names if not n.startswith(".")]
+    merged = {}
+    for path in files:
+        data, error = _read_toml_file(host, path)
+        if error:
+            return FAILED, error, info
+        merged = deep_merge(merged, data)
+    info["source"] = " + ".join(files) or "none"
+    info["default_runtime"] = _dig(merged, "crio", "runtime", "default_runtime")
+    runtimes = _dig(merged, "crio", "runtime", "runtimes") or {}
+    if handler not in runtimes:
+        return (
+            FAILED,
+            "CRI-O has no runtime %r ([crio.runtime.runtimes.%s] not in %s)" % (handler, handler, info["source"]),
+            info,
+        )
+    problem = _runtime_binary_problem(
+        host, _dig(runtimes, handler, "runtime_path"), "crio.runtime.runtimes.%s.runtime_path" % handler
+    )
+    if problem:
+        return FAILED, problem, info
+    return OK, "CRI-O runtime %r runs %s (%s)" % (handler, _dig(runtimes, handler, "runtime_path"), info["source"]), info
+
+
+def check_runtime(checks, host, facts, runtime, handler):
+    """The runtime check; returns what the CDI check needs to know of the runtime."""
+    if runtime == "none":
+        checks.add("runtime", SKIPPED, "runtime handler: not checked: no container runtime declared (container_runtime none)")
+        return {"name": runtime, "handler": handler, "present": None, "cdi": False}
+    if runtime == "docker":
+        status, msg, info = check_docker(host, facts, handler)
+    elif runtime == "crio":
+        status, msg, info = check_crio(host, facts, handler)
+    else:
+        status, msg, info = check_containerd(host, facts, runtime, handler)
+    checks.add("runtime", status, msg)
+    info.update({"name": runtime, "handler": handler, "present": status == OK})
+    return info
+
+
+# --- CDI ----------------------------------------------------------------------------------------
+
+_YAML_TOP = re.compile(r"^([A-Za-z_][\w.-]*)\s*:\s*(.*?)\s*$")
+_YAML_NAME = re.compile(r"^(\s*)-\s+name\s*:\s*(.*?)\s*$|^(\s*)name\s*:\s*(.*?)\s*$")
+
+
+def _yaml_scalar(text):
+    text = text.split(" #")[0].strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    return text
+
+
+def parse_cdi_yaml_subset(text):
+    """``kind``, ``cdiVersion`` and device names of a block-style YAML CDI spec, without PyYAML."""
+    spec = {}
+    devices = None
+    item_indent = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#") or line.strip() == "---":
+            continue
+        if "\t" in line[: len(line) - len(line.lstrip())]:
+            raise ValueError("line %d: a tab in the indentation" % number)
+        if not line[0].isspace() and not line.startswith("-"):
+            match = _YAML_TOP.match(line)
+            if not match:
+                raise ValueError("line %d: expected 'key: value', got %r" % (number, line[:60]))
+            key, value = match.group(1), match.group(2)
+            if key == "devices":
+                devices = []
+                spec["devices"] = devices
+                item_indent = None
+            else:
+                devices = None
+                spec[key] = _yaml_scalar(value) if value else {}
+            continue
+        if devices is None:
+            continue
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if stripped.startswith("- "):
+            if item_indent is None:
+                item_indent = indent
+            if indent == item_indent:
+                devices.append({})
+                stripped = stripped[2:].lstrip()
+                indent += 2
+        if devices and item_indent is not None and indent == item_indent + 2:
+            match = re.match(r"^name\s*:\s*(.*?)\s*$", stripped)
+            if match:
+                devices[-1]["name"] = _yaml_scalar(match.group(1))
+    return spec
+
+
+def parse_cdi_spec(text, path):
+    """A CDI spec as data: JSON, PyYAML where the node has it, else the block-YAML subset reader."""
+    if path.endswith(".json"):
+        return json.loads(text)
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return parse_cdi_yaml_subset(text)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc).replace("\n", " "))
+
+
+_LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)")
+
+
+def read_cdi_specs(host, dirs):
+    """Every spec file in ``dirs``: ``{path, kind, devices, driver_version, error}``."""
+    specs = []
+    for directory in dirs:
+        if not host.isdir(directory):
+            continue
+        try:
+            names = host.listdir(directory)
+        except OSError as exc:
+            specs.append({"path": directory, "kind": None, "devices": [], "driver_version": None, "error": str(exc)})
+            continue
+        for name in names:
+            if not name.endswith((".yaml", ".yml", ".json")):
+                continue
+            path = posixpath.join(directory, name)
+            entry = {"path": path, "kind": None, "devices": [], "driver_version": None, "error": None}
+            text, error = _read(host, path)
+            if error:
+                entry["error"] = error
+                specs.append(entry)
+                continue
+            try:
+                data = parse_cdi_spec(text, path)
+                if not isinstance(data, dict):
+                    raise ValueError("not a mapping")
+                if not data.get("cdiVersion"):
+                    raise ValueError("no cdiVersion")
+                devices = data.get("devices")
+                if not isinstance(devices, list) or not devices:
+                    raise ValueError("no devices")
+                entry["kind"] = data.get("kind")
+                entry["devices"] = [str(d.get("name")) for d in devices if isinstance(d, dict) and d.get("name") is not None]
+                if len(entry["devices"]) != len(devices):
+                    raise ValueError("a device without a name")
+            except ValueError as exc:
+                entry["error"] = "%s does not parse as a CDI spec: %s" % (path, str(exc)[:200])
+            match = _LIBCUDA_VERSION.search(text)
+            entry["driver_version"] = match.group(1) if match else None
+            if entry["error"] and "nvidia" not in name and entry["kind"] is None:
+                continue  # someone else's broken spec: not ours to judge
+            specs.append(entry)
+    return specs
+
+
+def _toolkit_mode(host):
+    data, error = _read_toml_file(host, TOOLKIT_CONFIG)
+    if error or not data:
+        return None
+    return _dig(data, "nvidia-container-runtime", "mode")
+
+
+def check_cdi(checks, host, facts, mode, dirs, runtime):
+    if mode == "disabled":
+        checks.add("cdi", SKIPPED, "CDI spec: not checked (cdi disabled)")
+        return {"enabled": False, "why": [], "specs": []}
+    why = []
+    if mode == "enabled":
+        why.append("declared enabled")
+    if runtime.get("cdi"):
+        why.append("%s enables CDI" % runtime.get("name"))
+    if _toolkit_mode(host) == "cdi":
+        why.append('%s has mode = "cdi"' % TOOLKIT_CONFIG)
+    specs = read_cdi_specs(host, dirs)
+    ours = [s for s in specs if s["kind"] == CDI_KIND or (s["kind"] is None and s["error"])]
+    if ours and not why:
+        why.append("a spec is installed")
+    result = {"enabled": bool(why), "why": why, "specs": ours}
+    if not why:
+        checks.add("cdi", SKIPPED, "CDI spec: not checked: CDI is not enabled and no spec is installed")
+        return result
+    if not ours:
+        checks.add(
+            "cdi",
+            FAILED,
+            "CDI is enabled (%s) but no spec of kind %s is in %s" % ("; ".join(why), CDI_KIND, ", ".join(dirs)),
+        )
+        return result
+    broken = [s["error"] for s in ours if s["error"]]
+    if broken:
+        checks.add("cdi", FAILED, "; ".join(broken))
+        return result
+    loaded = _dig(facts, "driver", "version")
+    stale = [s for s in ours if loaded and s["driver_version"] and s["driver_version"] != loaded]
+    if stale:
+        checks.add(
+            "cdi",
+            FAILED,
+            "%s was written for driver %s, the loaded driver is %s: regenerate it"
+            % (stale[0]["path"], stale[0]["driver_version"], loaded),
+        )
+        return result
+    names = set()
+    for spec in ours:
+        names.update(spec["devices"])
+    smi = _dig(facts, "driver", "nvidia_smi") or {}
+    missing = []
+    if smi.get("state") == "ok" and smi.get("gpus"):
+        for gpu in smi["gpus"]:
+            if str(gpu.get("index")) not in names and gpu.get("uuid") not in names:
+                missing.append("GPU %s (%s)" % (gpu.get("index"), gpu.get("uuid")))
+        total = len(smi["gpus"])
+    else:
+        total = facts.get("gpu_count") or 0
+        listed = [n for n in names if n != "all" and ":" not in n and not n.startswith(("GPU-", "MIG-"))]
+        if len(listed) < total:
+            missing.append("%d of %d GPUs" % (total - len(listed), total))
+    paths = ", ".join(s["path"] for s in ours)
+    if missing:
+        checks.add("cdi", FAILED, "%s names no device for %s" % (paths, ", ".join(missing)))
+    else:
+        checks.add("cdi", OK, "%s names all %s" % (paths, _plural(total, "GPU")))
+    return result
+
+
+# --- CUDA ---------------------------------------------------------------------------------------
+
+
+def check_cuda(checks, host, enabled, nvcc_path, driver_ok, runner, tmp_root="/tmp"):
+    result = {"ran": False, "passed": None, "nvcc": None, "output": None}
+    if not enabled:
+        checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: turned off (cuda_test false)")
+        return result
+    if driver_ok is False:
+        checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: not run: the driver does not answer")
+        return result
+    if driver_ok is None:
+        checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: not run: the driver is in the GPU Operator's container")
+        return result
+    nvcc = nvcc_path or host.which("nvcc", extra_dirs=NVCC_DIRS)
+    if nvcc_path and not host.exists(nvcc_path):
+        nvcc = None
+    result["nvcc"] = nvcc
+    if nvcc is None:
+        checks.add(
+            "cuda",
+            SKIPPED,
+            "CUDA vectorAdd on the host: not run: no nvcc on the node (install the CUDA toolkit to run it)",
+        )
+        return result
+    local_tmp = host.local(tmp_root)
+    if not os.path.isdir(local_tmp):
+        checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: not run: the node has no %s" % tmp_root)
+        return result
+    work = tempfile.mkdtemp(prefix="gpufleet-vectoradd-", dir=local_tmp)
+    host_work = posixpath.join(tmp_root, os.path.basename(work))
+    try:
+        with open(os.path.join(work, "vectoradd.cu"), "w") as handle:
+            handle.write(VECTOR_ADD_CU)
+        source = posixpath.join(host_work, "vectoradd.cu")
+        binary = posixpath.join(host_work, "vectoradd")
+        rc, out, err = runner([nvcc, "-o", binary, source])
+        if rc != 0:
+            reason = "timed out" if rc == 124 else _tail(err or out, 300) or "exit %s" % rc
+            checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: not run: %s could not build it: %s" % (nvcc, reason))
+            return result
+        rc, out, err = runner([binary])
+        result["ran"] = True
+        result["output"] = _tail(out + ("\n" + err if err else ""))
+        if rc == 0 and PASSED in out:
+            result["passed"] = True
+            checks.add("cuda", OK, "CUDA vectorAdd passed on the host (%s)" % (_first_line(out) or "Test PASSED"))
+        else:
+            result["passed"] = False
+            if rc == 124:
+                why = "did not finish in time"
+            else:
+                lines = [l for l in (out + "\n" + err).splitlines() if l.strip() and "Test FAILED" not in l]
+                why = "exit %s: %s" % (rc, "; ".join(lines[-3:]) or "no output")
+            checks.add("cuda", FAILED, "CUDA vectorAdd failed on the host: %s" % why)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --- everything ---------------------------------------------------------------------------------
+
+
+def check_params(params):
+    """Raise GpuFleetError for arguments that cannot be right, before anything runs."""
+    version = params.get("driver_version")
+    if version:
+        try:
+            _versions.parse_driver_version(version)
+        except GpuFleetError as exc:
+            raise GpuFleetError("driver_version: " + exc.msg, **exc.details)
+    count = params.get("gpu_count")
+    if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        raise GpuFleetError("gpu_count: %r is not a number of GPUs (expected 0 or more)" % (count,), value=count)
+    for key, choices in (("container_runtime", RUNTIMES), ("driver_method", DRIVER_METHODS), ("cdi", CDI_MODES)):
+        if params.get(key) not in choices:
+            raise GpuFleetError(
+                "%s: %r is not one of %s" % (key, params.get(key), ", ".join(choices)), value=params.get(key)
+            )
+
+
+DEFAULTS = {
+    "driver_version": "",
+    "driver_method": "package",
+    "toolkit_version": "",
+    "container_runtime": "containerd",
+    "runtime_handler": "nvidia",
+    "cdi": "auto",
+    "cdi_spec_dirs": list(CDI_DIRS),
+    "gpu_count": None,
+    "cuda_test": True,
+    "nvcc_path": None,
+    "cluster_expect": {},
+}
+
+
+def validate_host(host, params=None, facts=None, cuda_runner=None):
+    """Validate the node ``host``; returns ``(validation, facts)``."""
+    p = dict(DEFAULTS)
+    p.update(dict((k, v) for k, v in (params or {}).items() if v is not None or k == "gpu_count"))
+    check_params(p)
+    if facts is None:
+        facts = _gpu_facts.gather_facts(host)
+    checks = Checks()
+    declared = {
+        "driver_version": p["driver_version"] or None,
+        "driver_method": p["driver_method"],
+        "toolkit_version": p["toolkit_version"] or None,
+        "container_runtime": p["container_runtime"],
+        "runtime_handler": p["runtime_handler"],
+        "gpu_count": p["gpu_count"],
+    }
+    smi = _dig(facts, "driver", "nvidia_smi") or {}
+    result = {
+        "schema": SCHEMA,
+        "status": SKIPPED,
+        "summary": "",
+        "gpu_count": facts.get("gpu_count") or 0,
+        "declared": declared,
+        "driver": {
+            "loaded": _dig(facts, "driver", "version"),
+            "installed": installed_driver_version(facts),
+            "nvidia_smi": smi.get("driver_version"),
+            "cuda": smi.get("cuda_version"),
+        },
+        "toolkit": {"installed": _dig(facts, "container", "toolkit", "version")},
+        "runtime": {"name": p["container_runtime"], "handler": p["runtime_handler"], "present": None},
+        "cdi": {"enabled": None, "why": [], "specs": []},
+        "cuda": {"ran": False, "passed": None, "nvcc": None, "output": None},
+        "checks": [],
+        "failed": [],
+        "drifted": [],
+        "not_checked": [],
+        "cluster_expect": dict(p["cluster_expect"] or {}),
+    }
+    found = check_gpus(checks, facts, p["gpu_count"])
+    if not found and not p["gpu_count"]:
+        checks.add("gpus", SKIPPED, NO_GPU_MESSAGE)
+    else:
+        driver_ok = check_driver(checks, facts, p["driver_method"])
+        check_driver_version(checks, facts, p["driver_version"], p["driver_method"])
+        check_toolkit_version(checks, facts, p["toolkit_version"])
+        runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
+        result["runtime"] = {
+            "name": runtime["name"],
+            "handler": runtime["handler"],
+            "present": runtime["present"],
+            "source": runtime.get("source"),
+            "default_runtime": runtime.get("default_runtime"),
+        }
+        result["cdi"] = check_cdi(checks, host, facts, p["cdi"], p["cdi_spec_dirs"], runtime)
+        result["cuda"] = check_cuda(checks, host, p["cuda_test"], p["nvcc_path"], driver_ok, cuda_runner or host.run)
+    result["checks"] = checks.items
+    result["status"] = checks.status()
+    result["failed"] = checks.messages(FAILED)
+    result["drifted"] = checks.messages(DRIFT)
+    result["not_checked"] = checks.messages(SKIPPED)
+    result["summary"] = summary_line(result)
+    return result, facts
+
+
+def summary_line(result):
+    if result["status"] == SKIPPED:
+        return (result["not_checked"] or [NO_GPU_MESSAGE])[0]
+    counts = dict((s, 0) for s in (OK, DRIFT, FAILED, SKIPPED))
+    for check in result["checks"]:
+        counts[check["status"]] += 1
+    text = "%s: %d ok, %d drifted, %d failed, %d not checked" % (
+        result["status"],
+        counts[OK],
+        counts[DRIFT],
+        counts[FAILED],
+        counts[SKIPPED],
+    )
+    first = (result["failed"] or result["drifted"] or [None])[0]
+    return text + (" - " + first if first else "")

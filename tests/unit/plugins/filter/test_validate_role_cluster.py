@@ -1,0 +1,305 @@
+"""The validate and report roles end to end, with ansible-playbook, against a fake Kubernetes API.
+
+There is no cluster here. ``FakeKube`` is a small HTTP server that answers the requests
+kubernetes.core makes (API discovery, nodes, pods list / get / create / delete with label
+selectors, pod logs) from objects in memory, and plays a vector-add pod that completes and logs
+``Test PASSED``. It is not Kubernetes: it checks how the roles drive kubernetes.core (the dynamic
+include, the registered results, the wait loop, the clean-up, check mode), not how a real API
+server answers.
+
+The node is the H200 capture read through ``validate_host_root`` (its GPU is on the capture's PCI
+bus; nvidia-smi is not found under that root, so the host checks fail, which the cluster checks do not
+depend on).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import OPERATOR_PODS, node
+
+from . import fleets as F
+
+pytest.importorskip("kubernetes")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+H200_ROOT = os.path.join(F.FIXTURES, "hosts", "ubuntu2404-h200-preinstalled", "root")
+RESOURCES = {
+    "kind": "APIResourceList",
+    "groupVersion": "v1",
+    "resources": [
+        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": ["get", "list", "watch", "patch"]},
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
+         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]},
+        {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
+        {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace", "verbs": ["get", "list"]},
+    ],
+}
+LOG = "[Vector addition of 50000 elements]\nCopy input data from the host memory to the CUDA device\nTest PASSED\nDone\n"
+
+
+class FakeKube(object):
+    def __init__(self, nodes, pods):
+        self.nodes = nodes
+        self.pods = dict(((p["metadata"]["namespace"], p["metadata"]["name"]), copy.deepcopy(p)) for p in pods)
+        self.requests = []
+        self.created = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                return
+
+            def _send(self, code, body, content_type="application/json"):
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _handle(self, method):
+                url = urllib.parse.urlparse(self.path)
+                query = urllib.parse.parse_qs(url.query)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}") if length else None
+                with fake.lock:
+                    fake.requests.append((method, url.path, url.query))
+                    code, answer, ctype = fake.answer(method, url.path.rstrip("/"), query, body)
+                self._send(code, answer, ctype)
+
+            def do_GET(self):  # noqa: N802
+                self._handle("GET")
+
+            def do_POST(self):  # noqa: N802
+                self._handle("POST")
+
+            def do_DELETE(self):  # noqa: N802
+                self._handle("DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+    @staticmethod
+    def _not_found(what):
+        return 404, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                     "message": "%s not found" % what, "reason": "NotFound", "code": 404}, "application/json"
+
+    @staticmethod
+    def _selected(obj, query):
+        selector = (query.get("labelSelector") or [""])[0]
+        labels = obj["metadata"].get("labels") or {}
+        for term in filter(None, selector.split(",")):
+            key, dummy, value = term.partition("=")
+            if labels.get(key) != value:
+                return False
+        return True
+
+    def _advance(self, pod):
+        """A created vector-add pod: Pending when created, Succeeded when next read."""
+        if pod["metadata"]["name"] not in self.created:
+            return
+        status = pod.setdefault("status", {})
+        if status.get("phase") == "Pending":
+            status["phase"] = "Succeeded"
+            status["containerStatuses"] = [{"name": "cuda-vectoradd", "ready": False,
+                                            "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]
+        elif not status.get("phase"):
+            status["phase"] = "Pending"
+
+    def answer(self, method, path, query, body):
+        json_type = "application/json"
+        if path == "/version":
+            return 200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0"}, json_type
+        if path == "/api":
+            return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}, json_type
+        if path == "/apis":
+            return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}, json_type
+        if path == "/api/v1":
+            return 200, RESOURCES, json_type
+        if path == "/api/v1/nodes":
+            return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": self.nodes}, json_type
+        parts = path.split("/")
+        if len(parts) >= 6 and parts[1:4] == ["api", "v1", "namespaces"] and parts[5] == "pods":
+            namespace = parts[4]
+            if len(parts) == 6 and method == "GET":
+                items = [p for (ns, dummy), p in sorted(self.pods.items()) if ns == namespace and self._selected(p, query)]
+                for pod in items:
+                    self._advance(pod)
+                return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}, json_type
+            if len(parts) == 6 and method == "POST":
+                pod = copy.deepcopy(body)
+                pod["metadata"]["namespace"] = namespace
+                pod["metadata"]["uid"] = "uid-%d" % len(self.created)
+                pod["status"] = {"phase": "Pending"}
+                self.pods[(namespace, pod["metadata"]["name"])] = pod
+                self.created.append(pod["metadata"]["name"])
+                return 201, pod, json_type
+            name = parts[6]
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                return self._not_found('pods "%s"' % name)
+            if len(parts) == 8 and parts[7] == "log":
+                return 200, LOG.encode(), "text/plain"
+            if method == "DELETE":
+                del self.pods[(namespace, name)]
+                return 200, pod, json_type
+            self._advance(pod)
+            return 200, pod, json_type
+        return self._not_found(path)
+
+
+# A vector-add pod an earlier, interrupted run left behind.
+LEFTOVER = dict(
+    copy.deepcopy(OPERATOR_PODS[1]),
+    metadata={
+        "name": "old-gpufleet-vectoradd",
+        "namespace": "default",
+        "labels": {"app.kubernetes.io/name": "cuda-vectoradd", "app.kubernetes.io/managed-by": "gpufleet.nvidia"},
+    },
+)
+
+
+@pytest.fixture
+def kube():
+    fake = FakeKube(
+        [node("gpu-a"), node("cpu-1", allocatable=False, labels={"nvidia.com/gpu.present": None})],
+        OPERATOR_PODS + [LEFTOVER],
+    )
+    yield fake
+    fake.close()
+
+
+def _project(tmp, kube, second_validate=None):
+    root = hostfs.materialize(H200_ROOT)
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": kube.url}}],
+        "users": [{"name": "fake", "user": {"token": "fake"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+    }
+    with open(os.path.join(tmp, "kubeconfig"), "w") as handle:
+        yaml.safe_dump(kubeconfig, handle)
+    inventory = {"all": {"hosts": {"gpu-a": {"validate_host_root": root}, "cpu-1": {"validate_host_root": "/"}},
+                         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                  "validate_kubeconfig": os.path.join(tmp, "kubeconfig"), "nvidia_driver_version": "580",
+                                  "validate_container_runtime": "none", "validate_host_cuda": False,
+                                  "validate_cuda_pod_timeout": 30}}}
+    plays = [
+        {"name": "Validate", "hosts": "all", "gather_facts": False, "roles": [{"role": "gpufleet.nvidia.validate"}]},
+    ]
+    if second_validate is not None:
+        plays.append({"name": "Validate again", "hosts": "all", "gather_facts": False,
+                      "roles": [{"role": "gpufleet.nvidia.validate", "vars": second_validate}]})
+    plays += [
+        {"name": "Report", "hosts": "localhost", "gather_facts": False,
+         "roles": [{"role": "gpufleet.nvidia.report", "vars": {"report_dir": os.path.join(tmp, "report"), "report_fail_on": "never"}}]},
+    ]
+    with open(os.path.join(tmp, "inventory.yml"), "w") as handle:
+        yaml.safe_dump(inventory, handle)
+    with open(os.path.join(tmp, "playbook.yml"), "w") as handle:
+        yaml.safe_dump(plays, handle, sort_keys=False)
+
+
+def _run(tmp, *extra):
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": F.COLLECTIONS,
+        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_HOME": os.path.join(tmp, "ansible-home"),
+        "ANSIBLE_PIPELINING": "1",
+        "HOME": tmp,
+    })
+    env.pop("K8S_AUTH_KUBECONFIG", None)
+    env.pop("KUBECONFIG", None)
+    proc = subprocess.run(
+        [ANSIBLE_PLAYBOOK, "-i", os.path.join(tmp, "inventory.yml"), os.path.join(tmp, "playbook.yml")] + list(extra),
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=300,
+    )
+    return proc.returncode, proc.stdout.decode()
+
+
+def _report(tmp):
+    with open(os.path.join(tmp, "report", "gpufleet-report.json")) as handle:
+        return json.load(handle)
+
+
+def test_roles_against_a_fake_cluster(tmp_path, kube):
+    tmp = str(tmp_path)
+    _project(tmp, kube)
+    rc, out = _run(tmp)
+    assert rc == 0, out
+    report = _report(tmp)
+    cluster = report["cluster"]
+    assert cluster["checked"] is True, (cluster, out)
+    assert cluster["stack"]["msg"] == "GPU Operator: 4 of 4 pods ready or completed in namespace gpu-operator"
+    assert cluster["cuda_pod"]["status"] == "ok", cluster["cuda_pod"]
+    assert cluster["cuda_pod"]["pods"][0]["log"] == "Copy input data from the host memory to the CUDA device | Test PASSED | Done" or \
+        "Test PASSED" in cluster["cuda_pod"]["pods"][0]["log"]
+    gpu = [r for r in report["nodes"] if r["host"] == "gpu-a"][0]
+    assert gpu["allocatable"]["text"] == "1 of 1"
+    assert gpu["gpus"]["count"] == 1
+    assert not [m for m in gpu["failed"] if m.startswith("node ") or "pod" in m], gpu["failed"]
+    # the pod as created, and everything cleaned up, the earlier run's leftover included
+    assert kube.created == ["gpufleet-vectoradd-gpu-a"]
+    posted = [r for r in kube.requests if r[0] == "POST"]
+    assert posted == [("POST", "/api/v1/namespaces/default/pods", "")]
+    assert not [key for key in kube.pods if key[0] == "default"]
+    deleted = sorted(r[1] for r in kube.requests if r[0] == "DELETE")
+    assert deleted == ["/api/v1/namespaces/default/pods/gpufleet-vectoradd-gpu-a", "/api/v1/namespaces/default/pods/old-gpufleet-vectoradd"]
+
+
+def test_check_mode_reads_the_cluster_but_runs_no_pod(tmp_path, kube):
+    tmp = str(tmp_path)
+    _project(tmp, kube)
+    rc, out = _run(tmp, "--check")
+    assert rc == 0, out
+    report = _report(tmp)
+    assert report["run"]["check_mode"] is True
+    assert report["cluster"]["checked"] is True
+    assert "CUDA pod: not run in check mode (it would create a pod in the cluster)" in [i["msg"] for i in report["not_checked"]]
+    assert [r for r in kube.requests if r[0] in ("POST", "DELETE")] == []
+
+
+def test_no_answer_from_the_cluster(tmp_path, kube):
+    tmp = str(tmp_path)
+    _project(tmp, kube)
+    kube.close()
+    rc, out = _run(tmp, "-e", "validate_cluster_timeout=8")
+    assert rc == 0, out
+    report = _report(tmp)
+    reason = report["cluster"]["reason"]
+    assert reason == "no cluster: the cluster in %s does not answer (Task failed: Timed out after 8 second(s).)" % os.path.join(tmp, "kubeconfig")
+    # the failed read is rescued for the reading host alone: every host stays in the play
+    rows = dict((r["host"], r) for r in report["nodes"])
+    assert rows["gpu-a"]["status"] == "failed" and rows["gpu-a"]["allocatable"]["text"] == "no cluster"
+    assert rows["gpu-a"]["failed"][0].startswith("nvidia-smi not found")
+    assert rows["cpu-1"]["status"] == "no_gpu"
+
+
+def test_a_second_validation_in_the_same_run_does_not_reuse_the_first_reading(tmp_path, kube):
+    tmp = str(tmp_path)
+    _project(tmp, kube, second_validate={"validate_cluster": False})
+    rc, out = _run(tmp)
+    assert rc == 0, out
+    assert kube.created == ["gpufleet-vectoradd-gpu-a"]  # the first validation ran its pod
+    cluster = _report(tmp)["cluster"]
+    assert cluster["checked"] is False and cluster["reason"] == "cluster checks turned off (validate_cluster false)"

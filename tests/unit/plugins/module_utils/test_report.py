@@ -1,0 +1,297 @@
+"""Tests of module_utils/_report.py: the fleet report of example fleets, as data, JSON and HTML.
+
+The example fleet is described in ``tests/unit/fixtures/report/README.md``: the H200 host's facts
+are the real output in ``docs/h200/gpu_facts.txt``, the other hosts replay host captures, and
+their checks are run by ``_validate`` and ``_validate_cluster`` as the validate role runs them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report as R
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate as V
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate_cluster as C
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import CaptureHost, fixture_facts
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import node, pod, read
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))
+EXAMPLE = os.path.join(ROOT, "tests", "unit", "fixtures", "report")
+GENERATED_AT = "2026-11-29T18:00:00Z"
+RUN = {"check_mode": False, "limit": "", "ansible_version": "2.19.14", "playbook": "site.yml"}
+LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "", "nvidia.com/gpu.count": ""}
+
+
+def h200_docs_facts():
+    """The gpufleet_nvidia fact of docs/h200/gpu_facts.txt (ansible's output of the module)."""
+    with open(os.path.join(ROOT, "docs", "h200", "gpu_facts.txt")) as handle:
+        text = handle.read()
+    return json.loads(text[text.index("{"):])["ansible_facts"]["gpufleet_nvidia"]
+
+
+def _validated(capture, params, facts=None, expect=None):
+    params = dict(params)
+    params["cluster_expect"] = dict({"replicas": 1, "resource": "nvidia.com/gpu", "sharing_config": "", "labels": LABELS}, **(expect or {}))
+    validation, facts = V.validate_host(CaptureHost(capture), params, facts=facts)
+    return {"gpufleet_nvidia": facts, "gpufleet_nvidia_validation": validation}
+
+
+def example_hostvars(cluster=True):
+    hv = {
+        "gpu-h200-01": _validated(
+            "ubuntu2404-h200-preinstalled",
+            {"driver_version": "580", "driver_method": "preinstalled", "container_runtime": "none"},
+            facts=h200_docs_facts(),
+            expect={"node": "gpu-h200-01"},
+        ),
+        "lab-debian12": _validated("debian12-nogpu", {"driver_version": "580"}, expect={"node": "lab-debian12"}),
+        "gpu-l40s-01": _validated(
+            "debian12-l40s-x2-package",
+            {"driver_version": "580", "toolkit_version": "1.17.8", "container_runtime": "docker"},
+            expect={"node": "gpu-l40s-01", "replicas": 2, "sharing_config": "ts-2"},
+        ),
+        "gpu-h200-02": _validated(
+            "ubuntu2404-h200-smi-failing",
+            {"driver_version": "580", "container_runtime": "none"},
+            expect={"node": "gpu-h200-02"},
+        ),
+        "gpu-h100-01": {
+            "gpufleet_nvidia": fixture_facts("rocky9-h100x8-rpm-rke2"),
+            "nvidia_driver_version": "580.95.05",
+            "gpufleet_stopped_at": {"stage": "driver upgrade", "task": "Drain the node",
+                                    "msg": "pods of PodDisruptionBudget default/llm-serving cannot be evicted"},
+        },
+        "gpu-down-01": {},
+    }
+    hv["gpu-l40s-01"]["gpufleet_sharing_config"] = "ts-2"
+    validated = ["gpu-h200-01", "lab-debian12", "gpu-l40s-01", "gpu-h200-02"]
+    if cluster:
+        nodes = [
+            node("gpu-h200-01"),
+            node("gpu-l40s-01", gpus=2, allocatable=4, labels={
+                "nvidia.com/gpu.product": "NVIDIA-L40S-SHARED",
+                "nvidia.com/gpu.replicas": "2",
+                "nvidia.com/device-plugin.config": "ts-2",
+            }),
+            node("gpu-h200-02", allocatable=False, labels={"nvidia.com/gpu.count": None, "nvidia.com/gpu.product": None}),
+            node("lab-debian12", gpus=0, allocatable=False, labels={"nvidia.com/gpu.present": None}),
+        ]
+        pods = [
+            pod("gpu-operator-6d8f7c9b5-x2x9k", "lab-debian12"),
+            pod("nvidia-device-plugin-daemonset-7hqzl", "gpu-h200-01"),
+            pod("nvidia-device-plugin-daemonset-k2d8x", "gpu-l40s-01"),
+            pod("nvidia-device-plugin-daemonset-p9w2c", "gpu-h200-02", ready=False,
+                waiting={"reason": "CrashLoopBackOff", "message": "back-off 2m40s restarting failed container"}),
+        ]
+        cuda_pod = pod("gpufleet-vectoradd-gpu-h200-01", "gpu-h200-01", phase="Succeeded", ready=False, namespace="default",
+                       terminated={"exitCode": 0, "reason": "Completed"})
+        cuda = {"ran": True, "pods": [cuda_pod],
+                "logs": {"gpufleet-vectoradd-gpu-h200-01": "[Vector addition of 50000 elements]\nTest PASSED\nDone\n"}}
+        verdict = C.evaluate(validated, hv, read(nodes, {"gpu_operator": pods}, cuda=cuda))
+    else:
+        verdict = C.evaluate(validated, hv, read(client=False))
+    for host in validated:
+        hv[host]["validate_cluster_verdict"] = copy.deepcopy(verdict)
+    return hv
+
+
+HOSTS = ["gpu-h200-01", "lab-debian12", "gpu-l40s-01", "gpu-h200-02", "gpu-h100-01", "gpu-down-01"]
+
+
+def example_report(cluster=True):
+    return R.build_report(HOSTS, example_hostvars(cluster), generated_at=GENERATED_AT, run=RUN)
+
+
+def row(report, host):
+    return [r for r in report["nodes"] if r["host"] == host][0]
+
+
+# --- the data -----------------------------------------------------------------------------------
+
+
+def test_summary_and_order():
+    report = example_report()
+    assert report["status"] == "failed"
+    assert report["summary"] == {
+        "nodes": 6, "gpu_nodes": 4, "gpus": 12, "ok": 1, "drifted": 1, "failed": 2, "no_gpu": 1, "not_validated": 1,
+    }
+    assert [(r["host"], r["status"]) for r in report["nodes"]] == [
+        ("gpu-h100-01", "failed"),
+        ("gpu-h200-02", "failed"),
+        ("gpu-down-01", "not_validated"),
+        ("gpu-l40s-01", "drift"),
+        ("gpu-h200-01", "ok"),
+        ("lab-debian12", "no_gpu"),
+    ]
+    assert report["generated_at"] == GENERATED_AT and report["run"] == RUN
+    assert json.loads(json.dumps(report)) == report  # plain data all the way down
+
+
+def test_the_h200_row_from_the_real_facts():
+    r = row(example_report(), "gpu-h200-01")
+    assert r["os"] == "Ubuntu 24.04.3 LTS" and r["kernel"] == "6.18.44-fc-v657-gpu"
+    assert r["gpus"] == {"count": 1, "names": ["NVIDIA H200"], "text": "1 x NVIDIA H200"}
+    assert r["driver"] == {"declared": "580", "installed": "580.159.04", "loaded": "580.159.04", "source": "preinstalled",
+                           "flavor": "open", "cuda": "13.0"}
+    assert r["runtime"] == {"name": "none", "handler": "nvidia", "present": None, "text": "not checked"}
+    assert r["allocatable"] == {"value": 1, "expected": 1, "resource": "nvidia.com/gpu", "text": "1 of 1"}
+    assert r["sharing"]["text"] == "none"
+    assert r["failed"] == [] and r["drifted"] == []
+
+
+def test_drifted_failed_and_stopped_rows():
+    report = example_report()
+    l40s = row(report, "gpu-l40s-01")
+    assert l40s["drifted"] == ["declared driver 580, loaded 550.163.01"]
+    assert l40s["gpus"]["text"] == "2 x NVIDIA L40S"
+    assert l40s["toolkit"] == {"declared": "1.17.8", "installed": "1.17.8-1"}
+    assert l40s["runtime"]["text"] == "docker: yes"
+    assert l40s["allocatable"]["text"] == "4 of 4"
+    assert l40s["sharing"] == {"config": "ts-2", "replicas": 2, "text": "ts-2 (x2)"}
+    failed = row(report, "gpu-h200-02")
+    assert failed["failed"][0].startswith("nvidia-smi failed: NVIDIA-SMI has failed")
+    assert "node gpu-h200-02 advertises no nvidia.com/gpu (expected 1): the device plugin is not running there, or found no GPU" in failed["failed"]
+    assert any(m.startswith("NVIDIA device plugin pods not ready") or m.startswith("GPU Operator pods not ready") for m in failed["failed"])
+    assert failed["allocatable"]["text"] == "none of 1"
+    stopped = row(report, "gpu-h100-01")
+    assert stopped["failed"] == [
+        "the run stopped at driver upgrade: Drain the node / pods of PodDisruptionBudget default/llm-serving cannot be evicted"
+    ]
+    assert stopped["driver"]["declared"] == "580.95.05" and stopped["driver"]["loaded"] == "570.172.08"
+    assert stopped["gpus"]["text"] == "8 x NVIDIA H100 80GB HBM3"
+    down = row(report, "gpu-down-01")
+    assert down["not_checked"] == ["no facts: the host was unreachable, or the run stopped before it was discovered"]
+    assert down["gpus"]["text"] == "none" and down["os"] is None
+
+
+def test_what_was_not_checked_is_said_once_with_its_hosts():
+    report = example_report()
+    by_msg = dict((i["msg"], i["hosts"]) for i in report["not_checked"])
+    assert by_msg["no GPU: nothing to validate"] == ["lab-debian12"]
+    assert by_msg["CUDA vectorAdd on the host: not run: no nvcc on the node (install the CUDA toolkit to run it)"] == [
+        "gpu-l40s-01", "gpu-h200-01",
+    ]
+    assert by_msg["runtime handler: not checked: no container runtime declared (container_runtime none)"] == ["gpu-h200-02", "gpu-h200-01"]
+
+
+def test_report_without_cluster_says_why_on_every_row():
+    report = example_report(cluster=False)
+    assert report["cluster"]["checked"] is False
+    reason = report["cluster"]["reason"]
+    assert reason.startswith("no cluster: the Python kubernetes client is not installed")
+    assert report["not_checked"][0] == {"msg": reason, "hosts": []}
+    assert row(report, "gpu-h200-01")["allocatable"]["text"] == "no cluster"
+    assert row(report, "gpu-h200-01")["status"] == "ok"
+    assert reason not in row(report, "gpu-h200-01")["not_checked"]  # said once, for the fleet
+
+
+def test_report_of_hosts_that_never_ran_the_validate_role():
+    hv = {"a": {"gpufleet_nvidia": fixture_facts("debian12-l40s-x2-package"), "nvidia_driver_version": "550"}, "b": {}}
+    report = R.build_report(["a", "b"], hv)
+    assert report["cluster"] == {"checked": False, "reason": "no cluster checks ran", "stack": None, "cuda_pod": None, "failed": []}
+    assert report["not_checked"][0]["msg"] == "cluster: not checked: no host carries the validate role's cluster checks"
+    assert row(report, "a")["status"] == "not_validated"
+    assert row(report, "a")["not_checked"] == ["not validated: the run did not reach gpufleet.nvidia.validate on this host"]
+    assert row(report, "a")["driver"]["declared"] == "550"
+    assert report["status"] == "not_validated"
+
+
+def test_host_data_reads_only_the_report_variables_and_survives_broken_ones():
+    class Broken(dict):
+        def __getitem__(self, key):
+            if key == "nvidia_driver_version":
+                raise ValueError("'undefined_thing' is undefined")
+            return dict.__getitem__(self, key)
+
+    hv = {"a": Broken({"gpufleet_nvidia": {"gpu_count": 0}, "nvidia_driver_version": "{{ undefined_thing }}", "secret": "x"})}
+    assert R.host_data(["a", "missing"], hv) == {"a": {"gpufleet_nvidia": {"gpu_count": 0}}, "missing": {}}
+
+
+# --- HTML ---------------------------------------------------------------------------------------
+
+
+def test_html_is_well_formed_with_one_row_per_node():
+    page = R.render_html(example_report())
+    assert page.startswith("<!DOCTYPE html>\n<html lang=\"en\">")
+    tree = ET.fromstring(page[page.index("<html"):])
+    rows = tree.findall(".//tbody/tr")
+    assert [r.get("class") for r in rows] == ["failed", "failed", "not_validated", "drift", "ok", "no_gpu"]
+    assert [r.find("td[2]").text for r in rows] == ["gpu-h100-01", "gpu-h200-02", "gpu-down-01", "gpu-l40s-01", "gpu-h200-01", "lab-debian12"]
+    cards = dict((c.find("span[2]").text, c.find("span[1]").text) for c in tree.findall(".//div[@class='cards']/div"))
+    assert cards == {"fleet": "FAILED", "nodes": "6", "GPU nodes": "4", "GPUs": "12", "ok": "1", "drifted": "1", "failed": "2",
+                     "without GPU": "1", "not validated": "1"}
+    # self-contained: no script, no external resource
+    assert "<script" not in page and "http://" not in page and "https://" not in page and "<link" not in page
+    assert "check mode" not in page.split("</header>")[0]
+
+
+def test_html_says_check_mode_and_not_checked():
+    report = example_report(cluster=False)
+    report["run"]["check_mode"] = True
+    page = R.render_html(report)
+    assert "check mode: nothing was changed" in page
+    assert "no cluster: the Python kubernetes client is not installed on the control host" in page
+    assert "no GPU: nothing to validate <span class=\"small\">(lab-debian12)</span>" in page
+
+
+EVIL = '<script>alert("x")</script> & <b>bold</b> \'quoted\''
+
+
+def test_html_escapes_everything_from_the_fleet():
+    hv = example_hostvars(cluster=False)
+    hv["gpu-h200-02"]["gpufleet_nvidia_validation"]["failed"].append(EVIL)
+    hv["gpu-h200-02"]["gpufleet_nvidia"]["os"]["pretty_name"] = "Ubuntu <24.04> & co"
+    hv['x"><img src=y onerror=alert(1)>'] = {}
+    report = R.build_report(HOSTS + ['x"><img src=y onerror=alert(1)>'], hv, generated_at="<now>", run={"playbook": "<pb>.yml"}, title="Fleet <one>")
+    page = R.render_html(report)
+    ET.fromstring(page[page.index("<html"):])  # still well-formed
+    assert "<script>" not in page and "<b>bold</b>" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt; &#x27;quoted&#x27;" in page
+    assert "Ubuntu &lt;24.04&gt; &amp; co" in page
+    assert "<title>Fleet &lt;one&gt;</title>" in page
+    assert "generated &lt;now&gt;" in page and "playbook &lt;pb&gt;.yml" in page
+    assert 'x&quot;&gt;&lt;img src=y onerror=alert(1)&gt;' in page
+
+
+# --- the example kept for people to open --------------------------------------------------------
+
+
+def test_example_fleet_files_are_current():
+    report = example_report()
+    json_text = R.to_json(report)
+    html_text = R.render_html(report)
+    paths = {os.path.join(EXAMPLE, "example-fleet.json"): json_text, os.path.join(EXAMPLE, "example-fleet.html"): html_text}
+    if os.environ.get("GPUFLEET_UPDATE_FIXTURES") == "1":
+        for path, text in paths.items():
+            with open(path, "w") as handle:
+                handle.write(text)
+    for path, text in paths.items():
+        if not os.path.exists(path):
+            pytest.fail("%s is missing: run with GPUFLEET_UPDATE_FIXTURES=1" % path)
+        with open(path) as handle:
+            assert handle.read() == text, "%s is stale: run with GPUFLEET_UPDATE_FIXTURES=1" % path
+
+
+# --- the real run on the two-H200 machine -------------------------------------------------------
+
+
+def test_real_h200_validation_has_todays_shape():
+    """The capture of tests/unit/fixtures/report/h200-x2 has the keys validate_host returns now."""
+    with open(os.path.join(EXAMPLE, "h200-x2", "host_validate.json")) as handle:
+        real = json.load(handle)
+    today, dummy = V.validate_host(CaptureHost("ubuntu2404-h200-preinstalled"), {"container_runtime": "none"})
+    declared = real["declared"]
+    assert set(declared) - {"seconds"} == set(today)
+    assert declared["status"] == "ok" and declared["cuda"]["passed"] is True
+    assert declared["cuda"]["output"].splitlines()[-1] == "Test PASSED"
+    assert real["drift_and_runtime"]["status"] == "failed"
+    assert real["drift_and_runtime"]["drifted"] == ["declared driver 575, loaded 580.159.04"]
+    hv = {"h200": {"gpufleet_nvidia_validation": declared}}
+    row = R.build_report(["h200"], hv)["nodes"][0]
+    assert row["status"] == "ok" and row["cuda_host"] is True and row["driver"]["loaded"] == "580.159.04"
