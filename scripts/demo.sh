@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The collection's main job on its built-in default (`make demo`): bring up the local lab — a
-# Debian 12 and a Debian 13 node as containers with systemd — and run site.yml against it.
-# LAB_RESET=1 recreates the lab nodes from their images first.
+# Debian 12 and a Debian 13 node as containers with systemd — prepare it as a fleet would be
+# (containerd; a stand-in for NVIDIA's repository), and run site.yml against it through every
+# host layer. LAB_RESET=1 recreates the lab nodes from their images first.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "demo.sh"
@@ -12,23 +13,19 @@ cd "$ROOT"
 export PATH="$VENV/bin:$PATH"
 . "$ROOT/scripts/env.sh"
 
-for node in debian12 debian13; do
-  name=gpufleet-lab-$node
-  if [ "${LAB_RESET:-0}" = 1 ]; then podman rm -f "$name" >/dev/null 2>&1 || true; fi
-  if [ "$(podman inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" != true ]; then
-    podman rm -f "$name" >/dev/null 2>&1 || true
-    log "starting lab node $name"
-    podman run -d --name "$name" --hostname "$name" --systemd=always \
-      --label gpufleet-lab=1 "$IMAGE_REPO:$node" /sbin/init >/dev/null
-  fi
-done
-
+"$ROOT/scripts/lab.sh" up gpufleet-lab-debian12 gpufleet-lab-debian13
+log "preparing the lab: containerd, and the stand-in for NVIDIA's repository (scripts/lab/prepare.yml)"
+"$ROOT/scripts/lab.sh" prepare inventory/lab
 log "running site.yml against the lab (inventory/lab)"
 ansible-playbook -i inventory/lab playbooks/site.yml "$@"
-cat <<'TXT'
+cat <<TXT
 
-What this lab is, and what it lacks:
-  - two Debian containers (12 and 13) that share this machine's kernel;
-  - no NVIDIA GPU: discovery reports none, so the GPU layers leave both nodes alone;
-  - no NVIDIA package repository and no Kubernetes cluster.
+What this lab is, and what it lacks (the report says the same at its top):
+  - two Debian containers (12 and 13) that share this machine's kernel, with containerd;
+  - no NVIDIA GPU: gpufleet_prepare_without_gpu makes the host layers prepare them anyway;
+    Debian's driver is really installed and held, but no kernel module loads in a container;
+  - no NVIDIA package repository: the toolkit comes from a local stand-in with test-double
+    packages under the real names (scripts/lab/build-fake-nvidia-repo.sh);
+  - no Kubernetes cluster: the cluster layer is not applied, the cluster not checked.
+The report: $ROOT/gpufleet-report/gpufleet-report.html (and .json)
 TXT

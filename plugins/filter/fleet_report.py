@@ -38,7 +38,9 @@ options:
     description: When the report was made (written as is).
     type: str
   run:
-    description: Details of the run shown at the top (C(check_mode), C(playbook), C(limit), C(ansible_version)).
+    description:
+      - Details of the run shown at the top (C(check_mode), C(playbook), C(limit), C(ansible_version)).
+      - C(notes), a list of strings, is shown as its own section at the top (what a lab lacks, for instance).
     type: dict
   title:
     description: The report's title.

@@ -469,6 +469,9 @@ def render_html(report):
         % (_e(item["msg"]), ' <span class="small">(%s)</span>' % _e(", ".join(item["hosts"])) if item["hosts"] else "")
         for item in report.get("not_checked") or []
     ) or "<li>everything was checked</li>"
+    notes = "".join("<li>%s</li>" % _e(note) for note in run.get("notes") or [])
+    if notes:
+        notes = '<section class="notes"><h2>About this fleet</h2><ul class="msgs">%s</ul></section>\n' % notes
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8"/>\n'
@@ -476,6 +479,7 @@ def render_html(report):
         "<title>{title}</title>\n<style>{css}</style>\n</head>\n<body>\n"
         "<header><h1>{title}</h1><p class=\"meta\">{meta}</p></header>\n"
         '<section><div class="cards">{cards}</div></section>\n'
+        "{notes}"
         "<section><h2>Cluster</h2><ul class=\"msgs\">{cluster}</ul></section>\n"
         "<section><h2>Nodes</h2>\n<table>\n<thead>{header}</thead>\n<tbody>\n{rows}\n</tbody>\n</table></section>\n"
         '<section><h2>Not checked, and why</h2><ul class="msgs">{not_checked}</ul></section>\n'
@@ -486,6 +490,7 @@ def render_html(report):
         css=CSS,
         meta=_e(" | ".join(meta)),
         cards="".join(cards),
+        notes=notes,
         cluster="".join("<li>%s</li>" % line for line in cluster_lines),
         header=header,
         rows=rows,

@@ -62,6 +62,10 @@ RUNTIMES = ("containerd", "crio", "docker", "k3s", "rke2", "none")
 DRIVER_METHODS = ("package", "preinstalled", "operator")
 CDI_MODES = ("auto", "enabled", "disabled")
 NO_GPU_MESSAGE = "no GPU: nothing to validate"
+PREPARED_NO_GPU_MESSAGE = (
+    "no GPU: the node was prepared without one (prepared_without_gpu); the driver cannot load and no "
+    "CUDA work can run until it has a GPU, so only what is installed and configured was checked"
+)
 
 CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
@@ -471,6 +475,28 @@ def check_driver(checks, facts, driver_method):
         % (smi.get("driver_version"), smi.get("cuda_version"), _plural(len(seen), "GPU")),
     )
     return True
+
+
+def check_prepared_driver(checks, facts, declared, driver_method):
+    """A node prepared without a GPU: the driver on disk against the declared one (none can load)."""
+    if driver_method != "package":
+        checks.add(
+            "driver_version",
+            SKIPPED,
+            "driver version: not checked on a node without GPU (driver_method %s)" % driver_method,
+        )
+        return
+    installed = installed_driver_version(facts)
+    if not installed:
+        checks.add("driver_version", FAILED, "no NVIDIA driver is installed (driver_method package)")
+    elif not declared:
+        checks.add("driver_version", OK, "driver %s installed (none declared), not loaded: no GPU" % installed)
+    elif _versions.matches(declared, installed):
+        checks.add(
+            "driver_version", OK, "installed driver %s is the declared %s (not loaded: no GPU)" % (installed, declared)
+        )
+    else:
+        checks.add("driver_version", DRIFT, "declared driver %s, installed %s" % (declared, installed))
 
 
 def installed_driver_version(facts):
@@ -1043,6 +1069,7 @@ DEFAULTS = {
     "gpu_count": None,
     "cuda_test": True,
     "nvcc_path": None,
+    "prepared_without_gpu": False,
     "cluster_expect": {},
 }
 
@@ -1087,7 +1114,19 @@ def validate_host(host, params=None, facts=None, cuda_runner=None):
         "cluster_expect": dict(p["cluster_expect"] or {}),
     }
     found = check_gpus(checks, facts, p["gpu_count"])
-    if not found and not p["gpu_count"]:
+    if not found and not p["gpu_count"] and p["prepared_without_gpu"]:
+        checks.add("gpus", SKIPPED, PREPARED_NO_GPU_MESSAGE)
+        check_prepared_driver(checks, facts, p["driver_version"], p["driver_method"])
+        check_toolkit_version(checks, facts, p["toolkit_version"])
+        runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
+        result["runtime"] = {
+            "name": runtime["name"],
+            "handler": runtime["handler"],
+            "present": runtime["present"],
+            "source": runtime.get("source"),
+            "default_runtime": runtime.get("default_runtime"),
+        }
+    elif not found and not p["gpu_count"]:
         checks.add("gpus", SKIPPED, NO_GPU_MESSAGE)
     else:
         driver_ok = check_driver(checks, facts, p["driver_method"])

@@ -13,7 +13,10 @@ description:
   - Gathers fresh C(gpufleet_nvidia) facts (as M(gpufleet.nvidia.gpu_facts) does) and checks, in
     one round trip, what the GPU Operator's validator checks on a node, plus the declared state.
   - "C(gpus) - the node has O(gpu_count) GPUs when that is set. A node without GPU and with none
-    declared has nothing to validate and says so (C(no GPU: nothing to validate))."
+    declared has nothing to validate and says so (C(no GPU: nothing to validate)), unless
+    O(prepared_without_gpu) is set: then the driver on disk (against O(driver_version)), the
+    toolkit and the runtime handler are checked, and the checks that need a GPU say why they
+    were not run."
   - C(driver) - C(nvidia-smi) answers, sees every GPU of the PCI bus, and the loaded kernel module
     is the version of nvidia-smi's libraries. C(driver_version) - the loaded driver is
     O(driver_version) (a branch matches any of its releases); a difference is drift.
@@ -45,6 +48,14 @@ options:
       - The number of GPUs the node must have. Unset, the GPUs found are taken as they are, and a
         node without GPU has nothing to validate.
     type: int
+  prepared_without_gpu:
+    description:
+      - The node was prepared by the host layers although it has no GPU (a node image built
+        without one, the local lab). Without a GPU it then checks what is installed and
+        configured (the driver package's version, the toolkit, the runtime handler) instead of
+        nothing.
+    type: bool
+    default: false
   driver_version:
     description:
       - The declared driver, a branch (V(580)) or a release (V(580.95.05)). Empty skips the
@@ -292,6 +303,7 @@ def main():
             cdi=dict(type="str", choices=list(_validate.CDI_MODES), default="auto"),
             cdi_spec_dirs=dict(type="list", elements="path", default=list(_validate.CDI_DIRS)),
             cuda_test=dict(type="bool", default=True),
+            prepared_without_gpu=dict(type="bool", default=False),
             nvcc_path=dict(type="path"),
             cuda_test_timeout=dict(type="int", default=180),
             command_timeout=dict(type="int", default=60),

@@ -240,6 +240,19 @@ def test_html_says_check_mode_and_not_checked():
     assert "no GPU: nothing to validate <span class=\"small\">(lab-debian12)</span>" in page
 
 
+def test_html_shows_the_notes_of_the_run_in_their_own_section():
+    report = example_report(cluster=False)
+    assert "About this fleet" not in R.render_html(report)
+    report["run"]["notes"] = ["This is the local lab: no GPU.", "A stand-in serves <test doubles> & no NVIDIA software."]
+    page = R.render_html(report)
+    tree = ET.fromstring(page[page.index("<html"):])
+    section = [s for s in tree.findall(".//section") if s.get("class") == "notes"]
+    assert len(section) == 1 and section[0].find("h2").text == "About this fleet"
+    assert [li.text for li in section[0].findall("ul/li")] == report["run"]["notes"]
+    # at the top: before the cluster and the nodes
+    assert page.index("About this fleet") < page.index("<h2>Cluster</h2>") < page.index("<h2>Nodes</h2>")
+
+
 EVIL = '<script>alert("x")</script> & <b>bold</b> \'quoted\''
 
 

@@ -309,6 +309,63 @@ def test_docker_daemon_json(tree, daemon_json, status, msg):
         assert found["msg"].startswith("/etc/docker/daemon.json is not valid JSON (dockerd will not start):")
 
 
+# --- a node prepared without a GPU (gpufleet_prepare_without_gpu: the lab, image builds) -----------
+
+
+def _prepared_facts(package_version="535.309.01-0+deb12u1", toolkit="1.17.8-1"):
+    """The Debian 12 capture without GPU, with a driver package and the toolkit as the host layers
+    leave them (the lab's versions)."""
+    facts = copy.deepcopy(fixture_facts("debian12-nogpu"))
+    facts["driver"]["package"] = {"name": "nvidia-driver", "version": package_version} if package_version else None
+    facts["driver"]["installed"] = {}
+    facts["container"]["toolkit"] = {"version": toolkit} if toolkit else {}
+    return facts
+
+
+DOCKER_NVIDIA = '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}}'
+
+
+@pytest.mark.parametrize(
+    "params, facts_args, expect",
+    [
+        ({"driver_version": "535", "toolkit_version": "1.17.8-1"}, {},
+         [("gpus", "skipped", V.PREPARED_NO_GPU_MESSAGE),
+          ("driver_version", "ok", "installed driver 535.309.01 is the declared 535 (not loaded: no GPU)"),
+          ("toolkit_version", "ok", "NVIDIA Container Toolkit 1.17.8-1 is the declared 1.17.8-1"),
+          ("runtime", "ok", "Docker runtime 'nvidia' runs nvidia-container-runtime (/etc/docker/daemon.json)")]),
+        ({"driver_version": "550"}, {},
+         [("gpus", "skipped", V.PREPARED_NO_GPU_MESSAGE),
+          ("driver_version", "drift", "declared driver 550, installed 535.309.01"),
+          ("runtime", "ok", "Docker runtime 'nvidia' runs nvidia-container-runtime (/etc/docker/daemon.json)")]),
+        ({"driver_version": "535", "toolkit_version": "1.17.8-1"}, {"package_version": None, "toolkit": None},
+         [("gpus", "skipped", V.PREPARED_NO_GPU_MESSAGE),
+          ("driver_version", "failed", "no NVIDIA driver is installed (driver_method package)"),
+          ("toolkit_version", "failed", "NVIDIA Container Toolkit 1.17.8-1 is declared but none is installed"),
+          ("runtime", "ok", "Docker runtime 'nvidia' runs nvidia-container-runtime (/etc/docker/daemon.json)")]),
+        ({"driver_method": "preinstalled"}, {},
+         [("gpus", "skipped", V.PREPARED_NO_GPU_MESSAGE),
+          ("driver_version", "skipped", "driver version: not checked on a node without GPU (driver_method preinstalled)"),
+          ("runtime", "ok", "Docker runtime 'nvidia' runs nvidia-container-runtime (/etc/docker/daemon.json)")]),
+    ],
+)
+def test_node_prepared_without_gpu_checks_what_was_installed(tree, params, facts_args, expect):
+    tree.binary("/usr/bin/dockerd")
+    tree.put("/etc/docker/daemon.json", DOCKER_NVIDIA)
+    params = dict(params, prepared_without_gpu=True, container_runtime="docker")
+    result = V.validate_host(tree, params, facts=_prepared_facts(**facts_args))[0]
+    assert [(c["name"], c["status"], c["msg"]) for c in result["checks"]] == expect
+    worst = max((c[1] for c in expect), key=lambda s: V.RANK[s])
+    assert result["status"] == worst
+    # no GPU: neither nvidia-smi, nor CDI, nor the CUDA test ran
+    assert result["cuda"]["ran"] is False and result["cdi"]["enabled"] is None
+
+
+def test_without_prepared_without_gpu_the_same_node_has_nothing_to_validate(tree):
+    result = V.validate_host(tree, {"driver_version": "535", "container_runtime": "docker"}, facts=_prepared_facts())[0]
+    assert names(result) == [("gpus", "skipped")]
+    assert result["summary"] == V.NO_GPU_MESSAGE
+
+
 def test_docker_not_installed(tree):
     assert check(_runtime(tree, "docker"), "runtime")["msg"] == "dockerd is not installed (container_runtime docker)"
 

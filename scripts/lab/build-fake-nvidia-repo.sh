@@ -24,10 +24,10 @@ deb() {  # deb NAME VERSION DEPENDS [FILE CONTENT]
     printf 'Package: %s\nVersion: %s\nArchitecture: %s\nMaintainer: gpufleet.nvidia tests <tests@gpufleet.invalid>\n' \
       "$name" "$version" "$arch"
     [ -n "$depends" ] && printf 'Depends: %s\n' "$depends"
-    printf 'Section: utils\nPriority: optional\nDescription: test double of NVIDIA %s (gpufleet.nvidia molecule)\n' "$name"
+    printf 'Section: utils\nPriority: optional\nDescription: test double of NVIDIA %s (gpufleet.nvidia lab and tests)\n' "$name"
     printf ' Not NVIDIA software: an empty stand-in served from a local repository.\n'
   } > "$dir/DEBIAN/control"
-  printf 'test double of %s %s, built by molecule/container_toolkit\n' "$name" "$version" \
+  printf 'test double of %s %s, built for the gpufleet.nvidia lab and tests\n' "$name" "$version" \
     > "$dir/usr/share/doc/$name/README"
   if [ $# -ge 5 ]; then
     mkdir -p "$dir/$(dirname "$4")"
@@ -51,7 +51,7 @@ cd "$repo"
 dpkg-scanpackages --multiversion . /dev/null 2>/dev/null > Packages
 gzip -9nk Packages
 {
-  printf 'Origin: gpufleet-test-double\nLabel: fake libnvidia-container (molecule)\nSuite: stable\nArchitectures: %s\n' "$arch"
+  printf 'Origin: gpufleet-test-double\nLabel: fake libnvidia-container (gpufleet.nvidia lab and tests)\nSuite: stable\nArchitectures: %s\n' "$arch"
   printf 'Date: %s\n' "$(LC_ALL=C date -u '+%a, %d %b %Y %H:%M:%S UTC')"
   printf 'SHA256:\n'
   for f in Packages Packages.gz; do
@@ -61,7 +61,7 @@ gzip -9nk Packages
 
 export GNUPGHOME=$work/gnupg
 mkdir -m 0700 "$GNUPGHOME"
-gpg --batch --quiet --passphrase '' --quick-gen-key 'gpufleet molecule fake NVIDIA repo <tests@gpufleet.invalid>' ed25519 sign 1d
+gpg --batch --quiet --passphrase '' --quick-gen-key 'gpufleet molecule fake NVIDIA repo <tests@gpufleet.invalid>' ed25519 sign never
 gpg --batch --quiet --armor --export > "$out/gpgkey"
 gpg --batch --quiet --yes --clearsign -o InRelease Release
 gpg --batch --quiet --yes --armor --detach-sign -o Release.gpg Release
