@@ -12,6 +12,11 @@ Nothing is changed before every check that can fail has passed: a malformed vers
 the repositories do not carry, fails while reading, listing the versions that are there.
 ``method: preinstalled`` never plans anything: it reports the driver it finds and whether it
 drifted from the declared one.
+
+Hosts whose GPUs are joined by NVSwitches also need NVIDIA's fabric manager at exactly the
+driver's version (:class:`FabricManagerNeed` says whether this host does, from the NVSwitches in
+sysfs); the backends add its packages to the driver's set, pinned and held with it, and
+:func:`plan_fabric_manager_service` enables and starts its service where systemd runs.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ ARGUMENT_SPEC = dict(
     unattended_upgrades_blacklist=dict(type="bool", default=True),
     blacklist_nouveau=dict(type="bool", default=True),
     cuda_repo_baseurl=dict(type="str"),
+    fabric_manager=dict(type="str", choices=["auto", "always", "never"], default="auto"),
 )
 
 
@@ -436,6 +442,265 @@ def resolve_flavor(system, requested, declared):
     )
 
 
+# --- fabric manager ---------------------------------------------------------------------------
+
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
+# Every package of NVIDIA's fabric manager and of its NVSwitch library, whatever the repository
+# and branch names them: nvidia-fabricmanager[-dev][-<branch>] (apt), nvidia-fabric-manager[-devel]
+# and nvidia-fabricmanager[-devel] (rpm), libnvidia-nscq[-<branch>], and NVIDIA's
+# cuda-drivers-fabricmanager[-<branch>] metapackages (which pull NVIDIA's whole driver in).
+FABRIC_MANAGER_FAMILY = re.compile(
+    r"^(nvidia-fabricmanager|nvidia-fabric-manager|libnvidia-nscq|cuda-drivers-fabricmanager)(-dev|-devel)?(-\d+)?$"
+)
+# NVIDIA renamed the fabric manager's packages in its CUDA repositories at R580 (no branch in the
+# name from there on).
+FABRIC_MANAGER_UNBRANCHED_FROM = 580
+# `systemctl is-enabled` answers that start the unit at boot.
+SERVICE_ENABLED = ("enabled", "static", "generated")
+
+
+def fabric_manager_packages(repository, branch):
+    """The packages of the fabric manager of driver ``branch`` as ``repository`` names them.
+
+    The fabric manager (``nv-fabricmanager``) and the NVSwitch Configuration and Query library
+    (NSCQ) go together, both at exactly the driver's version: NVIDIA's RHEL module streams install
+    the two with their ``fm`` profile (NVIDIA/yum-packaging-fabric-manager and
+    NVIDIA/yum-packaging-libnvidia-nscq, README: "the version of ... must match the NVIDIA driver
+    installed"; DCGM reads the NVSwitches through NSCQ), and NVIDIA's driver container installs
+    both on NVSwitch hosts (NVIDIA/gpu-driver-container, ``fabricmanager_install`` and
+    ``nscq_install``).
+
+    - ``ubuntu``: Canonical's archive (``multiverse``, source packages ``fabric-manager-<branch>``
+      and ``libnvidia-nscq-<branch>``, packages.ubuntu.com for jammy and noble): always
+      ``nvidia-fabricmanager-<branch>`` and ``libnvidia-nscq-<branch>``, 580 and 590 included.
+    - ``cuda-apt``: NVIDIA's CUDA repository for Debian and Ubuntu:
+      ``nvidia-fabricmanager-<branch>`` and ``libnvidia-nscq-<branch>`` (version
+      ``<driver>-1``) before R580, plain ``nvidia-fabricmanager`` and ``libnvidia-nscq`` from R580
+      (NVIDIA/gpu-driver-container ``ubuntu22.04/install.sh``; its pull request #451 quotes apt:
+      "Package nvidia-fabricmanager-580 is a virtual package provided by: nvidia-fabricmanager
+      580.65.06-1").
+    - ``cuda-rpm``: NVIDIA's CUDA repository for RHEL: ``nvidia-fabric-manager`` and
+      ``libnvidia-nscq-<branch>`` before R580, ``nvidia-fabricmanager`` and ``libnvidia-nscq``
+      from R580 (NVIDIA/gpu-driver-container ``rhel9/install.sh`` and ``rhel8/install.sh``).
+    """
+    if repository == "ubuntu":
+        return ["libnvidia-nscq-%d" % branch, "nvidia-fabricmanager-%d" % branch]
+    if branch >= FABRIC_MANAGER_UNBRANCHED_FROM:
+        return ["libnvidia-nscq", "nvidia-fabricmanager"]
+    if repository == "cuda-rpm":
+        return ["libnvidia-nscq-%d" % branch, "nvidia-fabric-manager"]
+    return ["libnvidia-nscq-%d" % branch, "nvidia-fabricmanager-%d" % branch]
+
+
+def _nvswitches(count):
+    return "%d NVSwitch%s" % (count, "" if count == 1 else "es")
+
+
+class FabricManagerNeed(object):
+    """Whether this run manages NVIDIA's fabric manager (``required``), and why (``reason``).
+
+    ``mode`` is the module's ``fabric_manager`` option: ``auto`` wherever the host has NVSwitches,
+    ``always``, or ``never``. ``nvswitches`` are the bus ids of the NVSwitches in sysfs.
+    """
+
+    def __init__(self, mode, nvswitches):
+        self.mode = mode or "auto"
+        self.nvswitches = list(nvswitches or ())
+        self.required = self.mode == "always" or (self.mode == "auto" and bool(self.nvswitches))
+
+    @property
+    def reason(self):
+        count = len(self.nvswitches)
+        if self.mode in ("always", "never"):
+            return "fabric_manager is %s%s" % (self.mode, " (the host has %s)" % _nvswitches(count) if count else "")
+        if count:
+            return "this host has %s" % _nvswitches(count)
+        return "no NVSwitch on this host"
+
+
+def read_fabric_manager_need(system, mode):
+    """The need of this host, its NVSwitches read from sysfs as gpu_facts reads them."""
+    dummy, nvswitches = _gpu_facts.gather_pci(system, _gpu_facts.Probes())
+    return FabricManagerNeed(mode, nvswitches)
+
+
+def fabric_manager_choice(need, declared, available, fm_available, names, where, notes):
+    """The driver versions to choose from when the fabric manager is needed: those it exists at.
+
+    ``available`` are the driver's versions, ``fm_available`` the fabric manager's (upstream
+    versions). Without a driver version that ``declared`` names, ``available`` is returned as it
+    is (the usual "not available" error follows); with some, but none with a fabric manager at
+    the same version, this fails before any change.
+    """
+    matching = [v for v in available if versions.try_parse_driver_version(v) and versions.matches(declared, v)]
+    if not matching:
+        return available
+    with_fm = [v for v in matching if v in fm_available]
+    if not with_fm:
+        raise GpuFleetError(
+            "nvidia_driver: fabric_manager: %s, and NVIDIA's fabric manager must run at exactly the driver's "
+            "version, but %s has no %s at %s (%s); choose a driver version that has one, or set fabric_manager to "
+            "never to install the driver alone"
+            % (
+                need.reason,
+                where,
+                " / ".join(names),
+                ", ".join(sort_versions(matching)),
+                "fabric manager versions there: %s" % ", ".join(sort_versions(fm_available))
+                if fm_available
+                else "no version of it at all",
+            ),
+            fabric_manager_packages=list(names),
+            fabric_manager_versions=sort_versions(fm_available),
+            available_versions=sort_versions(matching),
+        )
+    newest, newest_with_fm = sort_versions(matching)[-1], sort_versions(with_fm)[-1]
+    if newest != newest_with_fm:
+        notes.append(
+            "fabric manager: %s has no %s at %s; %s is the newest release of %s with one"
+            % (where, " / ".join(names), newest, newest_with_fm, declared)
+        )
+    return [v for v in available if v in fm_available]
+
+
+def fabric_manager_installed_version(installed):
+    """The upstream version of the fabric manager among ``{package: version}``, or None."""
+    for name in sorted(installed):
+        if FABRIC_MANAGER_FAMILY.match(name) and "fabric" in name and "-dev" not in name and "cuda-drivers" not in name:
+            return upstream_version(installed[name])
+    return None
+
+
+def read_fabric_manager_service(system, container):
+    """``{'name', 'managed', 'enabled', 'active', 'detail'}`` of the nvidia-fabricmanager unit.
+
+    ``managed`` is False, with the reason in ``detail``, where no systemd runs the host's
+    services: a container, a host booted without systemd, no systemctl.
+    """
+    service = {"name": FABRIC_MANAGER_UNIT, "managed": False, "enabled": None, "active": None, "detail": None}
+    if container:
+        service["detail"] = (
+            "this is a %s container, where no systemd runs the host's services: enable and start %s on the host"
+            % (container, FABRIC_MANAGER_UNIT)
+        )
+        return service
+    if not system.isdir("/run/systemd/system"):
+        service["detail"] = (
+            "systemd is not running on this host (no /run/systemd/system): start %s with the host's init system"
+            % FABRIC_MANAGER_UNIT
+        )
+        return service
+    if system.which("systemctl") is None:
+        service["detail"] = "systemctl is not installed: start %s with the host's init system" % FABRIC_MANAGER_UNIT
+        return service
+    enabled = _systemctl(system, "is-enabled")
+    active = _systemctl(system, "is-active")
+    service.update(managed=True, enabled=enabled, active=active, detail="%s, %s" % (enabled, active))
+    return service
+
+
+def _systemctl(system, verb):
+    rc, out, err = system.run(["systemctl", verb, FABRIC_MANAGER_UNIT])
+    first = next((line.strip() for line in (out or "").splitlines() if line.strip()), "")
+    if first:
+        return first
+    if "No such file" in (err or "") or "not found" in (err or "").lower():
+        return "not-found"
+    if rc:
+        return "unknown"
+    return "enabled" if verb == "is-enabled" else "active"
+
+
+def plan_fabric_manager_service(plan, service, moved, kmod_state, kmod_reason, version):
+    """Enable (and, with the driver of its version loaded, start) nvidia-fabricmanager. Returns the verbs."""
+    if not service["managed"]:
+        plan.note("%s is not enabled or started by this module: %s" % (FABRIC_MANAGER_UNIT, service["detail"]))
+        return []
+    verbs = []
+    if service["enabled"] not in SERVICE_ENABLED:
+        plan.run("fabric-manager", ["systemctl", "enable", FABRIC_MANAGER_UNIT], "start the fabric manager at every boot")
+        verbs.append("enable")
+    if kmod_state == "current":
+        if service["active"] != "active":
+            plan.run("fabric-manager", ["systemctl", "start", FABRIC_MANAGER_UNIT],
+                     "start the fabric manager: the driver %s is loaded" % version)
+            verbs.append("start")
+        elif moved:
+            plan.run("fabric-manager", ["systemctl", "restart", FABRIC_MANAGER_UNIT],
+                     "run the fabric manager at its new version")
+            verbs.append("restart")
+    elif service["active"] != "active" or moved:
+        # The fabric manager compares its version with the loaded driver's when it starts and
+        # exits when they differ: started now, it would fail.
+        plan.note(
+            "%s starts at the next boot, with the driver %s loaded (it refuses to run with a driver of another "
+            "version; now: %s)" % (FABRIC_MANAGER_UNIT, version, kmod_reason)
+        )
+    return verbs
+
+
+def fabric_manager_report(need, fm, service, verbs, version, check_mode, state):
+    """The ``fabric_manager`` return value of the package method."""
+    fm = fm or {}
+    installed = fm.get("installed") or {}
+    packages = fm.get("packages") or {}
+    actions = []
+    if fm.get("remove"):
+        actions.append("remove")
+    if fm.get("install"):
+        moved = [n for n in fm["install"] if n in installed]
+        actions.append("update" if moved and len(moved) == len(fm["install"]) else "install")
+    actions += verbs
+    report = {
+        "mode": need.mode,
+        "required": need.required,
+        "reason": need.reason,
+        "nvswitch_count": len(need.nvswitches),
+        "packages": dict(sorted(packages.items())),
+        "installed_version": fabric_manager_installed_version(installed),
+        "wanted_version": version if need.required and state == "present" else None,
+        "service": service,
+        "action": ", ".join(actions) or "none",
+    }
+    report["detail"] = _fabric_manager_detail(report, check_mode, state)
+    return report
+
+
+def _fabric_manager_detail(report, check_mode, state):
+    if not report["required"]:
+        if report["mode"] == "never" and report["nvswitch_count"]:
+            return (
+                "fabric_manager is never: not managed, although the host has %s (CUDA fails on its GPUs until a "
+                "fabric manager of the driver's version runs)" % _nvswitches(report["nvswitch_count"])
+            )
+        return "%s: not managed%s" % (
+            report["reason"],
+            " (fabric manager %s installed)" % report["installed_version"]
+            if report["installed_version"]
+            else "",
+        )
+    would = "would be " if check_mode else ""
+    if state == "absent":
+        if report["action"] == "none":
+            return "%s: no fabric manager installed" % report["reason"]
+        return "%s: the fabric manager's packages %sremoved with the driver" % (report["reason"], would)
+    done = {"install": "installed and pinned", "update": "moved and pinned", "enable": "enabled",
+            "start": "started", "restart": "restarted"}
+    steps = [done[a] for a in report["action"].split(", ") if a in done]
+    service = report["service"] or {}
+    if steps:
+        text = "fabric manager %s %s%s" % (report["wanted_version"], would, ", ".join(steps))
+    else:
+        text = "fabric manager %s installed and pinned, nothing to change" % report["wanted_version"]
+    if service.get("managed"):
+        text += " (%s now %s)" % (service["name"], service["detail"])
+        if service.get("active") != "active" and not set(report["action"].split(", ")) & {"start", "restart"}:
+            text += "; it starts at the next boot, with the driver of its version loaded"
+    else:
+        text += "; %s not managed: %s" % (service.get("name", FABRIC_MANAGER_UNIT), service.get("detail"))
+    return "%s: %s" % (report["reason"], text)
+
+
 # --- versions ---------------------------------------------------------------------------------
 
 
@@ -573,6 +838,9 @@ def verify_preinstalled(system, params, os_facts, container):
             drift.append("version %s, declared %s" % (version, declared))
     if params.get("flavor") in ("open", "proprietary") and flavor and flavor != params["flavor"]:
         drift.append("flavour %s, declared %s" % (flavor, params["flavor"]))
+    need = read_fabric_manager_need(system, params.get("fabric_manager") or "auto")
+    notes = []
+    fabric_manager = verify_fabric_manager(system, need, dpkg, version, container, drift, notes)
     kmod = read_kernel_module(system)
     mstate, reboot, reason = module_state(kmod, str(version) if version else None, container)
     if kmod["loaded"] and kmod["installed_version"] and kmod["loaded_version"] != kmod["installed_version"]:
@@ -607,8 +875,68 @@ def verify_preinstalled(system, params, os_facts, container):
         "in_container": container is not None,
         "container": container,
         "plan": [],
-        "notes": [],
+        "notes": notes,
+        "fabric_manager": fabric_manager,
     }
+
+
+def verify_fabric_manager(system, need, dpkg, version, container, drift, notes):
+    """The pre-installed fabric manager against the driver; what differs goes to ``drift``.
+
+    Needed (NVSwitches, or fabric_manager always): installed, at exactly the driver's version
+    (the loaded module's, else the installed one's), its service enabled and running where
+    systemd runs. Never changes anything.
+    """
+    report = {
+        "mode": need.mode,
+        "required": need.required,
+        "reason": need.reason,
+        "nvswitch_count": len(need.nvswitches),
+        "packages": {},
+        "installed_version": None,
+        "wanted_version": str(version) if version and need.required else None,
+        "service": None,
+        "action": "none",
+    }
+    if not need.required:
+        if need.nvswitches and need.mode == "never":
+            notes.append("fabric_manager is never: the fabric manager was not checked, although the host has %s"
+                         % _nvswitches(len(need.nvswitches)))
+        report["detail"] = "%s: not checked" % need.reason
+        return report
+    report["action"] = "verify"
+    facts = _gpu_facts.gather_fabric_manager(system, _gpu_facts.Probes(), dpkg, len(need.nvswitches))
+    report["installed_version"] = facts["version"]
+    if facts["package"]:
+        report["packages"] = {facts["package"]: (dpkg or {}).get(facts["package"])}
+    found = []
+    if not facts["installed"]:
+        found.append("fabric manager not installed (%s; CUDA fails on its GPUs until one of the driver's version "
+                     "runs)" % need.reason)
+    elif facts["version"] is None:
+        found.append("fabric manager installed (%s) but its version could not be read" % (facts["path"] or facts["package"]))
+    elif version is not None and versions.try_parse_driver_version(facts["version"]) != version:
+        found.append("fabric manager %s, the driver %s (they must be the same version)" % (facts["version"], version))
+    if facts["installed"]:
+        service = read_fabric_manager_service(system, container)
+        report["service"] = service
+        if not service["managed"]:
+            notes.append("%s not checked: %s" % (FABRIC_MANAGER_UNIT, service["detail"]))
+        else:
+            if service["active"] != "active":
+                found.append("fabric manager service %s is %s" % (FABRIC_MANAGER_UNIT, service["active"]))
+            if service["enabled"] not in SERVICE_ENABLED:
+                found.append("fabric manager service %s is %s (it does not start at boot)"
+                             % (FABRIC_MANAGER_UNIT, service["enabled"]))
+    drift.extend(found)
+    report["detail"] = "%s: %s" % (
+        need.reason,
+        "; ".join(found) if found else "fabric manager %s at the driver's version%s" % (
+            facts["version"],
+            ", %s %s" % (FABRIC_MANAGER_UNIT, report["service"]["detail"]) if report["service"]["managed"] else "",
+        ),
+    )
+    return report
 
 
 def packaged_driver(system):
@@ -716,17 +1044,40 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
     if params["state"] == "present":
         flavor, flavor_reason = resolve_flavor(system, params.get("flavor") or "auto", declared)
 
-    backend = backend_for(os_facts)(system, params, os_facts, kernel, check_mode)
+    need = read_fabric_manager_need(system, params.get("fabric_manager") or "auto")
+    backend = backend_for(os_facts)(system, params, os_facts, kernel, check_mode, fabric_manager=need)
     current = backend.read()
     plan = Plan()
     desired = backend.plan(plan, current, declared, flavor)
     nouveau = plan_nouveau(
         system, plan, params["state"], params.get("blacklist_nouveau", True), os_facts.get("family"), kernel
     )
+    fm = desired.get("fabric_manager") or {}
+    service, verbs = None, []
+    if need.required and params["state"] == "present":
+        service = read_fabric_manager_service(system, container)
+        if service["enabled"] == "masked":
+            raise GpuFleetError(
+                "nvidia_driver: fabric_manager: %s, and %s is masked, so it could never start; unmask it "
+                "(systemctl unmask %s) or set fabric_manager to never" % (need.reason, FABRIC_MANAGER_UNIT,
+                                                                          FABRIC_MANAGER_UNIT),
+                service=service,
+            )
+        loaded_state, dummy, loaded_reason = module_state(read_kernel_module(system), desired.get("version"), container)
+        verbs = plan_fabric_manager_service(
+            plan, service, bool(fm.get("install")), loaded_state, loaded_reason, desired.get("version")
+        )
+    elif need.nvswitches and need.mode == "never":
+        plan.note(
+            "fabric_manager is never: the fabric manager is not installed or checked, although the host has %s "
+            "(CUDA fails on its GPUs until a fabric manager of the driver's version runs)" % _nvswitches(len(need.nvswitches))
+        )
     changed = bool(plan)
     done = []
     if changed and not check_mode:
         done = Executor(system, writer).execute(plan)
+        if verbs:
+            service = _check_fabric_manager_started(system, container, verbs, done)
 
     # against the desired version: in check mode, what the host would need once the plan ran
     kmod = read_kernel_module(system)
@@ -759,6 +1110,9 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
         "notes": notes,
         "drift": False,
         "drift_detail": [],
+        "fabric_manager": fabric_manager_report(
+            need, fm, service, verbs, desired.get("version"), check_mode, params["state"]
+        ),
     }
     result["msg"] = _message(result, check_mode)
     if diff_mode:
@@ -779,9 +1133,26 @@ def _message(result, check_mode):
             if result["changed"]
             else "installed and pinned, nothing to change",
         )
+    if result["fabric_manager"]["required"]:
+        head += "; %s" % result["fabric_manager"]["detail"]
     if result["reboot_required"]:
         head += "; reboot required: %s" % result["reboot_reason"]
     return head
+
+
+def _check_fabric_manager_started(system, container, verbs, done):
+    """The service after the run; fail when a start or restart did not leave it running."""
+    service = read_fabric_manager_service(system, container)
+    if ("start" in verbs or "restart" in verbs) and service["active"] != "active":
+        raise GpuFleetError(
+            "nvidia_driver: %s is %s after `systemctl %s %s` (the fabric manager exits when the loaded driver is "
+            "not its version, or when it cannot configure the NVSwitches): see `journalctl -u %s`; done: %s"
+            % (FABRIC_MANAGER_UNIT, service["active"], "restart" if "restart" in verbs else "start",
+               FABRIC_MANAGER_UNIT, FABRIC_MANAGER_UNIT, "; ".join(done)),
+            service=service,
+            done=done,
+        )
+    return service
 
 
 # --- helpers shared by the backends -----------------------------------------------------------

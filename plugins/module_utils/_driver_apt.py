@@ -18,7 +18,12 @@ backend
   unattended-upgrades' ``Package-Blacklist``, so that no automatic upgrade can leave the
   libraries at another version than the loaded kernel module;
 - moves, on a version or flavour change, every package of the old driver: to the new version
-  when the archive has it there, else out (purged).
+  when the archive has it there, else out (purged);
+- on hosts that need NVIDIA's fabric manager (NVSwitches), adds its packages, at exactly the
+  driver's version, to the set that is installed, pinned, held and kept from unattended-upgrades:
+  on Ubuntu from Canonical's ``multiverse`` (added to the sources like ``restricted``), on Debian
+  from whatever apt source carries them -- Debian's own archive does not package the fabric
+  manager, so without NVIDIA's CUDA repository in the sources the module fails before any change.
 """
 
 from __future__ import annotations
@@ -83,7 +88,12 @@ class DebianLayout(object):
     # NVIDIA's tools packaged from their own sources, at their own versions.
     companions = ("nvidia-persistenced", "nvidia-modprobe")
 
-    def __init__(self, kernel):
+    # Debian does not package NVIDIA's fabric manager (no fabric-manager source package in the
+    # archive); NVIDIA's CUDA repository for Debian does, under its own names.
+    fm_repository = "cuda-apt"
+    fm_archive = "the configured apt sources"
+
+    def __init__(self, kernel, fabric_manager=False):
         self.kernel = kernel
 
     def is_marker(self, name):
@@ -135,9 +145,15 @@ class UbuntuLayout(object):
     )
     _MODULES = re.compile(r"^linux-(modules|objects)-nvidia-(\d+)-server(-open)?-(.+)$")
     _BRANCHED = re.compile(r"-(\d+)-server")
+    # Canonical packages the fabric manager and NSCQ per branch in multiverse (source packages
+    # fabric-manager-<branch>, libnvidia-nscq-<branch>), at the -server driver's versions.
+    fm_repository = "ubuntu"
+    fm_archive = "Ubuntu's multiverse"
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, fabric_manager=False):
         self.kernel = kernel
+        if fabric_manager:
+            self.components = ("restricted", "multiverse")
 
     def core(self, branch, flavor, modules):
         open_ = "-open" if flavor == "open" else ""
@@ -190,8 +206,9 @@ class UbuntuLayout(object):
         return requested
 
 
-def layout_for(os_facts, kernel):
-    return UbuntuLayout(kernel) if os_facts.get("id") == "ubuntu" else DebianLayout(kernel)
+def layout_for(os_facts, kernel, fabric_manager=False):
+    layout = UbuntuLayout if os_facts.get("id") == "ubuntu" else DebianLayout
+    return layout(kernel, fabric_manager=fabric_manager)
 
 
 # --- apt sources --------------------------------------------------------------------------------
@@ -508,13 +525,15 @@ def render_unattended(names, version):
 class AptBackend(object):
     """Reads the apt state of a Debian or Ubuntu host and plans the driver's packages and files."""
 
-    def __init__(self, system, params, os_facts, kernel, check_mode=False):
+    def __init__(self, system, params, os_facts, kernel, check_mode=False, fabric_manager=None):
         self.system = system
         self.params = params
         self.os = os_facts
         self.kernel = kernel
         self.check_mode = check_mode
-        self.layout = layout_for(os_facts, kernel)
+        self.fabric_manager = fabric_manager or core.FabricManagerNeed("never", [])
+        self.fm_required = self.fabric_manager.required
+        self.layout = layout_for(os_facts, kernel, fabric_manager=self.fm_required)
         self.name = self.layout.name
         codename = os_facts.get("codename") or ""
         self.suites = [codename, codename + "-updates", codename + "-security"]
@@ -615,6 +634,13 @@ class AptBackend(object):
         if isinstance(self.layout, UbuntuLayout):
             precompiled_pkg = self.layout.precompiled(branch, flavor)
             names.add(precompiled_pkg)
+        # The fabric manager's packages, when the host needs it; the fabric manager's packages of
+        # another branch or naming move to the driver's version when the archive has them there.
+        fm_names, fm_other = [], []
+        if self.fm_required:
+            fm_names = core.fabric_manager_packages(self.layout.fm_repository, branch)
+            fm_other = sorted(n for n in installed if core.FABRIC_MANAGER_FAMILY.match(n) and n not in fm_names)
+            names |= set(fm_names)
         # Packages of the installed driver this module did not choose (libnvidia-encode1, a desktop
         # metapackage...): carried along to the new version when the archive has it, else removed.
         extras = {}
@@ -624,10 +650,11 @@ class AptBackend(object):
                 and not self.layout.family(name)
                 and name not in names
                 and name not in self.layout.companions
+                and not (self.fm_required and core.FABRIC_MANAGER_FAMILY.match(name))
             ):
                 extras[name] = self.layout.map_extra(name, branch)
         headers = self.layout.headers() if self.params.get("kernel_headers", True) else []
-        query = sorted(names | set(m for m in extras.values() if m) | set(headers))
+        query = sorted(names | set(m for m in extras.values() if m) | set(headers) | set(fm_other))
         madison = parse_madison(self._apt(["madison"] + query, "list the versions of the driver's packages"))
         policy = {}
         if self.layout.companions:
@@ -644,14 +671,15 @@ class AptBackend(object):
         where = "%s (%s %s)" % (self.layout.archive, self.os.get("id"), self.os.get("version_id"))
         available = self._common_upstreams(madison, self.layout.core(branch, flavor, "dkms"))
         chosen_modules = "dkms"
+        if isinstance(self.layout, UbuntuLayout) and not available:
+            available = self._common_upstreams(madison, self.layout.core(branch, flavor, "precompiled"))
+        choosable = self._fabric_manager_choice(declared, available, madison, fm_names, notes)
         if isinstance(self.layout, UbuntuLayout):
-            if not available:
-                available = self._common_upstreams(madison, self.layout.core(branch, flavor, "precompiled"))
             chosen_modules, version = self._ubuntu_modules(
-                modules, declared, flavor, available, precompiled_pkg, precompiled_driver, where
+                modules, declared, flavor, choosable, precompiled_pkg, precompiled_driver, where
             )
         else:
-            version = self._choose(declared, flavor, available, where)
+            version = self._choose(declared, flavor, choosable, where)
 
         want = {}
         for name in self.layout.core(branch, flavor, chosen_modules):
@@ -668,6 +696,14 @@ class AptBackend(object):
                 want[name] = installed[name]["version"]
             else:
                 notes.append("%s is not available from the configured repositories: not installed" % name)
+        if fm_names:
+            driver_pkg = next((want[n] for n in sorted(want) if self.layout.is_marker(n)), None)
+            for name in fm_names:
+                want[name] = self._preferred_version(madison, name, version, driver_pkg)
+            for name in fm_other:
+                target = self._package_version(madison, name, version, required=False)
+                if target:
+                    want[name] = target
         removals = []
         for name, mapped in sorted(extras.items()):
             target = self._package_version(madison, mapped, version, required=False) if mapped else None
@@ -678,7 +714,11 @@ class AptBackend(object):
         for name in sorted(installed):
             if name in want or name in removals:
                 continue
-            if self.layout.family(name) or self.layout.stale_module_package(name, want):
+            if (
+                self.layout.family(name)
+                or self.layout.stale_module_package(name, want)
+                or (self.fm_required and core.FABRIC_MANAGER_FAMILY.match(name))
+            ):
                 removals.append(name)
         header_installs = self._plan_headers(madison, installed, headers, notes) if chosen_modules == "dkms" else {}
 
@@ -718,6 +758,7 @@ class AptBackend(object):
                 "unhold": unhold,
             },
             "package_diff": package_diff(installed, want, removals, header_installs),
+            "fabric_manager": self._fabric_manager_report(installed, want, install, removals),
         }
 
     def _plan_sources(self, plan, current):
@@ -738,6 +779,7 @@ class AptBackend(object):
             or n in self.layout.companions
             or i["version"] in old_versions
             or self.layout.stale_module_package(n, {})
+            or (self.fm_required and core.FABRIC_MANAGER_FAMILY.match(n))
         )
         held = sorted(n for n in removals if installed[n]["held"])
         if held:
@@ -756,6 +798,7 @@ class AptBackend(object):
             "notes": [],
             "changes": {"install": [], "remove": removals, "hold": [], "unhold": held},
             "package_diff": package_diff(installed, {}, removals, {}),
+            "fabric_manager": self._fabric_manager_report(installed, {}, {}, removals),
         }
 
     def _plan_headers(self, madison, installed, headers, notes):
@@ -771,6 +814,53 @@ class AptBackend(object):
                     % (name, self.kernel)
                 )
         return out
+
+    def _fabric_manager_report(self, installed, want, install, removals):
+        family = core.FABRIC_MANAGER_FAMILY.match
+        return {
+            "packages": dict((n, v) for n, v in want.items() if family(n)) if self.fm_required else {},
+            "installed": dict((n, i["version"]) for n, i in installed.items() if family(n)),
+            "install": sorted(n for n in install if family(n)) if self.fm_required else [],
+            "remove": sorted(n for n in removals if family(n)) if self.fm_required else [],
+        }
+
+    def _fabric_manager_choice(self, declared, available, madison, fm_names, notes):
+        """The driver versions to choose from: with the fabric manager needed, those it exists at."""
+        if not fm_names:
+            return available
+        fm_available = self._common_upstreams(madison, fm_names)
+        if not fm_available and isinstance(self.layout, DebianLayout):
+            if any(versions.try_parse_driver_version(v) and versions.matches(declared, v) for v in available):
+                raise GpuFleetError(
+                    "nvidia_driver: fabric_manager: %s, and NVIDIA's fabric manager must run at exactly the driver's "
+                    "version, but Debian's archive does not package the fabric manager and no apt source read has "
+                    "%s%s; nothing was changed. Add NVIDIA's CUDA repository for Debian "
+                    "(https://developer.download.nvidia.com/compute/cuda/repos/) to the apt sources and choose a "
+                    "driver version it carries, use method preinstalled for a driver installed with its fabric "
+                    "manager by other means, or set fabric_manager to never to install the driver alone"
+                    % (
+                        self.fabric_manager.reason,
+                        " / ".join(fm_names),
+                        " (the sources lack %s, so only Debian's entries were read, through a temporary "
+                        "configuration)" % " ".join(self.layout.components)
+                        if self.tmp
+                        else "",
+                    ),
+                    fabric_manager_packages=list(fm_names),
+                    fabric_manager_versions=[],
+                )
+            return available
+        where = "%s (%s %s)" % (self.layout.fm_archive, self.os.get("id"), self.os.get("version_id"))
+        return core.fabric_manager_choice(self.fabric_manager, declared, available, fm_available, fm_names, where,
+                                          notes)
+
+    @staticmethod
+    def _preferred_version(madison, name, version, prefer):
+        """The package version of ``name`` at upstream ``version``: ``prefer`` (the driver's own) when it has it."""
+        candidates = [v for v in madison.get(name, []) if core.upstream_version(v) == version]
+        if not candidates:
+            raise GpuFleetError("%s has no version %s in the repositories" % (name, version), package=name)
+        return prefer if prefer in candidates else candidates[0]
 
     @staticmethod
     def _common_upstreams(madison, names):

@@ -13,7 +13,11 @@ for a compute-only ("headless") node, ``nvidia-driver-cuda`` with ``kmod-nvidia-
 - enables the branch's stream (resetting another one), installs every package at its exact
   version (``dnf install`` moves an installed package up or down to the version named) and locks
   each one with ``dnf versionlock``;
-- fails before any change when DKMS itself is not available (it comes from EPEL).
+- fails before any change when DKMS itself is not available (it comes from EPEL);
+- on hosts that need NVIDIA's fabric manager (NVSwitches), installs and locks its packages from the
+  same repository at exactly the driver's version (``nvidia-fabric-manager`` and
+  ``libnvidia-nscq-<branch>`` before R580, ``nvidia-fabricmanager`` and ``libnvidia-nscq`` from
+  R580: :func:`._driver.fabric_manager_packages`), and removes those of another branch or naming.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ COMMON = (
 DRIVER_RPMS = ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms"]
 STREAM_SUFFIX = {"proprietary": "dkms", "open": "open"}
 RPM_QF = "%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n"
+# rpm -qa patterns matching every name of core.FABRIC_MANAGER_FAMILY on RHEL.
+FABRIC_MANAGER_GLOBS = ["nvidia-fabric*", "libnvidia-nscq*", "cuda-drivers-fabricmanager*"]
 
 _STREAM_ROW = re.compile(r"^nvidia-driver\s+(?P<stream>\S+)(?P<flags>(?:\s+\[[a-z]\])*)\s")
 _LOCK = re.compile(r"^(?P<name>.+)-(?P<epoch>\d+):(?P<version>[^-:]+)-(?P<release>[^-]+)\.\*$")
@@ -140,8 +146,10 @@ def render_repo(repo_id, baseurl):
 class DnfBackend(object):
     name = "dnf"
 
-    def __init__(self, system, params, os_facts, kernel, check_mode=False):
+    def __init__(self, system, params, os_facts, kernel, check_mode=False, fabric_manager=None):
         self.system = system
+        self.fabric_manager = fabric_manager or core.FabricManagerNeed("never", [])
+        self.fm_required = self.fabric_manager.required
         self.params = params
         self.os = os_facts
         self.kernel = kernel
@@ -174,6 +182,12 @@ class DnfBackend(object):
             raise GpuFleetError("could not list the installed packages: `%s` exited %s: %s"
                                 % (core.command_line(argv), rc, err.strip()))
         installed = parse_rpm_q(out)
+        if self.fm_required:
+            # every package of the fabric manager, whatever its branch or naming
+            installed.update(parse_rpm_q(core.run_checked(
+                self.system, ["rpm", "-qa", "--qf", RPM_QF] + FABRIC_MANAGER_GLOBS,
+                "list the installed fabric manager packages",
+            )))
         texts = {}
         for name in self.system.glob_names(REPO_DIR):
             if name.endswith(".repo"):
@@ -210,7 +224,11 @@ class DnfBackend(object):
             self.repo_options = ["--repofrompath=%s,%s" % (self.repo_id, self.baseurl),
                                  "--setopt=%s.gpgcheck=0" % self.repo_id]
         streams = parse_module_list(self._dnf(["module", "list", "nvidia-driver"], "list the nvidia-driver streams"))
-        query = self._names() + ["dkms", current["devel"]]
+        fm_names, fm_other = [], []
+        if self.fm_required:
+            fm_names = core.fabric_manager_packages("cuda-rpm", declared.branch)
+            fm_other = sorted(n for n in installed if core.FABRIC_MANAGER_FAMILY.match(n) and n not in fm_names)
+        query = self._names() + fm_names + ["dkms", current["devel"]]
         available_pkgs = parse_repoquery(
             self._dnf(
                 ["repoquery", "--disable-modular-filtering", "--showduplicates", "--qf",
@@ -225,8 +243,16 @@ class DnfBackend(object):
             upstreams = found if upstreams is None else upstreams & found
         available = sorted(upstreams or [])
         where = "NVIDIA's CUDA repository (%s)" % self.baseurl
+        choosable = available
+        if fm_names:
+            fm_available = None
+            for name in fm_names:
+                found = set(core.upstream_version(evr) for evr in available_pkgs.get(name, []))
+                fm_available = found if fm_available is None else fm_available & found
+            choosable = core.fabric_manager_choice(self.fabric_manager, declared, available, sorted(fm_available),
+                                                   fm_names, where, notes)
         try:
-            version = core.choose_version(declared, available, flavor, where)
+            version = core.choose_version(declared, choosable, flavor, where)
         except GpuFleetError as exc:
             raise GpuFleetError("nvidia_driver: " + exc.msg, **exc.details)
         stream = "%d-%s" % (declared.branch, STREAM_SUFFIX[flavor])
@@ -243,7 +269,7 @@ class DnfBackend(object):
                 "RHEL, CRB / PowerTools on Rocky and AlmaLinux) first",
             )
         want = {}
-        for name in names:
+        for name in names + fm_names:
             want[name] = next(evr for evr in available_pkgs[name] if core.upstream_version(evr) == version)
         other = [n for n in KERNEL_PACKAGES.values() if n != KERNEL_PACKAGES[flavor] and n in installed]
         install = dict((n, evr) for n, evr in want.items() if installed.get(n) != evr)
@@ -260,7 +286,8 @@ class DnfBackend(object):
                        "add NVIDIA's CUDA repository")
         if VERSIONLOCK_PLUGIN not in installed:
             plan.run("versionlock", ["dnf", "install", "-y", VERSIONLOCK_PLUGIN], "install dnf's versionlock plugin")
-        stale = sorted(n for n, evr in current["locks"].items() if n in self._names() and want.get(n) != evr)
+        managed = set(self._names()) | set(fm_names) | set(fm_other)
+        stale = sorted(n for n, evr in current["locks"].items() if n in managed and want.get(n) != evr)
         if stale:
             plan.run("versionlock", ["dnf", "versionlock", "delete"]
                      + ["%s-%s" % (n, current["locks"][n]) for n in stale], "release the locks of what moves")
@@ -270,6 +297,9 @@ class DnfBackend(object):
                 plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the stream %s" % enabled[0])
             plan.run("stream", ["dnf", "module", "enable", "-y", "nvidia-driver:%s" % stream],
                      "follow the branch's stream")
+        if fm_other:
+            plan.run("packages", ["dnf", "remove", "-y"] + fm_other,
+                     "remove the fabric manager packages of another branch or naming")
         if install:
             specs = ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())]
             plan.run("packages", ["dnf", "install", "-y", "--allowerasing"] + specs,
@@ -290,17 +320,21 @@ class DnfBackend(object):
             "notes": notes,
             "changes": {
                 "install": ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())],
-                "remove": other,
+                "remove": other + fm_other,
                 "lock": lock,
                 "unlock": stale,
             },
-            "package_diff": self._diff(installed, want, other, current["locks"]),
+            "package_diff": self._diff(installed, want, other + fm_other, current["locks"]),
+            "fabric_manager": self._fabric_manager_report(installed, want, install, fm_other),
         }
 
     def _plan_absent(self, plan, current):
         installed = current["installed"]
-        ours = sorted(n for n in self._names() if n in installed)
-        locked = sorted(n for n in current["locks"] if n in self._names())
+        names = set(self._names())
+        if self.fm_required:
+            names |= set(n for n in installed if core.FABRIC_MANAGER_FAMILY.match(n))
+        ours = sorted(n for n in names if n in installed)
+        locked = sorted(n for n in current["locks"] if n in names)
         if locked:
             plan.run("versionlock", ["dnf", "versionlock", "delete"]
                      + ["%s-%s" % (n, current["locks"][n]) for n in locked], "release the driver's locks")
@@ -316,6 +350,16 @@ class DnfBackend(object):
             "notes": ["NVIDIA's CUDA repository stays configured"] if current["repo_configured"] else [],
             "changes": {"install": [], "remove": ours, "lock": [], "unlock": locked},
             "package_diff": self._diff(installed, {}, ours, current["locks"]),
+            "fabric_manager": self._fabric_manager_report(installed, {}, {}, ours),
+        }
+
+    def _fabric_manager_report(self, installed, want, install, removals):
+        family = core.FABRIC_MANAGER_FAMILY.match
+        return {
+            "packages": dict((n, v) for n, v in want.items() if family(n)),
+            "installed": dict((n, v) for n, v in installed.items() if family(n)),
+            "install": sorted(n for n in install if family(n)),
+            "remove": sorted(n for n in removals if family(n)),
         }
 
     @staticmethod

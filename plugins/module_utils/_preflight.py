@@ -34,6 +34,8 @@ RULES = (
     ("kernel_headers", "kernel headers are there for DKMS to build the modules"),
     ("containerd_cri", "containerd's CRI plugin is enabled"),
     ("container_runtime", "the container runtime asked for is installed"),
+    ("fabric_manager_missing", "a host with NVSwitches gets the fabric manager, and it runs"),
+    ("fabric_manager_version", "the fabric manager is at the driver's version on a host with NVSwitches"),
 )
 RULE_IDS = tuple(rule[0] for rule in RULES)
 
@@ -49,6 +51,8 @@ _MAJOR_ONLY = ("debian", "rhel", "rocky", "almalinux")
 
 # Rules about the GPUs themselves, skipped on a host without one.
 NO_GPU_SKIPPED = ("gpu_open_modules", "gpu_driver_branch", "nouveau")
+FABRIC_MANAGER_RULES = ("fabric_manager_missing", "fabric_manager_version")
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
 
 FACT_KEYS = ("gpus", "driver", "container", "os", "kernel", "secure_boot")
 
@@ -297,6 +301,110 @@ def _check_driver_presence(report, facts, method, declared, declared_flavor):
         report.passed("driver_drift", "nothing declared to compare with driver %s" % installed)
     else:
         report.passed("driver_drift", "installed driver %s %s matches what is declared" % (installed, flavor or ""))
+
+
+def _check_fabric_manager(report, facts, method, compared, compared_label):
+    """NVIDIA's fabric manager on a host whose GPUs are joined by NVSwitches.
+
+    Without it the NVSwitches stay unconfigured and CUDA fails on every GPU; it refuses to start
+    with a driver of another version than its own. The facts' ``nvswitches`` and
+    ``fabric_manager`` (gpu_facts) say what the host has.
+    """
+    switches = (facts.get("nvswitches") or {}).get("count")
+    fm = facts.get("fabric_manager")
+    if switches is None or not isinstance(fm, dict):
+        for rule in FABRIC_MANAGER_RULES:
+            report.skip(rule, "the facts have no NVSwitch or fabric manager data (gathered by an older gpu_facts)")
+        return
+    if not switches:
+        for rule in FABRIC_MANAGER_RULES:
+            report.skip(rule, "no NVSwitch on this host")
+        return
+    if method == "operator":
+        for rule in FABRIC_MANAGER_RULES:
+            report.skip(rule, "driver_method operator: the GPU Operator's driver container runs the fabric manager")
+        return
+    nvswitches = "%d NVSwitch%s" % (switches, "" if switches == 1 else "es")
+    os_facts = facts.get("os") or {}
+    service = fm.get("service")
+    if not fm.get("installed"):
+        if method == "preinstalled":
+            report.problem(
+                "fabric_manager_missing",
+                BLOCKING,
+                "the host has %s and no fabric manager, and driver_method preinstalled installs none" % nvswitches,
+                "The GPUs of an NVSwitch system reach each other only once NVIDIA's fabric manager has configured "
+                "the switches; until it runs, CUDA fails to initialise on every GPU ('system not yet initialized').",
+                "Install NVIDIA's fabric manager at the driver's exact version in the host's image and enable its "
+                "nvidia-fabricmanager service, or set driver_method: package so that the driver role installs it.",
+            )
+        elif os_facts.get("id") == "debian":
+            report.problem(
+                "fabric_manager_missing",
+                WARNING,
+                "the host has %s and Debian's archive does not package the fabric manager" % nvswitches,
+                "The driver role installs the fabric manager with the driver from the apt sources; Debian's own "
+                "archive has none, so the role fails before any change unless the sources carry NVIDIA's CUDA "
+                "repository for Debian.",
+                "Add NVIDIA's CUDA repository for Debian to the node's apt sources, or install the driver and its "
+                "fabric manager by other means and set driver_method: preinstalled.",
+            )
+        else:
+            report.passed("fabric_manager_missing",
+                          "%s: the driver role installs the fabric manager with the driver" % nvswitches)
+    elif method == "preinstalled" and service not in (None, "active", "unknown"):
+        report.problem(
+            "fabric_manager_missing",
+            WARNING,
+            "the fabric manager %s is installed but its service %s is %s"
+            % (fm.get("version") or "", FABRIC_MANAGER_UNIT, service),
+            "Until the fabric manager runs, CUDA fails to initialise on the GPUs of an NVSwitch system.",
+            "Enable and start it (systemctl enable --now %s); if it does not stay up, its log says why "
+            "(journalctl -u %s)." % (FABRIC_MANAGER_UNIT, FABRIC_MANAGER_UNIT),
+        )
+    else:
+        report.passed("fabric_manager_missing", "%s: fabric manager %s installed%s" % (
+            nvswitches, fm.get("version") or "", ", service %s" % service if service else ""))
+
+    if not fm.get("installed"):
+        report.skip("fabric_manager_version", "no fabric manager installed")
+        return
+    fm_version = versions.try_parse_driver_version(fm.get("version"))
+    if fm_version is None:
+        report.skip("fabric_manager_version", "the fabric manager's version is unknown")
+        return
+    if compared is None:
+        report.skip("fabric_manager_version", "no driver version to compare")
+        return
+    if versions.matches(compared, fm_version):
+        report.passed("fabric_manager_version", "fabric manager %s matches %s" % (fm_version, compared_label))
+        return
+    message = "fabric manager %s does not match %s on a host with %s" % (fm_version, compared_label, nvswitches)
+    if method == "preinstalled":
+        report.problem(
+            "fabric_manager_version",
+            BLOCKING,
+            message,
+            "The fabric manager compares its version with the loaded driver's when it starts and exits when they "
+            "differ; without it the NVSwitches stay unconfigured and CUDA fails on every GPU.",
+            "Install the fabric manager of the driver's exact version (%s) and restart %s, or bring the driver to "
+            "%s." % (compared, FABRIC_MANAGER_UNIT, fm_version),
+        )
+    else:
+        # driver_method package: the driver role moves the fabric manager packages it manages to
+        # the driver's version in the same run, so an older one is the normal state before an
+        # upgrade; only one it does not manage stays behind.
+        report.problem(
+            "fabric_manager_version",
+            WARNING,
+            message,
+            "The driver role moves the fabric manager packages to the driver's version with the driver "
+            "(nvidia_driver_fabric_manager auto or always); a fabric manager installed by other means, or one "
+            "kept with nvidia_driver_fabric_manager never, stays at %s and exits at start with the new driver."
+            % fm_version,
+            "Keep nvidia_driver_fabric_manager at auto (the default), or remove a fabric manager that no "
+            "package of the driver's repository installed.",
+        )
 
 
 def _resolve_flavor(report, gpus, method, declared_flavor, facts):
@@ -673,6 +781,7 @@ def evaluate(
     _check_secure_boot(report, facts, driver_method)
     _check_headers(report, facts, driver_method)
     _check_runtime(report, facts, container_runtime)
+    _check_fabric_manager(report, facts, driver_method, compared, label)
     return _result(report, len(gpus), resolved)
 
 

@@ -53,6 +53,23 @@ description:
   - "C(reboot_required) is true when the loaded kernel module is not the installed driver, or no
     nvidia module is loaded at all; the reason says which (in a container: 'module not loaded',
     the container having no kernel of its own to load it into)."
+  - "Hosts whose GPUs are joined by NVSwitches (HGX and DGX boards; PCI class 0x0680 devices of
+    vendor 0x10de in sysfs) need NVIDIA's fabric manager at exactly the driver's version, running
+    before CUDA work starts (see O(fabric_manager)). With O(method=package) its packages join the
+    driver's set -- installed at the driver's exact version from the same repository, pinned,
+    held and kept from unattended-upgrades (apt) or version-locked (dnf) -- and the
+    C(nvidia-fabricmanager) service is enabled, and started when the driver of its version is
+    loaded (otherwise it starts at the next boot). Ubuntu - C(nvidia-fabricmanager-<branch>) and
+    C(libnvidia-nscq-<branch>) from Canonical's C(multiverse), added to the sources like
+    C(restricted). RHEL family - C(nvidia-fabric-manager) and C(libnvidia-nscq-<branch>) before
+    R580, C(nvidia-fabricmanager) and C(libnvidia-nscq) from R580, from the CUDA repository.
+    Debian - Debian's archive does not package the fabric manager; the module takes NVIDIA's
+    packages (C(nvidia-fabricmanager-<branch>) before R580, C(nvidia-fabricmanager) from R580)
+    when an apt source carries them at the driver's version, and otherwise fails before any
+    change."
+  - "With a branch as O(version) and the fabric manager needed, the newest release of the branch
+    that the fabric manager also exists at is chosen (a note says when that is not the newest
+    release); a release without a fabric manager at its version fails before any change."
 author:
   - gpufleet.nvidia maintainers (@gpufleet)
 options:
@@ -140,6 +157,23 @@ options:
         C(https://developer.download.nvidia.com/compute/cuda/repos/rhel<major>/<arch>). Point it at
         a mirror for air-gapped hosts.
     type: str
+  fabric_manager:
+    description:
+      - NVIDIA's fabric manager (service C(nvidia-fabricmanager)) and its NVSwitch library
+        (C(libnvidia-nscq)), at exactly the driver's version.
+      - V(auto) manages them where the host has NVSwitch devices (read from sysfs as
+        M(gpufleet.nvidia.gpu_facts) reads them) and leaves hosts without any as they are;
+        V(always) manages them on any host; V(never) never installs, removes or checks them (a note
+        says so on a host with NVSwitches, where CUDA then fails until a fabric manager runs).
+      - With O(method=package) and O(state=present) the packages are installed and pinned with the
+        driver and the service is enabled and started (not in a container or on a host without
+        systemd, where the result says why). With O(state=absent) they are purged with the
+        driver. With O(method=preinstalled) nothing changes; a fabric manager that is missing, at
+        another version than the driver, or whose service is not enabled and active is reported
+        as drift.
+    type: str
+    choices: [auto, always, never]
+    default: auto
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying the target.
@@ -152,8 +186,9 @@ attributes:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
     details:
-      - The packages before and after (name, version, held), and each file (sources, pin,
-        unattended-upgrades, nouveau blacklist, repository) before and after.
+      - The packages before and after (name, version, held; the fabric manager's among them), and
+        each file (sources, pin, unattended-upgrades, nouveau blacklist, repository) before and
+        after. The service commands are in C(plan).
   platform:
     description: Target OS/families that can be operated against.
     support: full
@@ -170,6 +205,11 @@ notes:
     any change when C(dkms) is neither installed nor available."
   - "The temporary apt configuration and the RHEL C(--repofrompath) query contact the archive
     before anything is written; with no network to it, the module fails before any change."
+  - "The fabric manager is not started while the loaded kernel module is of another version than
+    the driver installed (it would exit at once): C(nvidia-fabricmanager) is enabled and starts
+    with the reboot that C(reboot_required) asks for. A masked C(nvidia-fabricmanager) fails the
+    module before any change. NVLink 5 systems (GB200 NVL72) need more than this (C(nvlsm),
+    C(nvidia-imex), C(libnvsdm)); the module does not install those."
 seealso:
   - name: Debian wiki, NvidiaGraphicsDrivers
     description: Debian's packaging of the driver.
@@ -180,6 +220,9 @@ seealso:
   - name: NVIDIA Driver Installation Guide
     description: The CUDA repository, the module streams and version locking on RHEL.
     link: https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/
+  - name: NVIDIA Fabric Manager User Guide
+    description: What the fabric manager does on NVSwitch systems, its packages and its service.
+    link: https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/
   - module: gpufleet.nvidia.gpu_facts
   - module: gpufleet.nvidia.preflight
 """
@@ -220,6 +263,21 @@ EXAMPLES = r"""
     version: "570"
     flavor: open
     cuda_repo_baseurl: https://mirror.example.com/cuda/rhel9/x86_64
+
+- name: Install 570 on an HGX node, with the fabric manager at the same version (auto finds the NVSwitches)
+  gpufleet.nvidia.nvidia_driver:
+    version: "570"
+    flavor: open
+  register: driver
+- ansible.builtin.debug:
+    msg: "{{ driver.fabric_manager.detail }}"
+  when: driver.fabric_manager.required
+
+- name: Install the driver alone, even on a host with NVSwitches (its fabric manager comes from elsewhere)
+  gpufleet.nvidia.nvidia_driver:
+    version: 535.261.03
+    flavor: proprietary
+    fabric_manager: never
 
 - name: Remove the driver
   gpufleet.nvidia.nvidia_driver:
@@ -367,7 +425,10 @@ notes:
   elements: str
   sample: ["linux-headers-6.18.44 is not in the repositories: DKMS cannot build the nvidia module for the running kernel 6.18.44"]
 drift:
-  description: With O(method=preinstalled), whether the installed driver differs from O(version) or O(flavor).
+  description:
+    - With O(method=preinstalled), whether the installed driver differs from O(version) or O(flavor),
+      or, where the fabric manager is needed, whether it is missing, at another version than the
+      driver, or its service is not enabled and active.
   returned: always
   type: bool
   sample: false
@@ -376,7 +437,35 @@ drift_detail:
   returned: always
   type: list
   elements: str
-  sample: ["version 535.261.03, declared 535.309.01"]
+  sample: ["version 535.261.03, declared 535.309.01", "fabric manager 535.261.03, the driver 535.309.01 (they must be the same version)"]
+fabric_manager:
+  description:
+    - NVIDIA's fabric manager on this host. C(mode) is O(fabric_manager); C(required) whether this
+      run manages it, C(reason) why (C(this host has 4 NVSwitches), C(no NVSwitch on this host),
+      C(fabric_manager is always)), C(nvswitch_count) the NVSwitches found in sysfs.
+    - C(packages) are its packages and the versions they are installed and pinned at (O(method=package)),
+      or the package that owns it (O(method=preinstalled)); C(installed_version) the version found
+      before the run (null when none, or not looked for); C(wanted_version) the driver's version it
+      must have (null when not required).
+    - C(service) is the C(nvidia-fabricmanager) unit (C(name), C(managed), C(enabled) and C(active)
+      as systemctl says them, C(detail)), null when not read; C(managed) is false, with the reason
+      in C(detail), in a container or without systemd. After a real run, the state after it.
+    - C(action) lists what was (in check mode, would be) done - V(none), or some of V(install),
+      V(update), V(remove), V(enable), V(start), V(restart); V(verify) with O(method=preinstalled).
+      C(detail) says it in one line.
+  returned: always
+  type: dict
+  sample:
+    mode: auto
+    required: true
+    reason: this host has 4 NVSwitches
+    nvswitch_count: 4
+    packages: {libnvidia-nscq-580: 580.173.02-0ubuntu0.24.04.1, nvidia-fabricmanager-580: 580.173.02-0ubuntu0.24.04.1}
+    installed_version: null
+    wanted_version: 580.173.02
+    service: {name: nvidia-fabricmanager, managed: true, enabled: enabled, active: active, detail: "enabled, active"}
+    action: install, enable, start
+    detail: "this host has 4 NVSwitches: fabric manager 580.173.02 installed and pinned, enabled, started (nvidia-fabricmanager enabled, active)"
 source:
   description: Where the pre-installed driver came from (V(package), V(preinstalled)).
   returned: when O(method=preinstalled)

@@ -28,7 +28,18 @@ description:
     minimum met is a warning, below it blocking), C(nouveau), C(secure_boot) (DKMS-built modules
     need a MOK key unless Ubuntu's precompiled signed modules apply), C(kernel_headers) (DKMS on
     Debian and RHEL), C(containerd_cri) (CRI plugin disabled), C(container_runtime) (runtime not
-    found)."
+    found), C(fabric_manager_missing) and C(fabric_manager_version) (hosts with NVSwitches, see
+    below)."
+  - "On a host with NVSwitches (HGX / DGX boards), NVIDIA's fabric manager must run at exactly the
+    driver's version, or CUDA fails to initialise on every GPU. C(fabric_manager_missing) is
+    blocking with O(driver_method=preinstalled) when no fabric manager is installed (nothing would
+    install one), a warning when it is installed but its C(nvidia-fabricmanager) service is not
+    active, and a warning with O(driver_method=package) on Debian, whose archive does not package
+    it. C(fabric_manager_version) is blocking with O(driver_method=preinstalled) when the
+    installed fabric manager is not the installed driver's version (it refuses to start), and a
+    warning with O(driver_method=package), whose driver role moves the fabric manager with the
+    driver. Both are skipped without NVSwitches, with O(driver_method=operator), and on facts
+    that do not report NVSwitches."
 author:
   - gpufleet.nvidia maintainers (@gpufleet)
 options:
@@ -79,7 +90,8 @@ options:
     elements: str
     choices: [driver_version_format, cuda_version_format, os_supported, driver_missing,
               driver_not_package_owned, driver_drift, gpu_open_modules, gpu_driver_branch,
-              cuda_driver, nouveau, secure_boot, kernel_headers, containerd_cri, container_runtime]
+              cuda_driver, nouveau, secure_boot, kernel_headers, containerd_cri, container_runtime,
+              fabric_manager_missing, fabric_manager_version]
     default: []
   facts:
     description:

@@ -8,6 +8,11 @@ test: the module may run nothing the fixture did not record.
 
 The Debian fixtures are real (captured in the lab containers with capture-debian.sh); the plans
 asserted here are the ones the module carried out there.
+
+Hosts with NVSwitches are DERIVED (tests/unit/fixtures/driver/hgx, see its README): the recorded
+hosts get the NVSwitches of a derived HGX H100 host in sysfs (``Replay.add_nvswitches``), their
+package queries answer the fabric manager's packages from documented repository lines
+(``Replay.answer_fabric_manager``), and ``Replay.systemd`` simulates systemctl.
 """
 
 from __future__ import annotations
@@ -22,8 +27,12 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt as apt
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 
 FIXTURES = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "driver"))
+HGX = os.path.join(FIXTURES, "hgx")
+HGX_HOST = os.path.normpath(os.path.join(FIXTURES, "..", "hosts", "rocky9-h100x8-rpm-rke2", "root"))
+FM_UNIT = "nvidia-fabricmanager"
 _TMP = re.compile(r"/(?:[^\s=/]+/)*gpufleet-apt-[^/\s]+")
 # Commands that change the host: answered with success, never recorded in a fixture.
 MUTATING = (
@@ -39,6 +48,9 @@ MUTATING = (
     ("dnf", "module", "reset"),
     ("dnf", "versionlock", "add"),
     ("dnf", "versionlock", "delete"),
+    ("systemctl", "enable"),
+    ("systemctl", "start"),
+    ("systemctl", "restart"),
 )
 
 
@@ -73,6 +85,8 @@ class Replay(object):
         self.overrides = dict((json.dumps(list(k)), v) for k, v in (overrides or {}).items())
         self.calls = []
         self.temp_files = {}
+        self.services = None
+        self.starts_as = "active"
 
     def put(self, path, text, mode=0o644):
         local = os.path.join(self.root, path.lstrip("/"))
@@ -99,6 +113,8 @@ class Replay(object):
                     with open(path) as handle:
                         self.temp_files[os.path.relpath(path, tmp)] = handle.read()
         self.calls.append(normal)
+        if normal[:1] == ["systemctl"] and self.services is not None:
+            return self._systemctl(normal[1], normal[-1])
         key = json.dumps(normal)
         if key in self.overrides:
             return self.overrides[key]
@@ -116,6 +132,85 @@ class Replay(object):
 
     def mutations(self):
         return [c for c in self.calls if any(tuple(c[: len(p)]) == p for p in MUTATING)]
+
+    # -- what the derived HGX hosts add ---------------------------------------------------------
+
+    def add_nvswitches(self):
+        """The PCI devices of the derived HGX H100 host (eight GPUs, four NVSwitches) in sysfs."""
+        tree = hostfs.materialize(HGX_HOST)
+        for sub in ("sys/bus/pci", "sys/devices"):
+            shutil.copytree(os.path.join(tree, sub), os.path.join(self.root, sub), symlinks=True, dirs_exist_ok=True)
+        return self
+
+    def answer_fabric_manager(self, names, fixture=None, installed=None):
+        """Answer the package queries that name the fabric manager's ``names`` too.
+
+        Each recorded ``apt-cache madison`` (``dnf repoquery``) answers again, with ``names`` added
+        to its arguments where the backend puts them, and the lines of ``names`` in the hgx
+        ``fixture`` added to its output (none without a fixture: a repository that does not
+        have them). ``installed`` (other installed fabric manager packages) join the madison
+        query as the backend adds them.
+        """
+        text = ""
+        if fixture:
+            with open(os.path.join(HGX, fixture)) as handle:
+                text = handle.read()
+        for key, (rc, out, err) in list(self.commands.items()):
+            argv = json.loads(key)
+            if "madison" in argv:
+                cut = argv.index("madison") + 1
+                new = argv[:cut] + sorted(set(argv[cut:]) | set(names) | set(installed or ()))
+                lines = [line for line in text.splitlines(True) if line.split("|")[0].strip() in names]
+            elif "repoquery" in argv:
+                cut = argv.index("dkms")
+                new = argv[:cut] + list(names) + argv[cut:]
+                lines = [line for line in text.splitlines(True) if line.split("\t")[0] in names]
+            else:
+                continue
+            self.overrides[json.dumps(new)] = (rc, out + "".join(lines), err)
+        return self
+
+    def systemd(self, enabled="not-found", active="inactive", starts_as="active"):
+        """A host booted with systemd: systemctl answers for nvidia-fabricmanager from a state.
+
+        ``enable`` enables the unit; ``start`` and ``restart`` leave it ``starts_as``.
+        """
+        os.makedirs(os.path.join(self.root, "run", "systemd", "system"), exist_ok=True)
+        self.put("/usr/bin/systemctl", "#!/bin/sh\n", 0o755)
+        self.services = {FM_UNIT: {"enabled": enabled, "active": active}}
+        self.starts_as = starts_as
+        return self
+
+    def _systemctl(self, verb, unit):
+        state = self.services.setdefault(unit, {"enabled": "not-found", "active": "inactive"})
+        if verb == "is-enabled":
+            if state["enabled"] == "not-found":
+                return 1, "", "Failed to get unit file state for %s.service: No such file or directory\n" % unit
+            return (0 if state["enabled"] == "enabled" else 1), state["enabled"] + "\n", ""
+        if verb == "is-active":
+            return (0 if state["active"] == "active" else 3), state["active"] + "\n", ""
+        if verb == "enable":
+            state["enabled"] = "enabled"
+            return 0, "", "Created symlink /etc/systemd/system/multi-user.target.wants/%s.service.\n" % unit
+        if verb in ("start", "restart"):
+            state["active"] = self.starts_as
+            return 0, "", ""
+        raise AssertionError("systemctl %s %s: not simulated" % (verb, unit))
+
+    def load_driver(self, version):
+        """The proprietary nvidia module ``version`` loaded, on a machine (no container markers)."""
+        self.not_in_a_container()
+        self.put("/proc/modules", "nvidia 56655872 1 nvidia_uvm, Live 0x0000000000000000 (POE)\n")
+        self.put("/proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  %s  Wed Jun 25 "
+                 "19:52:15 UTC 2025\n" % version)
+        self.put("/sys/module/nvidia/version", version + "\n")
+        return self
+
+    def not_in_a_container(self):
+        for path in ("/run/systemd/container", "/run/.containerenv"):
+            if os.path.exists(os.path.join(self.root, path.lstrip("/"))):
+                os.remove(os.path.join(self.root, path.lstrip("/")))
+        return self
 
 
 def run(replay, check_mode=True, diff_mode=False, **params):
@@ -532,3 +627,369 @@ def test_d12_without_a_debian_entry_says_why_nothing_is_available(tmp_path):
         "non-free-firmware from this module; add the components to the entries that hold Debian's archive)"
     )
     assert replay.read("/etc/apt/sources.list") == "deb http://mirror.invalid/local-mirror stable main\n"
+
+
+# --- the fabric manager on Debian: not in Debian's archive (DERIVED hosts, see fixtures/driver/hgx) ---
+
+D12_FM = ["libnvidia-nscq-535", "nvidia-fabricmanager-535"]
+DEBIAN_FM_MESSAGE = (
+    "nvidia_driver: fabric_manager: this host has 4 NVSwitches, and NVIDIA's fabric manager must run at exactly the "
+    "driver's version, but Debian's archive does not package the fabric manager and no apt source read has "
+    "libnvidia-nscq-535 / nvidia-fabricmanager-535%s; nothing was changed. Add NVIDIA's CUDA repository for "
+    "Debian (https://developer.download.nvidia.com/compute/cuda/repos/) to the apt sources and choose a driver "
+    "version it carries, use method preinstalled for a driver installed with its fabric manager by other means, "
+    "or set fabric_manager to never to install the driver alone"
+)
+
+
+@pytest.mark.parametrize(
+    "names, expected",
+    [
+        (("ubuntu", 535), ["libnvidia-nscq-535", "nvidia-fabricmanager-535"]),
+        (("ubuntu", 580), ["libnvidia-nscq-580", "nvidia-fabricmanager-580"]),  # Canonical keeps the branch
+        (("cuda-apt", 570), ["libnvidia-nscq-570", "nvidia-fabricmanager-570"]),
+        (("cuda-apt", 580), ["libnvidia-nscq", "nvidia-fabricmanager"]),  # NVIDIA dropped it at R580
+        (("cuda-rpm", 535), ["libnvidia-nscq-535", "nvidia-fabric-manager"]),
+        (("cuda-rpm", 575), ["libnvidia-nscq-575", "nvidia-fabric-manager"]),
+        (("cuda-rpm", 590), ["libnvidia-nscq", "nvidia-fabricmanager"]),
+    ],
+)
+def test_fabric_manager_package_names(names, expected):
+    assert _driver.fabric_manager_packages(*names) == expected
+
+
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("nvidia-fabricmanager-535", True), ("nvidia-fabricmanager", True), ("nvidia-fabricmanager-dev-580", True),
+        ("nvidia-fabric-manager", True), ("nvidia-fabric-manager-devel", True), ("libnvidia-nscq-570", True),
+        ("libnvidia-nscq", True), ("cuda-drivers-fabricmanager-535", True),
+        ("nvidia-smi", False), ("libnvidia-compute-580-server", False), ("nvidia-fabricmanager-tools", False),
+    ],
+)
+def test_fabric_manager_family(name, family):
+    assert bool(_driver.FABRIC_MANAGER_FAMILY.match(name)) is family
+
+
+@pytest.mark.parametrize(
+    "mode, nvswitches, required, reason",
+    [
+        ("auto", ["0000:05:00.0", "0000:06:00.0"], True, "this host has 2 NVSwitches"),
+        ("auto", [], False, "no NVSwitch on this host"),
+        ("always", [], True, "fabric_manager is always"),
+        ("never", ["0000:05:00.0"], False, "fabric_manager is never (the host has 1 NVSwitch)"),
+    ],
+)
+def test_fabric_manager_need(mode, nvswitches, required, reason):
+    need = _driver.FabricManagerNeed(mode, nvswitches)
+    assert (need.required, need.reason) == (required, reason)
+
+
+def test_nvswitches_are_read_from_sysfs(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
+    need = _driver.read_fabric_manager_need(replay.system(), "auto")
+    assert need.nvswitches == ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"]
+    assert need.required is True
+    assert replay.calls == []  # sysfs only, no command
+
+
+def test_d12_fabric_manager_fails_before_any_change_from_debians_archive(tmp_path):
+    replay = Replay(D12_PRISTINE, tmp_path).add_nvswitches().answer_fabric_manager(D12_FM)
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, check_mode=False, version="535", flavor="proprietary")
+    assert raised.value.msg == DEBIAN_FM_MESSAGE % (
+        " (the sources lack contrib non-free non-free-firmware, so only Debian's entries were read, through a "
+        "temporary configuration)"
+    )
+    assert raised.value.details["fabric_manager_packages"] == D12_FM
+    assert replay.mutations() == []
+    assert "non-free" not in replay.read("/etc/apt/sources.list")
+    assert not os.listdir(replay.tmp)
+
+
+def test_d12_fabric_manager_missing_with_complete_sources(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches().answer_fabric_manager(D12_FM)
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
+    assert raised.value.msg == DEBIAN_FM_MESSAGE % ""
+    assert replay.mutations() == [["apt-get", "update", "-q"]]  # the lists only, as without a fabric manager
+    assert replay.read(apt.PIN_FILE) == Replay(D12_INSTALLED, tmp_path / "again").read(apt.PIN_FILE)
+
+
+def test_d12_unavailable_driver_still_says_so_first(tmp_path):
+    # (from R580 on, NVIDIA's repository names them without the branch)
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
+    replay.answer_fabric_manager(["libnvidia-nscq", "nvidia-fabricmanager"])
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, version="580", flavor="proprietary")
+    assert raised.value.msg.startswith("nvidia_driver: version 580 (proprietary) is not available from Debian's")
+
+
+def test_d12_fabric_manager_from_nvidias_repository_is_pinned_with_the_driver(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
+    replay.answer_fabric_manager(D12_FM, "madison-debian12-cuda-repository.txt")
+    result = run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
+    assert plan_of(result) == [
+        "update /etc/apt/preferences.d/gpufleet-nvidia-driver.pref (pin the driver's packages to their versions)",
+        "update /etc/apt/apt.conf.d/51gpufleet-nvidia-driver (keep the driver out of unattended-upgrades)",
+        install_argv("libnvidia-nscq-535=535.261.03-1", "nvidia-fabricmanager-535=535.261.03-1"),
+        "apt-mark hold libnvidia-nscq-535 nvidia-fabricmanager-535",
+    ]
+    pin = replay.read(apt.PIN_FILE)
+    # the fabric manager in the driver's own stanza: the same package version
+    assert "Package: firmware-nvidia-gsp libcuda1 libnvidia-cfg1 libnvidia-ml1 libnvidia-nscq-535 " \
+        "libnvidia-pkcs11-openssl3 libnvidia-ptxjitcompiler1 nvidia-alternative nvidia-fabricmanager-535 " \
+        "nvidia-kernel-dkms nvidia-kernel-support nvidia-legacy-check nvidia-smi\nPin: version 535.261.03-1\n" in pin
+    assert '    "^nvidia-fabricmanager-535$";\n' in replay.read(apt.UU_FILE)
+    fm = result["fabric_manager"]
+    assert fm["packages"] == {"libnvidia-nscq-535": "535.261.03-1", "nvidia-fabricmanager-535": "535.261.03-1"}
+    assert (fm["required"], fm["wanted_version"], fm["installed_version"]) == (True, "535.261.03", None)
+    # a podman container: no systemd to run the service, and the result says so
+    assert fm["service"]["managed"] is False
+    assert fm["action"] == "install"
+    assert fm["detail"] == (
+        "this host has 4 NVSwitches: fabric manager 535.261.03 installed and pinned; nvidia-fabricmanager not "
+        "managed: this is a podman container, where no systemd runs the host's services: enable and start "
+        "nvidia-fabricmanager on the host"
+    )
+    assert "nvidia-fabricmanager is not enabled or started by this module: this is a podman container" in " ".join(
+        result["notes"])
+    assert not any(c[0] == "systemctl" for c in replay.calls)
+
+
+def test_d12_fabric_manager_newest_release_with_one(tmp_path):
+    # NVIDIA's repository has the fabric manager at 535.261.03, not at the newer 535.309.01 of
+    # bookworm-security: the branch resolves to the newest release with a fabric manager.
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
+    replay.answer_fabric_manager(D12_FM, "madison-debian12-cuda-repository.txt")
+    result = run(replay, version="535", flavor="proprietary")
+    assert result["version"] == "535.261.03"
+    assert result["available_versions"] == ["535.261.03", "535.309.01"]
+    assert (
+        "fabric manager: the configured apt sources (debian 12) has no libnvidia-nscq-535 / nvidia-fabricmanager-535 "
+        "at 535.309.01; 535.261.03 is the newest release of 535 with one" in result["notes"]
+    )
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, version="535.309.01", flavor="proprietary")
+    assert raised.value.msg == (
+        "nvidia_driver: fabric_manager: this host has 4 NVSwitches, and NVIDIA's fabric manager must run at exactly "
+        "the driver's version, but the configured apt sources (debian 12) has no libnvidia-nscq-535 / "
+        "nvidia-fabricmanager-535 at 535.309.01 (fabric manager versions there: 535.247.01, 535.261.03); choose a "
+        "driver version that has one, or set fabric_manager to never to install the driver alone"
+    )
+    assert raised.value.details["fabric_manager_versions"] == ["535.247.01", "535.261.03"]
+
+
+def test_fabric_manager_never_leaves_it_alone_and_says_so(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
+    result = run(replay, version="535.261.03", flavor="proprietary", fabric_manager="never")
+    assert result["changed"] is False and result["plan"] == []
+    assert result["fabric_manager"]["required"] is False
+    assert result["fabric_manager"]["action"] == "none"
+    assert (
+        "fabric_manager is never: the fabric manager is not installed or checked, although the host has 4 NVSwitches "
+        "(CUDA fails on its GPUs until a fabric manager of the driver's version runs)"
+    ) in result["notes"]
+    assert result["msg"] == "NVIDIA driver 535.261.03 (proprietary) installed and pinned, nothing to change; " \
+        "reboot required: " + result["reboot_reason"]
+
+
+def test_without_nvswitches_nothing_about_the_fabric_manager(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path)
+    result = run(replay, version="535.261.03", flavor="proprietary")
+    assert result["fabric_manager"] == {
+        "mode": "auto",
+        "required": False,
+        "reason": "no NVSwitch on this host",
+        "nvswitch_count": 0,
+        "packages": {},
+        "installed_version": None,
+        "wanted_version": None,
+        "service": None,
+        "action": "none",
+        "detail": "no NVSwitch on this host: not managed",
+    }
+    assert not any(c[0] == "systemctl" for c in replay.calls)
+
+
+def test_fabric_manager_always_without_nvswitches(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path).answer_fabric_manager(D12_FM, "madison-debian12-cuda-repository.txt")
+    result = run(replay, version="535.261.03", flavor="proprietary", fabric_manager="always")
+    assert result["fabric_manager"]["reason"] == "fabric_manager is always"
+    assert "nvidia-fabricmanager-535=535.261.03-1" in result["package_changes"]["install"]
+
+
+def test_d12_absent_purges_the_fabric_manager(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
+    dpkg = replay.commands[json.dumps(apt.DPKG_QUERY)]
+    replay.overrides[json.dumps(apt.DPKG_QUERY)] = (
+        dpkg[0], dpkg[1] + "nvidia-fabricmanager-535\t535.261.03-1\thi \nlibnvidia-nscq-535\t535.261.03-1\thi \n", dpkg[2])
+    result = run(replay, state="absent")
+    every = sorted(PROPRIETARY_HELD + ["nvidia-modprobe", "nvidia-persistenced", "nvidia-smi"] + D12_FM)
+    assert plan_of(result)[:2] == ["apt-mark unhold " + " ".join(every), "apt-get purge -y -q " + " ".join(every)]
+    assert result["fabric_manager"]["action"] == "remove"
+    assert result["fabric_manager"]["installed_version"] == "535.261.03"
+    assert result["fabric_manager"]["detail"] == (
+        "this host has 4 NVSwitches: the fabric manager's packages would be removed with the driver"
+    )
+
+
+# --- the fabric manager's service --------------------------------------------------------------------
+
+
+def d12_with_fabric_manager(tmp_path, loaded="535.261.03", **systemd):
+    """Debian 12 with 535.261.03 installed, on a machine with NVSwitches, NVIDIA's repository in the sources."""
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches().not_in_a_container().systemd(**systemd)
+    replay.answer_fabric_manager(D12_FM, "madison-debian12-cuda-repository.txt")
+    if loaded:
+        replay.load_driver(loaded)
+    return replay
+
+
+def test_service_enabled_and_started_with_the_driver_loaded(tmp_path):
+    replay = d12_with_fabric_manager(tmp_path)
+    result = run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
+    assert plan_of(result)[-2:] == ["systemctl enable nvidia-fabricmanager", "systemctl start nvidia-fabricmanager"]
+    assert replay.mutations()[-2:] == [["systemctl", "enable", FM_UNIT], ["systemctl", "start", FM_UNIT]]
+    fm = result["fabric_manager"]
+    assert fm["action"] == "install, enable, start"
+    assert fm["service"] == {"name": FM_UNIT, "managed": True, "enabled": "enabled", "active": "active",
+                             "detail": "enabled, active"}
+    assert fm["detail"] == (
+        "this host has 4 NVSwitches: fabric manager 535.261.03 installed and pinned, enabled, started "
+        "(nvidia-fabricmanager now enabled, active)"
+    )
+    assert result["msg"] == "NVIDIA driver 535.261.03 (proprietary) installed and pinned; " + fm["detail"]
+
+
+def test_service_waits_for_the_reboot_when_another_driver_is_loaded(tmp_path):
+    replay = d12_with_fabric_manager(tmp_path, loaded="535.247.01")
+    result = run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
+    assert plan_of(result)[-1] == "systemctl enable nvidia-fabricmanager"
+    assert ["systemctl", "start", FM_UNIT] not in replay.calls
+    assert (
+        "nvidia-fabricmanager starts at the next boot, with the driver 535.261.03 loaded (it refuses to run with a "
+        "driver of another version; now: the loaded nvidia module is 535.247.01, the installed driver 535.261.03: "
+        "reboot to load it (until then nvidia-smi and CUDA fail with 'driver/library version mismatch'))"
+    ) in result["notes"]
+    assert result["fabric_manager"]["detail"].endswith(
+        "(nvidia-fabricmanager now enabled, inactive); it starts at the next boot, with the driver of its version loaded")
+    assert result["reboot_required"] is True
+
+
+def test_service_that_does_not_start_fails_the_run(tmp_path):
+    replay = d12_with_fabric_manager(tmp_path, starts_as="failed")
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
+    assert raised.value.msg.startswith(
+        "nvidia_driver: nvidia-fabricmanager is failed after `systemctl start nvidia-fabricmanager` (the fabric "
+        "manager exits when the loaded driver is not its version, or when it cannot configure the NVSwitches): see "
+        "`journalctl -u nvidia-fabricmanager`; done: wrote /etc/apt/preferences.d/gpufleet-nvidia-driver.pref;"
+    )
+    assert raised.value.details["service"]["active"] == "failed"
+
+
+def test_masked_service_fails_before_any_change(tmp_path):
+    replay = d12_with_fabric_manager(tmp_path, enabled="masked")
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
+    assert raised.value.msg == (
+        "nvidia_driver: fabric_manager: this host has 4 NVSwitches, and nvidia-fabricmanager is masked, so it could "
+        "never start; unmask it (systemctl unmask nvidia-fabricmanager) or set fabric_manager to never"
+    )
+    assert [c for c in replay.mutations() if c[0] != "apt-get"] == []
+
+
+def test_service_running_at_its_version_is_left_alone(tmp_path):
+    replay = d12_with_fabric_manager(tmp_path, enabled="enabled", active="active")
+    dpkg = replay.commands[json.dumps(apt.DPKG_QUERY)]
+    replay.overrides[json.dumps(apt.DPKG_QUERY)] = (
+        dpkg[0], dpkg[1] + "nvidia-fabricmanager-535\t535.261.03-1\thi \nlibnvidia-nscq-535\t535.261.03-1\thi \n", dpkg[2])
+    installed = dict(apt.parse_dpkg_query(replay.overrides[json.dumps(apt.DPKG_QUERY)][1]))
+    pinned = dict((n, i["version"]) for n, i in installed.items() if i["held"])
+    replay.put(apt.PIN_FILE, apt.render_pin(pinned, "535.261.03", "proprietary"))
+    replay.put(apt.UU_FILE, apt.render_unattended(pinned, "535.261.03"))
+    for check_mode in (True, False):
+        result = run(replay, check_mode=check_mode, version="535.261.03", flavor="proprietary")
+        assert result["changed"] is False and result["plan"] == []
+        assert result["fabric_manager"]["action"] == "none"
+        assert result["fabric_manager"]["installed_version"] == "535.261.03"
+    assert result["fabric_manager"]["detail"] == (
+        "this host has 4 NVSwitches: fabric manager 535.261.03 installed and pinned, nothing to change "
+        "(nvidia-fabricmanager now enabled, active)"
+    )
+    assert not any(c[:2] in (["systemctl", "start"], ["systemctl", "enable"]) for c in replay.calls)
+
+
+# --- the pre-installed fabric manager ----------------------------------------------------------------
+
+
+def preinstalled_hgx(tmp_path, fm_version="535.261.03", loaded="535.261.03", **systemd):
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches().load_driver(loaded).systemd(**systemd)
+    if fm_version:
+        replay.put("/usr/bin/nv-fabricmanager", "#!/bin/sh\n", 0o755)
+        replay.overrides[json.dumps(["/usr/bin/nv-fabricmanager", "--version"])] = (
+            0, "Fabric Manager version is : %s\n" % fm_version, "")
+    return replay
+
+
+def test_preinstalled_fabric_manager_at_the_drivers_version(tmp_path):
+    replay = preinstalled_hgx(tmp_path, enabled="enabled", active="active")
+    with open(os.path.join(HGX, "nv-fabricmanager-version-535.261.03.txt")) as handle:
+        assert replay.overrides[json.dumps(["/usr/bin/nv-fabricmanager", "--version"])][1] == handle.read()
+    result = run(replay, check_mode=False, method="preinstalled", version="535.261.03")
+    assert result["drift"] is False and result["drift_detail"] == []
+    fm = result["fabric_manager"]
+    assert (fm["required"], fm["installed_version"], fm["wanted_version"], fm["action"]) == (
+        True, "535.261.03", "535.261.03", "verify")
+    assert fm["detail"] == (
+        "this host has 4 NVSwitches: fabric manager 535.261.03 at the driver's version, nvidia-fabricmanager "
+        "enabled, active"
+    )
+    assert replay.mutations() == []
+
+
+def test_preinstalled_fabric_manager_drift(tmp_path):
+    replay = preinstalled_hgx(tmp_path, fm_version="535.247.01", enabled="disabled", active="failed")
+    result = run(replay, method="preinstalled", version="535.261.03")
+    assert result["drift"] is True
+    assert result["drift_detail"] == [
+        "fabric manager 535.247.01, the driver 535.261.03 (they must be the same version)",
+        "fabric manager service nvidia-fabricmanager is failed",
+        "fabric manager service nvidia-fabricmanager is disabled (it does not start at boot)",
+    ]
+    assert result["msg"].startswith("pre-installed driver 535.261.03 (proprietary, preinstalled): drifted: fabric "
+                                    "manager 535.247.01, the driver 535.261.03")
+    assert replay.mutations() == [] and result["changed"] is False
+
+
+def test_preinstalled_fabric_manager_missing(tmp_path):
+    replay = preinstalled_hgx(tmp_path, fm_version=None)
+    result = run(replay, method="preinstalled", version="535.261.03")
+    assert result["drift_detail"] == [
+        "fabric manager not installed (this host has 4 NVSwitches; CUDA fails on its GPUs until one of the driver's "
+        "version runs)"
+    ]
+    assert result["fabric_manager"]["service"] is None
+    assert not any(c[0] == "systemctl" for c in replay.calls)
+
+
+def test_preinstalled_fabric_manager_in_a_container_is_not_checked_for_its_service(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
+    replay.put("/usr/bin/nv-fabricmanager", "#!/bin/sh\n", 0o755)
+    replay.overrides[json.dumps(["/usr/bin/nv-fabricmanager", "--version"])] = (
+        0, "Fabric Manager version is : 535.261.03\n", "")
+    result = run(replay, method="preinstalled", version="535.261.03")
+    assert result["drift"] is False
+    assert result["notes"] == [
+        "nvidia-fabricmanager not checked: this is a podman container, where no systemd runs the host's services: "
+        "enable and start nvidia-fabricmanager on the host"
+    ]
+
+
+def test_preinstalled_without_nvswitches_checks_nothing(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path)
+    result = run(replay, method="preinstalled", version="535.261.03")
+    assert result["fabric_manager"]["required"] is False
+    assert result["fabric_manager"]["detail"] == "no NVSwitch on this host: not checked"
+    assert result["notes"] == []

@@ -7,6 +7,7 @@ Ubuntu plans below are checked against documented outputs, not observed ones.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -310,3 +311,112 @@ def test_jammy_sources_edit_keeps_the_rest(tmp_path):
     assert "download.docker.example/linux/ubuntu jammy stable\n" in text
     assert text.startswith("# See http://help.ubuntu.com/community/UpgradeNotes")
     assert text.count(" restricted") == 3
+
+
+# --- the fabric manager on Ubuntu: Canonical's multiverse (DERIVED hosts, see fixtures/driver/hgx) ----
+
+NOBLE_FM = ["libnvidia-nscq-580", "nvidia-fabricmanager-580"]
+
+
+def noble_hgx(tmp_path, drop=None, **systemd):
+    replay = Replay(NOBLE, tmp_path).add_nvswitches().systemd(**systemd)
+    replay.answer_fabric_manager(NOBLE_FM, "madison-ubuntu2404-multiverse.txt")
+    if drop:  # a fabric manager release the archive does not have (yet)
+        for key, (rc, out, err) in list(replay.overrides.items()):
+            replay.overrides[key] = (rc, "".join(l for l in out.splitlines(True) if not (drop in l and "nscq" in l or
+                                                                                        drop in l and "fabric" in l)), err)
+    return replay
+
+
+def test_noble_fabric_manager_joins_the_driver(tmp_path):
+    replay = noble_hgx(tmp_path)
+    result = run(replay, version="580", flavor="open")
+    precompiled = "linux-modules-nvidia-580-server-open-6.8.0-90-generic"
+    packages = sorted(["%s=%s" % (n, N580) for n in NOBLE_SET + NOBLE_FM] + [precompiled + "=6.8.0-90.91+2"])
+    assert plan_of(result) == [
+        "create /etc/apt/preferences.d/gpufleet-nvidia-driver.pref (pin the driver's packages to their versions)",
+        "create /etc/apt/apt.conf.d/51gpufleet-nvidia-driver (keep the driver out of unattended-upgrades)",
+        install_argv(*packages),
+        "apt-mark hold " + " ".join(sorted(NOBLE_SET + NOBLE_FM + [precompiled])),
+        "create /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf (blacklist nouveau)",
+        "systemctl enable nvidia-fabricmanager",  # no module loaded: it starts at the next boot
+    ]
+    assert result["packages"]["nvidia-fabricmanager-580"] == N580
+    pin = next(d for d in run(noble_hgx(tmp_path / "again"), diff_mode=True, version="580", flavor="open")["diff"]
+               if d["after_header"] == apt.PIN_FILE)["after"]
+    assert "libnvidia-nscq-580 " in pin.split("Pin: version %s" % N580)[0]
+    fm = result["fabric_manager"]
+    assert fm["packages"] == {"libnvidia-nscq-580": N580, "nvidia-fabricmanager-580": N580}
+    assert fm["action"] == "install, enable"
+    assert fm["service"]["enabled"] == "not-found" and fm["service"]["managed"] is True
+    assert fm["detail"] == (
+        "this host has 4 NVSwitches: fabric manager 580.173.02 would be installed and pinned, enabled "
+        "(nvidia-fabricmanager now not-found, inactive); it starts at the next boot, with the driver of its version "
+        "loaded"
+    )
+    assert replay.mutations() == []  # check mode: no systemctl enable either
+
+
+def test_noble_fabric_manager_started_with_the_driver_loaded(tmp_path):
+    replay = noble_hgx(tmp_path).load_driver("580.173.02")
+    result = run(replay, check_mode=False, version="580", flavor="open")
+    assert plan_of(result)[-2:] == ["systemctl enable nvidia-fabricmanager", "systemctl start nvidia-fabricmanager"]
+    assert result["fabric_manager"]["service"]["active"] == "active"
+    assert result["kernel_module"]["state"] == "current"
+
+
+def test_noble_branch_takes_the_newest_release_with_a_fabric_manager(tmp_path):
+    result = run(noble_hgx(tmp_path, drop="580.173.02"), version="580", flavor="open")
+    assert result["version"] == "580.159.03"
+    assert result["kernel_modules"] == "precompiled"
+    assert result["packages"]["linux-modules-nvidia-580-server-open-6.8.0-90-generic"] == "6.8.0-90.91+1"
+    assert result["packages"]["nvidia-fabricmanager-580"] == N580_OLD
+    assert result["available_versions"] == ["580.159.03", "580.173.02"]
+    assert (
+        "fabric manager: Ubuntu's multiverse (ubuntu 24.04) has no libnvidia-nscq-580 / nvidia-fabricmanager-580 at "
+        "580.173.02; 580.159.03 is the newest release of 580 with one" in result["notes"]
+    )
+
+
+def test_noble_release_without_a_fabric_manager_fails_before_any_change(tmp_path):
+    replay = noble_hgx(tmp_path, drop="580.173.02")
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, check_mode=False, version="580.173.02", flavor="open")
+    assert raised.value.msg == (
+        "nvidia_driver: fabric_manager: this host has 4 NVSwitches, and NVIDIA's fabric manager must run at exactly "
+        "the driver's version, but Ubuntu's multiverse (ubuntu 24.04) has no libnvidia-nscq-580 / "
+        "nvidia-fabricmanager-580 at 580.173.02 (fabric manager versions there: 580.159.03); choose a driver version "
+        "that has one, or set fabric_manager to never to install the driver alone"
+    )
+    assert [c for c in replay.mutations() if c[:2] != ["apt-get", "update"]] == []
+    assert replay.read(apt.PIN_FILE) is None
+
+
+def test_jammy_fabric_manager_adds_multiverse_and_moves_off_the_old_branch(tmp_path):
+    replay = Replay(JAMMY, tmp_path).add_nvswitches().systemd(enabled="enabled", active="active")
+    dpkg = replay.commands[json.dumps(apt.DPKG_QUERY)]
+    old_fm = ["libnvidia-nscq-535", "nvidia-fabricmanager-535"]
+    replay.overrides[json.dumps(apt.DPKG_QUERY)] = (
+        dpkg[0], dpkg[1] + "".join("%s\t535.247.01-0ubuntu0.22.04.1\thi \n" % n for n in old_fm), dpkg[2])
+    replay.answer_fabric_manager(NOBLE_FM, "madison-ubuntu2204-multiverse.txt", installed=old_fm)
+    result = run(replay, version="580", flavor="open")
+    plan = plan_of(result)
+    assert plan[0] == "update /etc/apt/sources.list (add multiverse restricted to its jammy entries)"
+    assert replay.temp_files["sources.list"] == (
+        "deb http://mirror.invalid/ubuntu jammy main universe restricted multiverse\n"
+        "deb http://mirror.invalid/ubuntu jammy-updates main universe restricted multiverse\n"
+        "deb http://mirror.invalid/ubuntu jammy-security main universe restricted multiverse # security\n"
+    )
+    unhold = plan[2].split(" ")[2:]
+    assert "libnvidia-nscq-535" in unhold and "nvidia-fabricmanager-535" in unhold
+    install = plan[5]
+    assert "nvidia-fabricmanager-580=580.173.02-0ubuntu0.22.04.1" in install.split(" ")
+    assert "libnvidia-nscq-580=580.173.02-0ubuntu0.22.04.1" in install.split(" ")
+    assert "nvidia-fabricmanager-535-" in install.split(" ") and "libnvidia-nscq-535-" in install.split(" ")
+    assert plan[6].startswith("apt-mark hold ") and "nvidia-fabricmanager-580" in plan[6].split(" ")
+    # enabled and running (535): it moves, and starts with the 580 module after the reboot
+    assert not any(p.startswith("systemctl") for p in plan)
+    assert result["fabric_manager"]["installed_version"] == "535.247.01"
+    assert result["fabric_manager"]["action"] == "remove, install"
+    assert any(n.startswith("nvidia-fabricmanager starts at the next boot, with the driver 580.173.02 loaded")
+               for n in result["notes"])

@@ -8,6 +8,8 @@ versionlock. The plans below follow that documentation; none was run on a RHEL h
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_dnf as dnf
@@ -161,3 +163,100 @@ def test_rocky9_absent(tmp_path):
         "remove /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf (nouveau no longer blacklisted by this module)",
     ]
     assert result["reboot_required"] is False
+
+
+# --- the fabric manager from NVIDIA's CUDA repository (DERIVED hosts, see fixtures/driver/hgx) -------
+
+RPM_QA_FM = json.dumps(["rpm", "-qa", "--qf", dnf.RPM_QF] + dnf.FABRIC_MANAGER_GLOBS)
+VERSIONLOCK = json.dumps(["dnf", "-q", "versionlock", "list"])
+FM_570 = ["libnvidia-nscq-570", "nvidia-fabric-manager"]
+FM_580 = ["libnvidia-nscq", "nvidia-fabricmanager"]
+
+
+def rocky_hgx(tmp_path, fm_installed=None, fm_names=FM_570, loaded="570.172.08", **systemd):
+    """Rocky 9 with 570.172.08 installed and locked, on an HGX board; ``fm_installed``: {name: evr} locked too."""
+    replay = Replay(INSTALLED, tmp_path).add_nvswitches().systemd(**systemd)
+    if loaded:
+        replay.load_driver(loaded)
+    replay.answer_fabric_manager(fm_names, "repoquery-rocky9-cuda-repository.txt")
+    fm_installed = fm_installed or {}
+    replay.overrides[RPM_QA_FM] = (0, "".join("%s\t%s\n" % item for item in sorted(fm_installed.items())), "")
+    rc, out, err = replay.commands[VERSIONLOCK]
+    replay.overrides[VERSIONLOCK] = (rc, out + "".join("%s-%s.*\n" % item for item in sorted(fm_installed.items())), err)
+    return replay
+
+
+def test_rocky9_fabric_manager_installed_and_locked_with_the_driver(tmp_path):
+    replay = rocky_hgx(tmp_path)
+    result = run(replay, check_mode=False, version="570.172.08", flavor="proprietary")
+    fm = specs(FM_570, "0:570.172.08-1")
+    assert plan_of(result) == [
+        " ".join(["dnf", "install", "-y", "--allowerasing"] + fm),
+        " ".join(["dnf", "versionlock", "add"] + fm),
+        "systemctl enable nvidia-fabricmanager",
+        "systemctl start nvidia-fabricmanager",
+    ]
+    assert result["packages"]["nvidia-fabric-manager"] == "0:570.172.08-1"
+    assert result["fabric_manager"]["action"] == "install, enable, start"
+    assert result["fabric_manager"]["service"]["active"] == "active"
+    assert RPM_QA_FM in [json.dumps(c) for c in replay.calls]
+
+
+def test_rocky9_fabric_manager_idempotent(tmp_path):
+    replay = rocky_hgx(tmp_path, {"libnvidia-nscq-570": "0:570.172.08-1", "nvidia-fabric-manager": "0:570.172.08-1"},
+                       enabled="enabled", active="active")
+    for check_mode in (True, False):
+        result = run(replay, check_mode=check_mode, version="570.172.08", flavor="proprietary")
+        assert result["changed"] is False and result["plan"] == []
+    assert result["fabric_manager"]["installed_version"] == "570.172.08"
+    assert replay.mutations() == []
+
+
+def test_rocky9_branch_whose_newest_driver_has_no_fabric_manager(tmp_path):
+    result = run(rocky_hgx(tmp_path), version="570", flavor="proprietary")
+    assert result["version"] == "570.172.08"  # not 570.195.03: no fabric manager at that version
+    assert "570.195.03" in result["available_versions"]
+    with pytest.raises(GpuFleetError) as raised:
+        run(rocky_hgx(tmp_path / "again"), version="570.195.03", flavor="proprietary")
+    assert raised.value.msg == (
+        "nvidia_driver: fabric_manager: this host has 4 NVSwitches, and NVIDIA's fabric manager must run at exactly "
+        "the driver's version, but NVIDIA's CUDA repository "
+        "(https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64) has no libnvidia-nscq-570 / "
+        "nvidia-fabric-manager at 570.195.03 (fabric manager versions there: 570.133.20, 570.172.08); choose a driver "
+        "version that has one, or set fabric_manager to never to install the driver alone"
+    )
+
+
+def test_rocky9_move_to_580_renames_the_fabric_manager(tmp_path):
+    old = {"libnvidia-nscq-570": "0:570.172.08-1", "nvidia-fabric-manager": "0:570.172.08-1"}
+    replay = rocky_hgx(tmp_path, old, fm_names=FM_580, enabled="enabled", active="active")
+    result = run(replay, version="580", flavor="open")
+    locked = sorted(COMMON + ["kmod-nvidia-latest-dkms"] + FM_570)
+    names = sorted(COMMON + ["kmod-nvidia-open-dkms"])
+    assert plan_of(result) == [
+        " ".join(["dnf", "versionlock", "delete"] + sorted(
+            specs(sorted(COMMON + ["kmod-nvidia-latest-dkms"]), "3:570.172.08-1.el9") + specs(FM_570, "0:570.172.08-1"))),
+        "dnf module reset -y nvidia-driver",
+        "dnf module enable -y nvidia-driver:580-open",
+        "dnf remove -y libnvidia-nscq-570 nvidia-fabric-manager",
+        " ".join(["dnf", "install", "-y", "--allowerasing"] + sorted(
+            specs(names, "3:580.95.05-1.el9") + specs(FM_580, "0:580.95.05-1"))),
+        " ".join(["dnf", "versionlock", "add"] + sorted(specs(names, "3:580.95.05-1.el9") + specs(FM_580, "0:580.95.05-1"))),
+    ]
+    assert sorted(result["package_changes"]["unlock"]) == locked
+    assert result["package_changes"]["remove"] == ["kmod-nvidia-latest-dkms"] + FM_570
+    # the 570 module is loaded: the new fabric manager starts with 580 after the reboot
+    assert result["reboot_required"] is True
+    assert result["fabric_manager"]["action"] == "remove, install"
+
+
+def test_rocky9_absent_removes_the_fabric_manager(tmp_path):
+    old = {"libnvidia-nscq-570": "0:570.172.08-1", "nvidia-fabric-manager": "0:570.172.08-1"}
+    result = run(rocky_hgx(tmp_path, old), state="absent")
+    names = sorted(COMMON + ["kmod-nvidia-latest-dkms"] + FM_570)
+    assert plan_of(result)[:2] == [
+        " ".join(["dnf", "versionlock", "delete"] + ["%s-%s" % (n, "0:570.172.08-1" if n in FM_570 else
+                                                                  "3:570.172.08-1.el9") for n in names]),
+        " ".join(["dnf", "remove", "-y"] + names),
+    ]
+    assert result["fabric_manager"]["action"] == "remove"

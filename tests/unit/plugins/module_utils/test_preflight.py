@@ -581,3 +581,106 @@ def test_operator_method_blocks_on_nouveau():
     result = run(V100, driver_version="580", driver_method="operator", driver_flavor="proprietary",
                  container_runtime="none")
     assert problems(result, "nouveau") == [("blocking", "the nouveau driver is loaded and driver_method is operator")]
+
+
+# --- the fabric manager on a host with NVSwitches (the derived HGX H100 host: 4 NVSwitches, ----------
+# --- fabric manager 570.172.08 active) ---------------------------------------------------------------
+
+H100_PREINSTALLED = dict(driver_version="570", driver_method="preinstalled", container_runtime="rke2")
+
+
+def fm_missing(facts):
+    facts["fabric_manager"].update(installed=False, path=None, version=None, version_source=None, service=None)
+
+
+def test_fabric_manager_missing():
+    result = run(H100, with_headers, **GOOD[H100])
+    assert outcome(result, "fabric_manager_missing") == "pass"
+    assert result["checks"]["fabric_manager_missing"]["detail"] == (
+        "4 NVSwitches: fabric manager 570.172.08 installed, service active"
+    )
+    result = run(H100, fm_missing, **H100_PREINSTALLED)
+    assert problems(result, "fabric_manager_missing") == [
+        ("blocking", "the host has 4 NVSwitches and no fabric manager, and driver_method preinstalled installs none")
+    ]
+    assert result["ok"] is False
+    assert outcome(result, "fabric_manager_version") == "skipped"
+    assert result["checks"]["fabric_manager_version"]["detail"] == "no fabric manager installed"
+
+
+def test_fabric_manager_missing_is_installed_by_the_package_method():
+    result = run(H100, lambda f: (fm_missing(f), with_headers(f)), **GOOD[H100])
+    assert problems(result, "fabric_manager_missing") == []
+    assert result["checks"]["fabric_manager_missing"]["detail"] == (
+        "4 NVSwitches: the driver role installs the fabric manager with the driver"
+    )
+
+
+def test_fabric_manager_missing_on_debian_warns():
+    def debian(facts):
+        fm_missing(facts)
+        with_headers(facts)
+        facts["os"].update(id="debian", version_id="12", version_major="12", family="debian", pretty_name="Debian 12")
+
+    result = run(H100, debian, **GOOD[H100])
+    assert problems(result, "fabric_manager_missing") == [
+        ("warning", "the host has 4 NVSwitches and Debian's archive does not package the fabric manager")
+    ]
+
+
+def test_fabric_manager_service_not_running_warns():
+    result = run(H100, lambda f: f["fabric_manager"].update(service="failed"), **H100_PREINSTALLED)
+    assert problems(result, "fabric_manager_missing") == [
+        ("warning", "the fabric manager 570.172.08 is installed but its service nvidia-fabricmanager is failed")
+    ]
+    assert result["ok"] is True
+
+
+def test_fabric_manager_version():
+    result = run(H100, **H100_PREINSTALLED)
+    assert outcome(result, "fabric_manager_version") == "pass"
+    assert result["checks"]["fabric_manager_version"]["detail"] == (
+        "fabric manager 570.172.08 matches the installed driver 570.172.08"
+    )
+    result = run(H100, lambda f: f["fabric_manager"].update(version="570.133.20"), **H100_PREINSTALLED)
+    assert problems(result, "fabric_manager_version") == [
+        ("blocking", "fabric manager 570.133.20 does not match the installed driver 570.172.08 on a host with "
+                     "4 NVSwitches")
+    ]
+    assert result["ok"] is False
+    with pytest.raises(GpuFleetError) as raised:
+        pf.enforce(result)
+    assert "[fabric_manager_version] fabric manager 570.133.20 does not match" in raised.value.msg
+
+
+def test_fabric_manager_version_with_the_package_method_warns():
+    # the driver role moves the fabric manager with the driver: not a reason to refuse the upgrade
+    result = run(H100, with_headers, driver_version="580", driver_method="package", container_runtime="rke2")
+    assert problems(result, "fabric_manager_version") == [
+        ("warning", "fabric manager 570.172.08 does not match driver_version 580 on a host with 4 NVSwitches")
+    ]
+    assert outcome(run(H100, with_headers, **GOOD[H100]), "fabric_manager_version") == "pass"
+
+
+def test_fabric_manager_version_waived():
+    result = run(H100, lambda f: f["fabric_manager"].update(version="570.133.20"), waive=["fabric_manager_version"],
+                 **H100_PREINSTALLED)
+    assert result["ok"] is True
+    assert outcome(result, "fabric_manager_version") == "waived"
+
+
+@pytest.mark.parametrize(
+    "name, edit, kwargs, detail",
+    [
+        (H200, None, GOOD[H200], "no NVSwitch on this host"),
+        (H100, None, dict(driver_version="570", driver_method="operator", container_runtime="rke2"),
+         "driver_method operator: the GPU Operator's driver container runs the fabric manager"),
+        (H100, lambda f: (f.pop("nvswitches"), f.pop("fabric_manager")), H100_PREINSTALLED,
+         "the facts have no NVSwitch or fabric manager data (gathered by an older gpu_facts)"),
+    ],
+)
+def test_fabric_manager_rules_skipped(name, edit, kwargs, detail):
+    result = run(name, edit, **kwargs)
+    for rule in pf.FABRIC_MANAGER_RULES:
+        assert outcome(result, rule) == "skipped"
+        assert result["checks"][rule]["detail"] == detail

@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_dr
     D12_PRISTINE,
     Replay,
 )
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver_dnf import rocky_hgx
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
 
 ARGS = {"version": "535.261.03", "flavor": "proprietary"}
@@ -101,4 +102,55 @@ def test_preinstalled_never_changes(tmp_path):
         result = run_module(nvidia_driver, {"method": "preinstalled", "version": "535.261.03"})
     assert result["changed"] is False
     assert result["version"] == "535.261.03" and result["drift"] is False
+    assert replay.mutations() == []
+
+
+# --- an HGX node (DERIVED, see tests/unit/fixtures/driver/hgx): the fabric manager with the driver ---
+
+FM_ARGS = {"version": "570.172.08", "flavor": "proprietary"}
+
+
+def test_fabric_manager_four_steps(tmp_path):
+    """Check mode, real run, then check mode and real run on the host as the run left it: no change."""
+    before = rocky_hgx(tmp_path / "before")
+    with host(before):
+        first = run_module(nvidia_driver, FM_ARGS, check_mode=True)
+    assert first["changed"] is True and first["executed"] == [] and before.mutations() == []
+    assert first["plan"][-2:] == ["systemctl enable nvidia-fabricmanager", "systemctl start nvidia-fabricmanager"]
+    assert first["fabric_manager"]["service"]["active"] == "inactive"
+
+    with host(before):
+        second = run_module(nvidia_driver, FM_ARGS)
+    assert second["changed"] is True and second["plan"] == first["plan"]
+    assert second["executed"][-2:] == ["systemctl enable nvidia-fabricmanager", "systemctl start nvidia-fabricmanager"]
+    assert second["fabric_manager"]["service"]["active"] == "active"
+
+    installed = {"libnvidia-nscq-570": "0:570.172.08-1", "nvidia-fabric-manager": "0:570.172.08-1"}
+    after = rocky_hgx(tmp_path / "after", installed, enabled="enabled", active="active")
+    with host(after):
+        third = run_module(nvidia_driver, FM_ARGS, check_mode=True)
+        fourth = run_module(nvidia_driver, FM_ARGS)
+    assert third["changed"] is False and fourth["changed"] is False
+    assert third["plan"] == [] and fourth["executed"] == [] and after.mutations() == []
+    assert fourth["fabric_manager"]["action"] == "none"
+
+
+def test_fabric_manager_option_is_checked(tmp_path):
+    replay = Replay(D12_PRISTINE, tmp_path)
+    with host(replay), pytest.raises(AnsibleFailJson) as raised:
+        run_module(nvidia_driver, dict(ARGS, fabric_manager="yes"))
+    assert "fabric_manager" in raised.value.result["msg"] and "auto, always, never" in raised.value.result["msg"]
+    assert replay.calls == []
+
+
+def test_preinstalled_fabric_manager_drift_through_the_module(tmp_path):
+    replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
+    with host(replay):
+        result = run_module(nvidia_driver, {"method": "preinstalled", "version": "535.261.03"})
+    assert result["changed"] is False and result["drift"] is True
+    assert result["drift_detail"] == [
+        "fabric manager not installed (this host has 4 NVSwitches; CUDA fails on its GPUs until one of the driver's "
+        "version runs)"
+    ]
+    assert result["fabric_manager"]["required"] is True
     assert replay.mutations() == []

@@ -124,3 +124,21 @@ def test_gathers_the_facts_itself_without_facts(monkeypatch):
     assert seen["root"] == "/host"
     assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 0 blocking, 0 warnings, 1 waived"
     assert result["gpu_count"] == 0
+
+
+def test_fabric_manager_of_another_version_fails_a_preinstalled_hgx_node():
+    facts = fixture_facts("rocky9-h100x8-rpm-rke2")
+    facts["fabric_manager"]["version"] = "570.133.20"
+    args = {"driver_version": "570", "driver_method": "preinstalled", "container_runtime": "rke2", "facts": facts}
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(preflight, args)
+    assert exc.value.result["msg"] == (
+        "preflight: 1 blocking problem: [fabric_manager_version] fabric manager 570.133.20 does not match the "
+        "installed driver 570.172.08 on a host with 4 NVSwitches"
+    )
+    assert exc.value.result["blocking_count"] == 1
+    # the new rule ids are waivable through the module's argument spec
+    result = run_module(preflight, dict(args, waive=["fabric_manager_version"]))
+    assert result["ok"] is True
+    assert result["checks"]["fabric_manager_version"]["outcome"] == "waived"
+    assert "warnings" not in result
