@@ -1,0 +1,213 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NVIDIA Container Toolkit's packages on Debian and Ubuntu, in one pass.
+
+What ``roles/container_toolkit`` used to do in eight tasks (keyring directory, key download,
+source file, cache refresh, pin, install, four holds, the runtime module's Python dependency),
+done by one module call: read the key, the source and pin files and the packages' dpkg state,
+build the desired files in memory, compare, and only then write, refresh the lists (only when
+the repository changed, or when an install needs lists older than ``cache_valid_time``),
+install the exact version and hold. A run that changes nothing costs one ``dpkg-query``.
+
+:func:`plan` is a pure function of the current state and the parameters; :func:`apply` carries
+a plan out through a ``system`` object (files, commands), so both are unit-tested without apt.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+MANAGED_BY = "Managed by gpufleet.nvidia.container_toolkit"
+PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1")
+KEYRING = "/etc/apt/keyrings/nvidia-container-toolkit.asc"
+SOURCE_FILE = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+PIN_FILE = "/etc/apt/preferences.d/nvidia-container-toolkit.pref"
+LISTS_DIR = "/var/lib/apt/lists"
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
+APT_GET_INSTALL = [
+    "apt-get", "install", "-y", "-q", "--no-install-recommends", "--allow-downgrades",
+    "--allow-change-held-packages", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
+]
+DPKG_QUERY = ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"]
+_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.~+]+)?$")
+
+
+def full_version(version):
+    """``1.17.8`` -> ``1.17.8-1`` (NVIDIA's package revision); ``1.17.8-1`` as is."""
+    text = str(version or "").strip()
+    if not _VERSION.match(text):
+        raise GpuFleetError(
+            "version: %r is not a toolkit version (expected e.g. 1.17.8 or 1.17.8-1)" % (version,), version=version
+        )
+    return text if "-" in text else text + "-1"
+
+
+def render_source(url, keyring):
+    return "# %s\ndeb [signed-by=%s] %s /\n" % (MANAGED_BY, keyring, url)
+
+
+def render_pin(packages, version):
+    return (
+        "# %s: the toolkit packages move together.\nPackage: %s\nPin: version %s\nPin-Priority: 1001\n"
+        % (MANAGED_BY, " ".join(packages), version)
+    )
+
+
+def parse_dpkg_query(text):
+    """``{name: {'version', 'held'}}`` of installed packages in ``dpkg-query -W`` output (DPKG_QUERY)."""
+    found = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3:
+            continue
+        status = parts[2]
+        if len(status) >= 2 and status[1] in ("i", "U", "F", "W", "t"):
+            found[parts[0].strip()] = {"version": parts[1].strip(), "held": status[:1] == "h"}
+    return found
+
+
+def read_state(system, params):
+    """What is on the node now: the three files and the packages' dpkg state."""
+    names = list(params["packages"]) + [p for p in params["extra_packages"] if p not in params["packages"]]
+    rc, out, err = system.run(DPKG_QUERY + names)
+    if rc not in (0, 1):  # 1: some of the packages are unknown to dpkg
+        raise GpuFleetError("dpkg-query failed (rc %s): %s" % (rc, (err or out).strip()), rc=rc)
+    return {
+        "files": dict((path, system.read(path)) for path in (params["keyring"], params["source_file"], params["pin_file"])),
+        "packages": parse_dpkg_query(out),
+        "lists_age": system.lists_age(),
+    }
+
+
+def desired_files(params, key):
+    files = {params["pin_file"]: render_pin(params["packages"], full_version(params["version"]))}
+    if params["repo_manage"]:
+        if not params["repo_url"]:
+            raise GpuFleetError("repo_url: empty while repo_manage is true (the repository to install from)")
+        files[params["keyring"]] = key
+        files[params["source_file"]] = render_source(params["repo_url"], params["keyring"])
+    return files
+
+
+def plan(current, params, key):
+    """What to change: ``{'files', 'install', 'hold', 'unhold', 'update_cache', 'actions'}``."""
+    version = full_version(params["version"])
+    files = dict(
+        (path, text) for path, text in desired_files(params, key).items() if current["files"].get(path) != text
+    )
+    installed = current["packages"]
+    install = ["%s=%s" % (name, version) for name in params["packages"]
+               if (installed.get(name) or {}).get("version") != version]
+    install += [name for name in params["extra_packages"] if name not in installed and name not in params["packages"]]
+    hold, unhold = [], []
+    for name in params["packages"]:
+        held = (installed.get(name) or {}).get("held", False)
+        if params["hold"] and not held:
+            hold.append(name)
+        elif not params["hold"] and held:
+            unhold.append(name)
+    repo_changed = params["repo_manage"] and any(p in files for p in (params["keyring"], params["source_file"]))
+    age = current.get("lists_age")
+    stale = age is None or age > params["cache_valid_time"]
+    update = bool(repo_changed or (install and (stale or params["update_cache"])))
+    actions = ["write %s" % path for path in sorted(files)]
+    if update:
+        actions.append("apt-get update")
+    if install:
+        actions.append("apt-get install " + " ".join(install))
+    if hold:
+        actions.append("apt-mark hold " + " ".join(hold))
+    if unhold:
+        actions.append("apt-mark unhold " + " ".join(unhold))
+    return {"files": files, "install": install, "hold": hold, "unhold": unhold, "update_cache": update, "actions": actions}
+
+
+def diff(current, todo, version):
+    """One diff entry per file, and one for the packages."""
+    entries = []
+    for path in sorted(todo["files"]):
+        entries.append({
+            "before_header": path, "after_header": path,
+            "before": current["files"].get(path) or "", "after": todo["files"][path],
+        })
+    if todo["install"] or todo["hold"] or todo["unhold"]:
+        def line(name, info, held):
+            return "%s=%s%s\n" % (name, info, " (held)" if held else "")
+
+        before = "".join(
+            line(name, (current["packages"].get(name) or {}).get("version", "(not installed)"),
+                 (current["packages"].get(name) or {}).get("held", False))
+            for name in sorted(current["packages"])
+        )
+        after_pkgs = dict(current["packages"])
+        for spec in todo["install"]:
+            name, _sep, ver = spec.partition("=")
+            after_pkgs[name] = dict(after_pkgs.get(name) or {}, version=ver or "(latest)")
+        for name in todo["hold"]:
+            after_pkgs[name] = dict(after_pkgs.get(name) or {}, held=True)
+        for name in todo["unhold"]:
+            after_pkgs[name] = dict(after_pkgs.get(name) or {}, held=False)
+        after = "".join(line(n, i.get("version"), i.get("held", False)) for n, i in sorted(after_pkgs.items()))
+        entries.append({"before_header": "packages", "after_header": "packages (toolkit %s)" % version,
+                        "before": before, "after": after})
+    return entries
+
+
+def apply(system, todo):
+    """Carry a plan out: files first, then the lists, the install, the holds."""
+    for path, text in sorted(todo["files"].items()):
+        system.write(path, text)
+    if todo["update_cache"]:
+        _checked(system, ["apt-get", "update", "-q"], "apt-get update")
+    if todo["install"]:
+        _checked(system, APT_GET_INSTALL + todo["install"], "apt-get install " + " ".join(todo["install"]))
+    if todo["hold"]:
+        _checked(system, ["apt-mark", "hold"] + todo["hold"], "apt-mark hold")
+    if todo["unhold"]:
+        _checked(system, ["apt-mark", "unhold"] + todo["unhold"], "apt-mark unhold")
+
+
+def _checked(system, argv, what):
+    rc, out, err = system.run(argv, environ_update=APT_ENV)
+    if rc != 0:
+        tail = "\n".join(((err or "") + "\n" + (out or "")).strip().splitlines()[-15:])
+        raise GpuFleetError("%s failed (rc %s): %s" % (what, rc, tail), rc=rc, command=argv)
+    return out
+
+
+def converge(system, params, check_mode=False, want_diff=False):
+    """Read, plan, and (unless check mode) apply; the module's result."""
+    version = full_version(params["version"])
+    current = read_state(system, params)
+    key = None
+    if params["repo_manage"]:
+        key = params["repo_key"] or system.fetch(params["repo_key_url"])
+        if "-----BEGIN PGP PUBLIC KEY BLOCK-----" not in key:
+            raise GpuFleetError(
+                "the repository key from %s is not an ASCII-armored OpenPGP public key (it starts %r); "
+                "nothing was changed" % ("repo_key" if params["repo_key"] else params["repo_key_url"], key[:40]),
+            )
+        if not key.endswith("\n"):
+            key += "\n"
+    todo = plan(current, params, key)
+    changed = bool(todo["actions"])
+    if changed and not check_mode:
+        apply(system, todo)
+        after = parse_dpkg_query(system.run(DPKG_QUERY + list(params["packages"]))[1])
+    else:
+        after = current["packages"]
+    result = {
+        "changed": changed,
+        "version": version,
+        "packages": dict((n, (after.get(n) or {}).get("version")) for n in params["packages"]),
+        "held": sorted(n for n in params["packages"] if (after.get(n) or {}).get("held")),
+        "actions": todo["actions"],
+        "files": sorted(todo["files"]),
+        "msg": ("NVIDIA Container Toolkit %s: %s" % (version, "; ".join(todo["actions"])) if changed
+                else "NVIDIA Container Toolkit %s installed, pinned%s" % (version, " and held" if params["hold"] else "")),
+    }
+    if want_diff:
+        result["diff"] = diff(current, todo, version)
+    return result

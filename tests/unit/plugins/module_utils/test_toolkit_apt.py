@@ -1,0 +1,213 @@
+"""Tests of module_utils/_toolkit_apt.py: the toolkit's packages on Debian / Ubuntu in one pass.
+
+``FakeApt`` keeps the node's files and dpkg database in memory and answers the commands the
+module runs (dpkg-query in DPKG_QUERY's format, apt-get update / install, apt-mark) the way
+Debian's tools do; the dpkg-query lines follow the output of dpkg 1.21 on Debian 12 (status
+abbreviations ``ii`` / ``hi``, unknown packages on stderr with rc 1).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toolkit_apt as T
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZabc\n-----END PGP PUBLIC KEY BLOCK-----\n"
+URL = "http://127.0.0.1:8088/stable/deb/$(ARCH)"
+
+
+class FakeApt(object):
+    def __init__(self, packages=None, files=None, lists_age=60.0, key=KEY, fail=None):
+        self.packages = dict(packages or {})  # name -> (version, held)
+        self.files = dict(files or {})
+        self.age = lists_age
+        self.key = key
+        self.fail = fail or {}
+        self.calls = []
+        self.fetched = []
+
+    def run(self, argv, environ_update=None):
+        self.calls.append(list(argv))
+        verb = argv[0] if argv[0] != "apt-get" else "apt-get " + argv[1]
+        if verb in self.fail:
+            return self.fail[verb]
+        if argv[0] == "dpkg-query":
+            out, err = [], []
+            for name in argv[4:]:
+                if name in self.packages:
+                    version, held = self.packages[name]
+                    out.append("%s\t%s\t%s \n" % (name, version, "hi" if held else "ii"))
+                else:
+                    err.append("dpkg-query: no packages found matching %s\n" % name)
+            return (1 if err else 0), "".join(out), "".join(err)
+        if verb == "apt-get update":
+            self.age = 0.0
+            return 0, "Reading package lists...\n", ""
+        if verb == "apt-get install":
+            for spec in argv[len(T.APT_GET_INSTALL):]:
+                name, _sep, version = spec.partition("=")
+                held = (self.packages.get(name) or (None, False))[1]
+                self.packages[name] = (version or "1.0-1", held)
+            return 0, "", ""
+        if argv[0] == "apt-mark":
+            for name in argv[2:]:
+                self.packages[name] = (self.packages[name][0], argv[1] == "hold")
+            return 0, "%s set on hold.\n" % argv[2], ""
+        raise AssertionError("unexpected command %r" % argv)
+
+    def read(self, path):
+        return self.files.get(path)
+
+    def write(self, path, text):
+        self.files[path] = text
+
+    def fetch(self, url):
+        self.fetched.append(url)
+        return self.key
+
+    def lists_age(self):
+        return self.age
+
+
+def params(**extra):
+    base = dict(version="1.17.8", packages=list(T.PACKAGES), extra_packages=["python3-tomlkit"], hold=True,
+                repo_manage=True, repo_url=URL, repo_key_url="http://127.0.0.1:8088/gpgkey", repo_key="",
+                keyring=T.KEYRING, source_file=T.SOURCE_FILE, pin_file=T.PIN_FILE, update_cache=False,
+                cache_valid_time=3600)
+    base.update(extra)
+    return base
+
+
+def converged(version="1.17.8-1", held=True):
+    return FakeApt(
+        packages=dict([(n, (version, held)) for n in T.PACKAGES] + [("python3-tomlkit", ("0.11.7-1", False))]),
+        files={T.KEYRING: KEY, T.SOURCE_FILE: T.render_source(URL, T.KEYRING), T.PIN_FILE: T.render_pin(T.PACKAGES, version)},
+    )
+
+
+def verbs(system):
+    return [c[0] if c[0] != "apt-get" else "apt-get " + c[1] for c in system.calls]
+
+
+@pytest.mark.parametrize("given, full", [("1.17.8", "1.17.8-1"), ("1.17.8-1", "1.17.8-1"), ("1.18.0-1~rc.1", "1.18.0-1~rc.1")])
+def test_full_version(given, full):
+    assert T.full_version(given) == full
+
+
+@pytest.mark.parametrize("bad", ["1.17", "latest", "", None, "1.17.8 ; rm -rf /"])
+def test_bad_versions_are_refused_before_anything_is_read(bad):
+    system = FakeApt()
+    with pytest.raises(GpuFleetError, match="is not a toolkit version"):
+        T.converge(system, params(version=bad))
+    assert system.calls == [] and system.files == {}
+
+
+def test_fresh_node_gets_key_source_pin_install_and_hold_in_order():
+    system = FakeApt(lists_age=None)
+    result = T.converge(system, params(), want_diff=True)
+    assert result["changed"] is True
+    assert result["actions"] == [
+        "write " + T.KEYRING, "write " + T.PIN_FILE, "write " + T.SOURCE_FILE, "apt-get update",
+        "apt-get install nvidia-container-toolkit=1.17.8-1 nvidia-container-toolkit-base=1.17.8-1 "
+        "libnvidia-container-tools=1.17.8-1 libnvidia-container1=1.17.8-1 python3-tomlkit",
+        "apt-mark hold " + " ".join(T.PACKAGES),
+    ]
+    assert verbs(system) == ["dpkg-query", "apt-get update", "apt-get install", "apt-mark", "dpkg-query"]
+    assert system.files[T.SOURCE_FILE] == (
+        "# Managed by gpufleet.nvidia.container_toolkit\ndeb [signed-by=%s] %s /\n" % (T.KEYRING, URL))
+    assert "Package: nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1\n" \
+        "Pin: version 1.17.8-1\nPin-Priority: 1001\n" in system.files[T.PIN_FILE]
+    assert system.files[T.KEYRING] == KEY
+    assert result["packages"] == dict((n, "1.17.8-1") for n in T.PACKAGES)
+    assert result["held"] == sorted(T.PACKAGES)
+    headers = [d["after_header"] for d in result["diff"]]
+    assert headers == [T.KEYRING, T.PIN_FILE, T.SOURCE_FILE, "packages (toolkit 1.17.8-1)"]
+    assert "nvidia-container-toolkit=1.17.8-1 (held)\n" in result["diff"][-1]["after"]
+
+
+def test_converged_node_costs_one_dpkg_query_and_changes_nothing():
+    system = converged()
+    result = T.converge(system, params())
+    assert result["changed"] is False and result["actions"] == []
+    assert verbs(system) == ["dpkg-query"]
+    assert result["msg"] == "NVIDIA Container Toolkit 1.17.8-1 installed, pinned and held"
+
+
+def test_check_mode_plans_everything_and_touches_nothing():
+    system = FakeApt(lists_age=None)
+    result = T.converge(system, params(), check_mode=True, want_diff=True)
+    assert result["changed"] is True and len(result["actions"]) == 6
+    assert system.files == {} and verbs(system) == ["dpkg-query"]
+    assert result["packages"] == dict((n, None) for n in T.PACKAGES)
+
+
+def test_version_move_reinstalls_at_the_new_version_without_refreshing_fresh_lists():
+    system = converged("1.17.8-1")
+    result = T.converge(system, params(version="1.18.0-1"))
+    assert result["actions"] == [
+        "write " + T.PIN_FILE,
+        "apt-get install nvidia-container-toolkit=1.18.0-1 nvidia-container-toolkit-base=1.18.0-1 "
+        "libnvidia-container-tools=1.18.0-1 libnvidia-container1=1.18.0-1",
+    ]
+    # held packages are moved (--allow-change-held-packages) and stay held
+    assert "--allow-change-held-packages" in system.calls[1]
+    assert result["held"] == sorted(T.PACKAGES)
+
+
+def test_an_install_with_stale_lists_refreshes_them_first():
+    system = converged("1.17.8-1")
+    system.age = 7200.0
+    T.converge(system, params(version="1.18.0-1"))
+    assert verbs(system)[:3] == ["dpkg-query", "apt-get update", "apt-get install"]
+
+
+def test_a_rotated_key_rewrites_the_keyring_and_refreshes_the_lists():
+    system = converged()
+    system.key = KEY.replace("mDMEZabc", "mDMEZnew")
+    result = T.converge(system, params())
+    assert result["actions"] == ["write " + T.KEYRING, "apt-get update"]
+    assert system.files[T.KEYRING] == system.key
+
+
+def test_hold_false_releases_the_hold():
+    system = converged()
+    result = T.converge(system, params(hold=False))
+    assert result["actions"] == ["apt-mark unhold " + " ".join(T.PACKAGES)]
+    assert result["held"] == []
+
+
+def test_repo_manage_false_leaves_the_repository_alone_and_downloads_nothing():
+    system = converged()
+    del system.files[T.KEYRING], system.files[T.SOURCE_FILE]
+    result = T.converge(system, params(repo_manage=False))
+    assert result["changed"] is False and system.fetched == []
+
+
+def test_a_key_given_inline_is_not_downloaded():
+    system = FakeApt()
+    T.converge(system, params(repo_key=KEY.rstrip("\n")), check_mode=True)
+    assert system.fetched == []
+
+
+def test_a_key_that_is_not_armored_fails_before_any_change():
+    system = FakeApt(key="<html>404 Not Found</html>")
+    with pytest.raises(GpuFleetError, match=r"not an ASCII-armored OpenPGP public key .*nothing was changed"):
+        T.converge(system, params())
+    assert system.files == {} and verbs(system) == ["dpkg-query"]
+
+
+def test_a_failed_install_says_what_apt_said():
+    system = FakeApt(fail={"apt-get install": (100, "", "E: Version '1.17.8-1' for 'nvidia-container-toolkit' was not found\n")})
+    with pytest.raises(GpuFleetError) as info:
+        T.converge(system, params())
+    assert "apt-get install nvidia-container-toolkit=1.17.8-1" in info.value.msg
+    assert "(rc 100): E: Version '1.17.8-1' for 'nvidia-container-toolkit' was not found" in info.value.msg
+    # the repository is configured: a retry after fixing the mirror needs no rewrite
+    assert system.files[T.SOURCE_FILE].startswith("# Managed by")
+
+
+def test_dpkg_query_failure_is_an_error():
+    system = FakeApt(fail={"dpkg-query": (2, "", "dpkg-query: error: database is locked\n")})
+    with pytest.raises(GpuFleetError, match="dpkg-query failed .rc 2.: dpkg-query: error: database is locked"):
+        T.converge(system, params())
