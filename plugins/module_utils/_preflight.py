@@ -811,6 +811,35 @@ def _result(report, gpu_count, resolved):
     }
 
 
+# The module's options, shared by the module (run on the node when it must gather the facts
+# itself) and its action plugin (which evaluates facts it is given on the control host).
+ARGUMENT_SPEC = dict(
+    driver_version=dict(type="str"),
+    driver_flavor=dict(type="str", choices=["open", "proprietary", "auto"], default="auto"),
+    driver_method=dict(type="str", choices=["package", "preinstalled", "operator"], default="package"),
+    cuda_versions=dict(type="list", elements="str", default=[]),
+    container_runtime=dict(type="str", choices=["containerd", "crio", "docker", "k3s", "rke2", "none"], default="containerd"),
+    waive=dict(type="list", elements="str", choices=list(RULE_IDS), default=[]),
+    facts=dict(type="dict"),
+    host_root=dict(type="path", default="/"),
+)
+REQUIRED_IF = [("driver_method", "package", ["driver_version"])]
+
+
+def run(facts, params):
+    """Evaluate and enforce: the module's result, or GpuFleetError naming the blocking problems."""
+    result = evaluate(
+        facts,
+        driver_version=params["driver_version"],
+        driver_flavor=params["driver_flavor"],
+        driver_method=params["driver_method"],
+        cuda_versions=params["cuda_versions"],
+        container_runtime=params["container_runtime"],
+        waive=params["waive"],
+    )
+    return enforce(result)
+
+
 def enforce(result):
     """Raise GpuFleetError naming every blocking problem that is not waived."""
     blocking = [p for p in result["problems"] if p["severity"] == BLOCKING and not p["waived"]]

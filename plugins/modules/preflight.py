@@ -239,19 +239,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import Gpu
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            driver_version=dict(type="str"),
-            driver_flavor=dict(type="str", choices=["open", "proprietary", "auto"], default="auto"),
-            driver_method=dict(type="str", choices=["package", "preinstalled", "operator"], default="package"),
-            cuda_versions=dict(type="list", elements="str", default=[]),
-            container_runtime=dict(
-                type="str", choices=["containerd", "crio", "docker", "k3s", "rke2", "none"], default="containerd"
-            ),
-            waive=dict(type="list", elements="str", choices=list(_preflight.RULE_IDS), default=[]),
-            facts=dict(type="dict"),
-            host_root=dict(type="path", default="/"),
-        ),
-        required_if=[("driver_method", "package", ["driver_version"])],
+        argument_spec=_preflight.ARGUMENT_SPEC,
+        required_if=_preflight.REQUIRED_IF,
         supports_check_mode=True,
     )
     params = module.params
@@ -259,16 +248,7 @@ def main():
         facts = params["facts"]
         if facts is None:
             facts = _gpu_facts.gather_facts(_gpu_facts.make_host(params["host_root"]))
-        result = _preflight.evaluate(
-            facts,
-            driver_version=params["driver_version"],
-            driver_flavor=params["driver_flavor"],
-            driver_method=params["driver_method"],
-            cuda_versions=params["cuda_versions"],
-            container_runtime=params["container_runtime"],
-            waive=params["waive"],
-        )
-        _preflight.enforce(result)
+        result = _preflight.run(facts, params)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     module.exit_json(changed=False, **result)
