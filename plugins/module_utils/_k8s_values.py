@@ -20,6 +20,8 @@ import copy
 import json
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _plain
+
 try:
     import yaml
 except ImportError:  # pragma: no cover - controller-side code; ansible-core requires PyYAML
@@ -119,24 +121,8 @@ _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")
 
 # --- Small helpers ------------------------------------------------------------------------------
 def plain(value):
-    """``value`` rebuilt from builtin types only.
-
-    Inventory values reach the filters as ansible-core's tagged subclasses of str, dict and
-    list, which ``yaml.safe_dump`` refuses; the plans are built from plain copies.
-    """
-    if isinstance(value, dict):
-        return dict((plain(k), plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    return value
+    """``value`` rebuilt from builtin types only (see :mod:`._plain`)."""
+    return _plain.plain(value)
 
 
 def _q(value):

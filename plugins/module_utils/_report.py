@@ -15,6 +15,8 @@ from __future__ import annotations
 import html
 import json
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _plain
+
 SCHEMA = 1
 
 # The per-host variables the report reads (all optional).
@@ -41,22 +43,8 @@ _RANK = {"skipped": 0, "ok": 1, "drift": 2, "failed": 3}
 
 
 def plain(value):
-    """``value`` rebuilt from builtin types (inventory values are ansible-core's subclasses)."""
-    if isinstance(value, dict):
-        return dict((str(k), plain(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
-    if value is None:
-        return None
-    return str(value)
+    """``value`` rebuilt from builtin types; anything else as its text, so the report always serialises."""
+    return _plain.plain(value, unknown=str)
 
 
 def host_data(hosts, hostvars, keys=HOST_VARS):

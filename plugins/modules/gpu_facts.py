@@ -39,17 +39,8 @@ options:
         reported as an error probe.
     type: int
     default: 60
-attributes:
-  check_mode:
-    description: Can run in check_mode and return the same result; it never changes anything.
-    support: full
-  diff_mode:
-    description: Nothing is changed, so there is no diff.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.read_only
 notes:
   - On RPM hosts the owning package is asked with C(rpm -qf), run inside C(chroot host_root) when
     O(host_root) is not C(/).

@@ -133,20 +133,10 @@ options:
         expected C(labels). Nothing on the node is checked against it.
     type: dict
     default: {}
-attributes:
-  check_mode:
-    description:
-      - Runs the same checks in check mode; nothing is changed in either mode (the CUDA test's
-        temporary folder is removed).
-    support: full
-  diff_mode:
-    description: Nothing is changed, so there is no diff.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.read_only
 notes:
+  - Nothing on the node is changed, in check mode or not; the CUDA test's temporary folder is removed.
   - The fresh facts replace the C(gpufleet_nvidia) fact, so what runs after (the fleet report)
     sees the node as it is at the end of the run.
   - TOML is read with Python's C(tomllib) (or C(tomli)) where the node has it, else with a reader

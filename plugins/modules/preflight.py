@@ -103,17 +103,8 @@ options:
       - Where the host's root file system is when the module gathers the facts itself.
     type: path
     default: /
-attributes:
-  check_mode:
-    description: Can run in check_mode and return the same result; it never changes anything.
-    support: full
-  diff_mode:
-    description: Nothing is changed, so there is no diff.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.read_only
 seealso:
   - module: gpufleet.nvidia.gpu_facts
 """

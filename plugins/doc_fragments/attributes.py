@@ -1,0 +1,22 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+
+class ModuleDocFragment(object):
+    # The attributes of the collection's read-only modules (gpu_facts, preflight, host_validate).
+    READ_ONLY = r"""
+options: {}
+attributes:
+  check_mode:
+    description: Can run in check_mode and return the same result; it never changes anything.
+    support: full
+  diff_mode:
+    description: Nothing is changed, so there is no diff.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+"""

@@ -1,0 +1,33 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Plain data from what Ansible hands a filter.
+
+Inventory values reach the filters as ansible-core's tagged subclasses of str, dict and list,
+which ``yaml.safe_dump`` refuses and ``json`` may not round-trip; the plans and the report are
+built from plain copies.
+"""
+
+from __future__ import annotations
+
+
+def plain(value, unknown=None):
+    """``value`` rebuilt from builtin types only (dict keys as strings).
+
+    A value of another type is returned as is, or passed through ``unknown`` (``str`` for the
+    report, which must always serialise).
+    """
+    if isinstance(value, dict):
+        return dict((str(k), plain(v, unknown)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v, unknown) for v in value]
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if value is None or unknown is None:
+        return value
+    return unknown(value)
