@@ -1,0 +1,103 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: fleet_report_files
+short_description: Write the fleet report as JSON and HTML files on the control host
+version_added: 0.1.0
+description:
+  - Writes O(report) (from the P(gpufleet.nvidia.fleet_report#filter) filter) as C(<path>.json)
+    and C(<path>.html), on the control host, by the controller itself (an action plugin: no
+    module is sent anywhere). Each file is written beside its target and renamed into place; an
+    unchanged file is left as it is.
+  - The report is the run's output, not state of the fleet, so the module never reports a
+    change and writes in check mode too.
+author:
+  - gpufleet.nvidia maintainers (@gpufleet)
+options:
+  report:
+    description: The report.
+    type: dict
+    required: true
+  path:
+    description: The files' path without extension; a missing directory is created.
+    type: path
+    required: true
+  formats:
+    description: Which files.
+    type: list
+    elements: str
+    choices: [html, json]
+    default: [json, html]
+  mode:
+    description: The files' mode.
+    type: str
+    default: "0644"
+attributes:
+  action:
+    description: Runs on the control host, as an action plugin.
+    support: full
+  check_mode:
+    description: Writes the report in check mode too (it is the run's output).
+    support: full
+  diff_mode:
+    description: No diff.
+    support: none
+  platform:
+    description: The control host.
+    support: full
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Write the report
+  gpufleet.nvidia.fleet_report_files:
+    report: "{{ groups['all'] | gpufleet.nvidia.fleet_report(hostvars) }}"
+    path: gpufleet-report/gpufleet-report
+"""
+
+RETURN = r"""
+files:
+  description: The report's files.
+  type: list
+  elements: str
+  returned: success
+  sample: [gpufleet-report/gpufleet-report.json, gpufleet-report/gpufleet-report.html]
+written:
+  description: Those that were (re)written.
+  type: list
+  elements: str
+  returned: success
+  sample: [gpufleet-report/gpufleet-report.json]
+unchanged:
+  description: Those that already held the same report.
+  type: list
+  elements: str
+  returned: success
+  sample: [gpufleet-report/gpufleet-report.html]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    # The work is done by the action plugin of the same name, on the control host; this file
+    # documents it. Reached only when the action plugin is bypassed.
+    module = AnsibleModule(
+        argument_spec=dict(
+            report=dict(type="dict", required=True),
+            path=dict(type="path", required=True),
+            formats=dict(type="list", elements="str", choices=["html", "json"], default=["json", "html"]),
+            mode=dict(type="str", default="0644"),
+        ),
+        supports_check_mode=True,
+    )
+    module.fail_json(msg="gpufleet.nvidia.fleet_report_files runs on the control host through its action plugin")
+
+
+if __name__ == "__main__":
+    main()
