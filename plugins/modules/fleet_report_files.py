@@ -11,7 +11,7 @@ short_description: Write the fleet report as JSON and HTML files on the control 
 version_added: 0.1.0
 description:
   - Writes O(report) (from the P(gpufleet.nvidia.fleet_report#filter) filter) as C(<path>.json)
-    and C(<path>.html), on the control host, by the controller itself (an action plugin: no
+    and C(<path>.html), on the control host, by the controller itself (an action plugin, no
     module is sent anywhere). Each file is written beside its target and renamed into place; an
     unchanged file is left as it is.
   - The report is the run's output, not state of the fleet, so the module never reports a

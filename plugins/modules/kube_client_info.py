@@ -13,7 +13,7 @@ description:
   - Says whether the Python kubernetes client imports in the Python that runs Ansible, where
     the kubernetes.core collection is, whether O(kubeconfig) exists and whether Ansible runs
     inside a cluster (C(KUBERNETES_SERVICE_HOST)). Answered by the controller process itself,
-    through an action plugin: no module is started.
+    through an action plugin, with no module started.
   - The validate role uses it to say why the cluster was not checked, rather than fail.
 author:
   - gpufleet.nvidia maintainers (@gpufleet)
