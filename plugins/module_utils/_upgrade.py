@@ -1,0 +1,386 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rolling driver upgrade's decisions, as plain functions: no Ansible, no cluster, no host.
+
+``playbooks/upgrade.yml`` (through the ``gpufleet.nvidia.upgrade`` role and the filters
+``upgrade_batches``, ``upgrade_node_plan`` and ``upgrade_progress``) asks three questions:
+
+- :func:`batches`: which GPU nodes go together. The batch size is Ansible's ``serial`` (a number,
+  a percentage of the play's hosts, or a list of them whose last entry repeats), cut exactly as
+  ``PlaybookExecutor._get_serialized_batches`` cuts it, so the plan shows the batches the play runs.
+- :func:`node_plan`: what to do with one node. It is *up to date* - left alone, not even cordoned -
+  when the loaded driver is the declared one (a branch matches its releases), the driver on disk
+  is the loaded one, its validation did not fail, and (for a Kubernetes node) the node is Ready,
+  advertises its GPUs and is not still cordoned by an earlier upgrade. Nodes whose driver this
+  collection does not install (``nvidia_driver_method`` preinstalled or operator) are not
+  applicable. Every other node is to be upgraded, and the plan says why.
+- :func:`progress`: given each node's outcome so far (the ``upgrade_result`` the role keeps per
+  host), which nodes go on and where the run stopped. A batch starts only when no node of an
+  earlier batch failed or was left unfinished (unreachable, interrupted); the nodes of the later
+  batches are *not started* and say where the upgrade stopped.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+SERIAL_HINT = "expected a number of nodes (2), a percentage of the GPU nodes ('25%'), or a list of them ([1, '25%'])"
+
+# upgrade_result.state
+PLANNED = "planned"  # to upgrade, not reached yet
+UP_TO_DATE = "up_to_date"  # nothing to do: left alone, not cordoned
+NOT_APPLICABLE = "not_applicable"  # its driver is not this collection's to install
+RUNNING = "running"  # in a stage (still there at the end: unreachable, or interrupted)
+UPGRADED = "upgraded"
+WOULD_UPGRADE = "would_upgrade"  # went through in check mode
+FAILED = "failed"  # stopped in a stage: left there (cordoned), the run stops before the next batch
+NOT_STARTED = "not_started"  # in a batch after the one that stopped
+UNPLANNED = "unplanned"  # no plan: unreachable, or failed before the plan
+STATES = (PLANNED, UP_TO_DATE, NOT_APPLICABLE, RUNNING, UPGRADED, WOULD_UPGRADE, FAILED, NOT_STARTED, UNPLANNED)
+DONE = (UP_TO_DATE, NOT_APPLICABLE, UPGRADED, WOULD_UPGRADE)
+STAGES = ("cordon", "drain", "driver upgrade", "node ready", "validation", "uncordon")
+_COUNT_TITLES = (
+    (UPGRADED, "upgraded"),
+    (WOULD_UPGRADE, "would be upgraded"),
+    (PLANNED, "to upgrade"),
+    (UP_TO_DATE, "up to date"),
+    (NOT_APPLICABLE, "not applicable"),
+    (FAILED, "failed"),
+    (RUNNING, "did not finish"),
+    (NOT_STARTED, "not started"),
+    (UNPLANNED, "not planned"),
+)
+
+
+def _dig(data, *keys):
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def _plural(count, word):
+    return "%d %s%s" % (count, word, "" if count == 1 else "s")
+
+
+# --- batches ------------------------------------------------------------------------------------
+
+
+def _serial_item(value):
+    """One entry of the spec, checked the way Ansible's pct_to_int will read it."""
+    if isinstance(value, bool) or value is None:
+        raise GpuFleetError("upgrade_batch: %r is not a batch size (%s)" % (value, SERIAL_HINT), value=value, expected=SERIAL_HINT)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value
+        try:
+            int(text.replace("%", "") if text.endswith("%") else text)
+        except ValueError:
+            raise GpuFleetError(
+                "upgrade_batch: '%s' is not a batch size (%s)" % (value, SERIAL_HINT), value=value, expected=SERIAL_HINT
+            ) from None
+        return text
+    raise GpuFleetError("upgrade_batch: %r is not a batch size (%s)" % (value, SERIAL_HINT), value=str(value), expected=SERIAL_HINT)
+
+
+def parse_serial(spec):
+    """The spec as the play keyword ``serial`` keeps it: a list of ints and percentages."""
+    items = list(spec) if isinstance(spec, (list, tuple)) else [spec]
+    return [_serial_item(item) for item in items]
+
+
+def _size(value, total):
+    # ansible.utils.helpers.pct_to_int, float arithmetic included (30% of 10 hosts is 3, 29% of 100 is 28).
+    if isinstance(value, str) and value.endswith("%"):
+        return int((int(value.replace("%", "")) / 100.0) * total) or 1
+    return int(value)
+
+
+def batches(hosts, spec):
+    """``hosts`` cut into batches exactly as Ansible cuts a play's hosts for ``serial: spec``."""
+    serial = parse_serial(spec) or [-1]
+    remaining = [str(h) for h in hosts or []]
+    total = len(remaining)
+    out = []
+    index = 0
+    while remaining:
+        size = _size(serial[index], total)
+        if size <= 0:
+            out.append(remaining)
+            break
+        out.append(remaining[:size])
+        remaining = remaining[size:]
+        index = min(index + 1, len(serial) - 1)
+    return out
+
+
+def describe_serial(spec):
+    items = parse_serial(spec)
+    if not items:
+        return "all at once"
+    return ", then ".join(str(i) for i in items) + (" at a time" if len(items) == 1 else "")
+
+
+# --- one node's plan ----------------------------------------------------------------------------
+
+
+def expected_allocatable(facts, resource, replicas):
+    """What the node must advertise: GPUs x replicas of ``resource``; any number above none with MIG."""
+    gpus = _dig(facts, "driver", "nvidia_smi", "gpus") or []
+    mig = any(g.get("mig_mode_current") == "enabled" for g in gpus)
+    count = int((facts or {}).get("gpu_count") or 0) * max(int(replicas or 1), 1)
+    return {"resource": resource or "nvidia.com/gpu", "count": 0 if mig else count, "mig": mig}
+
+
+def _allocatable_problem(node, expect):
+    alloc = node.get("allocatable") or {}
+    resource = expect["resource"]
+
+    def number(value):
+        try:
+            return int(str(value))
+        except (TypeError, ValueError):
+            return 0
+
+    value = number(alloc.get(resource))
+    if expect["mig"]:
+        mig = sum(number(v) for k, v in alloc.items() if k.startswith("nvidia.com/mig-")) if resource == "nvidia.com/gpu" else 0
+        return None if value + mig > 0 else "advertises no %s or nvidia.com/mig-* (MIG enabled)" % resource
+    if expect["count"] > 0:
+        return None if value == expect["count"] else "advertises %d %s, expected %d" % (value, resource, expect["count"])
+    return None if value > 0 else "advertises no %s" % resource
+
+
+def _checks(validation):
+    return dict((c.get("name"), c) for c in (validation or {}).get("checks") or [])
+
+
+def node_plan(data):
+    """What to do with one GPU node, from what the plan read (see the module's docstring).
+
+    ``data``: ``host``, ``node`` (its name in the cluster), ``method`` and ``version`` (the
+    declared driver), ``cluster`` (the hosts are Kubernetes nodes), ``facts`` (gpufleet_nvidia),
+    ``validation`` (gpufleet_nvidia_validation), ``drain`` (gpu_drain's check-mode result),
+    ``resource`` and ``replicas``.
+    """
+    host = str(data.get("host") or "")
+    node = str(data.get("node") or host)
+    method = data.get("method") or "package"
+    version = str(data.get("version") or "").strip()
+    cluster = bool(data.get("cluster", True))
+    facts = data.get("facts") or {}
+    validation = data.get("validation") or {}
+    drain = data.get("drain") or {}
+    plan = {
+        "state": NOT_APPLICABLE,
+        "action": "skip",
+        "reason": "",
+        "node": node,
+        "declared": version or None,
+        "loaded": _dig(validation, "driver", "loaded") or _dig(facts, "driver", "version"),
+        "cluster": cluster,
+        "expect": expected_allocatable(facts, data.get("resource"), data.get("replicas")),
+        "pods": list(drain.get("evicted") or []),
+        "blocked": list(drain.get("blocked") or []),
+        "left": list(drain.get("left") or []),
+    }
+    if method == "preinstalled":
+        plan["reason"] = (
+            "nvidia_driver_method is preinstalled: the driver comes with the node's image and this collection installs none; "
+            "move the node to a new image instead"
+        )
+        return plan
+    if method == "operator":
+        plan["reason"] = "nvidia_driver_method is operator: the GPU Operator's driver container is upgraded through the operator's driver.version"
+        return plan
+    if method != "package":
+        raise GpuFleetError(
+            "upgrade: %s: nvidia_driver_method '%s' is not a driver method (expected package, preinstalled or operator)" % (host, method),
+            host=host,
+        )
+    if not version:
+        raise GpuFleetError(
+            "upgrade: %s: nvidia_driver_version is not set: declare the driver to upgrade to, a branch (580) or a release (580.95.05)" % host,
+            host=host,
+        )
+    try:
+        _versions.parse_driver_version(version)
+    except GpuFleetError as exc:
+        raise GpuFleetError("upgrade: %s: nvidia_driver_version: %s" % (host, exc.msg), host=host) from exc
+
+    why = []
+    checks = _checks(validation)
+    if not validation:
+        why.append("not validated")
+    else:
+        for name in ("driver", "driver_version", "driver_installed"):
+            check = checks.get(name) or {}
+            status = check.get("status")
+            acceptable = ("ok", "skipped") if name == "driver_installed" else ("ok",)
+            if status not in acceptable:
+                why.append(check.get("msg") or "%s: %s" % (name, status or "not checked"))
+        if validation.get("status") == "failed":
+            failed = [m for m in validation.get("failed") or [] if m not in why]
+            if failed:
+                why.append("validation failed: %s" % "; ".join(failed))
+    if cluster:
+        status = drain.get("node") or {}
+        if not status:
+            why.append("node %s was not read in the cluster" % node)
+        else:
+            if not status.get("ready"):
+                why.append("node %s is not Ready (%s)" % (node, status.get("ready_reason") or "unknown"))
+            problem = _allocatable_problem(status, plan["expect"])
+            if problem:
+                why.append("node %s %s" % (node, problem))
+            if status.get("cordoned_by") is not None:
+                why.append("node %s is still cordoned by an earlier upgrade (%s)" % (node, status.get("cordoned_by")))
+    if why:
+        plan.update({"state": PLANNED, "action": "upgrade", "reason": "; ".join(why)})
+    else:
+        plan.update({
+            "state": UP_TO_DATE,
+            "reason": "driver %s loaded (declared %s), validation %s%s" % (
+                plan["loaded"], version, validation.get("status"),
+                ", node Ready and advertising its GPUs" if cluster else ""),
+        })
+    return plan
+
+
+def actions(plan):
+    """What the upgrade will do to a planned node, in order, as words."""
+    steps = []
+    cluster = plan.get("cluster", True)
+    if cluster:
+        pods = plan.get("pods") or []
+        steps.append("cordon")
+        text = "evict %s" % _plural(len(pods), "GPU pod")
+        if pods:
+            text += " (%s)" % ", ".join(pods)
+        blocked = plan.get("blocked") or []
+        if blocked:
+            text += " - blocked now: %s" % ", ".join("%s by PodDisruptionBudget %s" % (b.get("pod"), b.get("pdb")) for b in blocked)
+        steps.append(text)
+    steps.append("install driver %s and reboot if the driver needs it" % plan.get("declared"))
+    if cluster:
+        expect = plan.get("expect") or {}
+        if expect.get("mig"):
+            steps.append("wait until it is Ready and advertises GPUs (MIG)")
+        else:
+            steps.append("wait until it is Ready and advertises %s %s" % (expect.get("count"), expect.get("resource")))
+    steps.append("validate")
+    if cluster:
+        steps.append("uncordon")
+    return ", ".join(steps)
+
+
+# --- the run so far -----------------------------------------------------------------------------
+
+
+def _stop_text(stop):
+    return "%s: %s" % (stop["host"], stop.get("stage") or "unknown stage")
+
+
+def _node_line(host, entry):
+    state = entry["state"]
+    result = entry.get("result") or {}
+    if state == PLANNED and entry["msg"] == "to upgrade":
+        return "%s: to upgrade (%s): %s" % (host, result.get("reason"), actions(result))
+    if state == UP_TO_DATE:
+        return "%s: up to date, left alone and not cordoned: %s" % (host, result.get("reason"))
+    if state == NOT_APPLICABLE:
+        return "%s: not upgraded: %s" % (host, result.get("reason"))
+    if state == UPGRADED:
+        return "%s: upgraded%s" % (host, ": " + result["msg"] if result.get("msg") else "")
+    if state == WOULD_UPGRADE:
+        return "%s: would be upgraded (check mode): %s" % (host, actions(result))
+    return "%s: %s" % (host, entry["msg"])
+
+
+def progress(hosts, spec, results, reached=None):
+    """Each node's state, batch and message, and where the upgrade stopped.
+
+    ``results`` maps a host to its ``upgrade_result`` (``state``, and for a failure ``stage``,
+    ``task``, ``msg``); a host without one was never planned. ``reached`` is the batch the run is
+    starting (a number, or a host of that batch): the batches before it ran, so a node of theirs
+    still ``planned`` did not run. ``None``: every batch had its turn (the end of the run); ``1``:
+    none did (the plan). The nodes of a batch that comes after a node that failed, or did not
+    finish, are ``not_started`` unless they had nothing to do.
+    """
+    cut = batches(hosts, spec)
+    if isinstance(reached, str):
+        reached = next((n for n, batch in enumerate(cut, 1) if reached in batch), None)
+    nodes = {}
+    stop = None
+    unfinished = []
+    for number, batch in enumerate(cut, 1):
+        stop_before = stop
+        for host in batch:
+            result = dict((results or {}).get(host) or {})
+            state = result.get("state") or UNPLANNED
+            if state not in STATES:
+                state = UNPLANNED
+            entry = {"batch": number, "state": state, "stage": result.get("stage"), "task": result.get("task") or "", "msg": "",
+                     "error": "", "result": result}
+            if stop_before is not None and state in (PLANNED, NOT_STARTED):
+                entry["state"] = NOT_STARTED
+                entry["msg"] = "not started: the upgrade stopped at %s" % _stop_text(stop_before)
+            elif state == FAILED:
+                cordoned = result.get("cluster", True) and result.get("stage") not in (None, "cordon")
+                entry["msg"] = "failed at %s%s: %s; %s" % (
+                    result.get("stage") or "unknown stage",
+                    " (%s)" % result["task"] if result.get("task") else "",
+                    result.get("msg") or "no message",
+                    "left cordoned" if cordoned else "left as it is",
+                )
+            elif state == RUNNING:
+                entry["msg"] = "did not finish the %s stage (unreachable, or the run was interrupted)" % (result.get("stage") or "first")
+            elif state == UNPLANNED:
+                entry["msg"] = "not upgraded: it was not planned (unreachable, or it failed before the plan)"
+            elif state == PLANNED:
+                entry["msg"] = "to upgrade"
+            ran = reached is None or number < reached
+            if entry["state"] in (FAILED, RUNNING) or (entry["state"] == PLANNED and ran):
+                if entry["state"] == PLANNED:
+                    entry["msg"] = "did not run (unreachable, or it failed outside the upgrade's stages)"
+                entry["error"] = (result.get("msg") or "no message") if entry["state"] == FAILED else entry["msg"]
+                unfinished.append(host)
+                if stop is None:
+                    stop = {
+                        "host": host,
+                        "batch": number,
+                        "stage": result.get("stage") or ("not started" if state == PLANNED else "unknown stage"),
+                        "task": result.get("task") or "",
+                        "msg": result.get("msg") or entry["msg"],
+                    }
+            nodes[host] = entry
+    counts = dict((state, len([e for e in nodes.values() if e["state"] == state])) for state in STATES)
+    lines = []
+    summary = ", ".join("%d %s" % (counts[state], title) for state, title in _COUNT_TITLES if counts[state])
+    declared = sorted(set(str(_dig(e, "result", "declared")) for e in nodes.values() if _dig(e, "result", "declared")))
+    lines.append(
+        "Driver upgrade%s: %s in %s (%s)%s"
+        % (
+            " to " + ", ".join(declared) if declared else "",
+            _plural(len(nodes), "GPU node"),
+            "%d batch%s" % (len(cut), "" if len(cut) == 1 else "es"),
+            describe_serial(spec),
+            ": " + summary if summary else "",
+        )
+    )
+    if stop is not None:
+        later = [h for h, e in nodes.items() if e["state"] == NOT_STARTED]
+        lines.append(
+            "The upgrade stopped at %s (batch %d of %d), stage %s%s: %s%s"
+            % (stop["host"], stop["batch"], len(cut), stop["stage"], " (%s)" % stop["task"] if stop["task"] else "", stop["msg"],
+               "; not started: %s" % ", ".join(later) if later else "")
+        )
+    for number, batch in enumerate(cut, 1):
+        for host in batch:
+            lines.append("batch %d of %d: %s" % (number, len(cut), _node_line(host, nodes[host])))
+    for entry in nodes.values():
+        del entry["result"]
+    return {"batches": cut, "stopped": stop, "unfinished": unfinished, "nodes": nodes, "counts": counts, "lines": lines}
