@@ -78,10 +78,14 @@ options:
     default: 3600
 attributes:
   check_mode:
+    description: Plans everything and changes nothing; the key is still downloaded to compare it.
     support: full
   diff_mode:
+    description: The files before and after, and the packages with their versions and holds.
     support: full
   platform:
+    description: Debian and Ubuntu.
+    support: full
     platforms: debian
 notes:
   - A key that is not ASCII-armored, or an apt command that fails, fails the module with apt's words;
@@ -190,7 +194,7 @@ def main():
             hold=dict(type="bool", default=True),
             repo_manage=dict(type="bool", default=True),
             repo_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"),
-            repo_key_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/gpgkey"),
+            repo_key_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/gpgkey", no_log=False),
             repo_key=dict(type="str", default="", no_log=False),
             keyring=dict(type="path", default=_toolkit_apt.KEYRING),
             source_file=dict(type="path", default=_toolkit_apt.SOURCE_FILE),

@@ -323,8 +323,9 @@ def noble_hgx(tmp_path, drop=None, **systemd):
     replay.answer_fabric_manager(NOBLE_FM, "madison-ubuntu2404-multiverse.txt")
     if drop:  # a fabric manager release the archive does not have (yet)
         for key, (rc, out, err) in list(replay.overrides.items()):
-            replay.overrides[key] = (rc, "".join(l for l in out.splitlines(True) if not (drop in l and "nscq" in l or
-                                                                                        drop in l and "fabric" in l)), err)
+            kept = [line for line in out.splitlines(True)
+                    if not (drop in line and ("nscq" in line or "fabric" in line))]
+            replay.overrides[key] = (rc, "".join(kept), err)
     return replay
 
 

@@ -173,7 +173,7 @@ FM_570 = ["libnvidia-nscq-570", "nvidia-fabric-manager"]
 FM_580 = ["libnvidia-nscq", "nvidia-fabricmanager"]
 
 
-def rocky_hgx(tmp_path, fm_installed=None, fm_names=FM_570, loaded="570.172.08", **systemd):
+def rocky_hgx(tmp_path, fm_installed=None, fm_names=tuple(FM_570), loaded="570.172.08", **systemd):
     """Rocky 9 with 570.172.08 installed and locked, on an HGX board; ``fm_installed``: {name: evr} locked too."""
     replay = Replay(INSTALLED, tmp_path).add_nvswitches().systemd(**systemd)
     if loaded:
@@ -255,8 +255,8 @@ def test_rocky9_absent_removes_the_fabric_manager(tmp_path):
     result = run(rocky_hgx(tmp_path, old), state="absent")
     names = sorted(COMMON + ["kmod-nvidia-latest-dkms"] + FM_570)
     assert plan_of(result)[:2] == [
-        " ".join(["dnf", "versionlock", "delete"] + ["%s-%s" % (n, "0:570.172.08-1" if n in FM_570 else
-                                                                  "3:570.172.08-1.el9") for n in names]),
+        " ".join(["dnf", "versionlock", "delete"]
+                 + ["%s-%s" % (n, "0:570.172.08-1" if n in FM_570 else "3:570.172.08-1.el9") for n in names]),
         " ".join(["dnf", "remove", "-y"] + names),
     ]
     assert result["fabric_manager"]["action"] == "remove"
