@@ -34,6 +34,7 @@ import re
 import sys
 import time
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
 
 ANNOTATION = "gpufleet.nvidia/cordoned"
@@ -43,18 +44,6 @@ STATES = ("cordon", "drain", "uncordon")
 FINISHED = ("Succeeded", "Failed")
 _PDB_IN_MESSAGE = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
 _PATCH_TYPE = "application/strategic-merge-patch+json"
-
-
-def _dig(data, *keys):
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
-def _plural(count, word):
-    return "%d %s%s" % (count, word, "" if count == 1 else "s")
 
 
 def pod_key(pod):

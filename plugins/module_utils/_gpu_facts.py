@@ -28,6 +28,7 @@ try:  # Python >= 3.11; the regex fallback below covers older targets
 except ImportError:  # pragma: no cover - depends on the target's Python
     tomllib = None
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_table
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
 
@@ -883,15 +884,6 @@ def gather_driver(host, probes, dpkg):
 
 
 # --- container stack ---------------------------------------------------------------------------
-
-
-def _dig(data, *keys):
-    """``data[k1][k2]...``, or None where a level is missing or not a table."""
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
 
 
 def _str_list(value):

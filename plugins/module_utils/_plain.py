@@ -31,3 +31,17 @@ def plain(value, unknown=None):
     if value is None or unknown is None:
         return value
     return unknown(value)
+
+
+def dig(data, *keys):
+    """``data[k1][k2]...``, or None where a level is missing or not a table."""
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
+
+
+def plural(count, word):
+    """``1 GPU``, ``2 GPUs``."""
+    return "%d %s%s" % (count, word, "" if count == 1 else "s")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _plain
 
 SCHEMA = 1
@@ -66,14 +67,6 @@ def host_data(hosts, hostvars, keys=HOST_VARS):
             except Exception:  # pylint: disable=broad-except
                 continue
         data[host] = entry
-    return data
-
-
-def _dig(data, *keys):
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
     return data
 
 

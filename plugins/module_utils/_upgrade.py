@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
 
@@ -51,18 +52,6 @@ _COUNT_TITLES = (
     (NOT_STARTED, "not started"),
     (UNPLANNED, "not planned"),
 )
-
-
-def _dig(data, *keys):
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
-def _plural(count, word):
-    return "%d %s%s" % (count, word, "" if count == 1 else "s")
 
 
 # --- batches ------------------------------------------------------------------------------------

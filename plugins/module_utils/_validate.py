@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - depends on the node's Python
     except ImportError:
         _toml = None
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
@@ -199,14 +200,6 @@ class Checks(object):
         return [c["msg"] for c in self.items if c["status"] == status]
 
 
-def _dig(data, *keys):
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
-
-
 def _tail(text, limit=_TAIL):
     text = (text or "").strip()
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
@@ -214,10 +207,6 @@ def _tail(text, limit=_TAIL):
 
 def _first_line(text):
     return _gpu_facts._first_line(text)  # pylint: disable=protected-access
-
-
-def _plural(count, word):
-    return "%d %s%s" % (count, word, "" if count == 1 else "s")
 
 
 def deep_merge(base, extra):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._validate import (
     DRIFT,
     FAILED,
@@ -47,14 +48,6 @@ LABEL_COUNT = "nvidia.com/gpu.count"
 LABEL_REPLICAS = "nvidia.com/gpu.replicas"
 LABEL_CONFIG = "nvidia.com/device-plugin.config"
 _IMPORT_ERROR = "Failed to import the required Python library"
-
-
-def _dig(data, *keys):
-    for key in keys:
-        if not isinstance(data, dict):
-            return None
-        data = data.get(key)
-    return data
 
 
 def _first_line(text):
