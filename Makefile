@@ -1,16 +1,20 @@
 # gpufleet.nvidia — the commands the README names.
-.PHONY: help test demo setup lint sanity unit molecule clean
+.PHONY: help test demo setup lint sanity unit molecule clean bench
 
 help:
 	@echo "make test   set up what is missing, then lint, sanity, unit, package and molecule"
 	@echo "make demo   bring up the local lab (Debian 12 + 13 containers) and run site.yml against it"
 	@echo "make setup  only the host packages, the virtual environment and the node images"
+	@echo "make bench  the cost of a converge: no-op and first site.yml against their floors, 1-8 lab nodes (docs/performance.md)"
 
 test:
 	scripts/test.sh
 
 demo:
 	scripts/demo.sh
+
+bench:
+	bench/run.sh
 
 setup:
 	scripts/setup-host.sh
