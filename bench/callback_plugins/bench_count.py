@@ -71,6 +71,11 @@ CONTROLLER_ONLY = frozenset(
 )
 
 
+# The collection's own actions that the controller answers itself (action plugins that start
+# no module).
+COLLECTION_CONTROLLER_ONLY = frozenset(("gpufleet.nvidia.fleet_report_files", "gpufleet.nvidia.kube_client_info"))
+
+
 def _short(action):
     for prefix in ("ansible.builtin.", "ansible.legacy."):
         if action.startswith(prefix):
@@ -102,7 +107,11 @@ class CallbackModule(CallbackBase):
     @staticmethod
     def _runs_module(result):
         """Whether the task's action runs a module on the managed host itself."""
-        if _short(result.task.action) in CONTROLLER_ONLY:
+        action = _short(result.task.action)
+        if action in CONTROLLER_ONLY or action in COLLECTION_CONTROLLER_ONLY:
+            return False
+        # the collection's preflight action judges facts it is given on the controller
+        if action == "gpufleet.nvidia.preflight" and (result.task.args or {}).get("facts") is not None:
             return False
         delegate = result.task.delegate_to
         if delegate and delegate in ("localhost", "127.0.0.1") and result.host.get_name() != delegate:
