@@ -164,7 +164,8 @@ FAILURES = [
     ("driver upgrade", {"extra_vars": {"fake_driver_fail": ["gpu-a"]}}, "Fail the driver where the test asks",
      "fake driver: gpu-a cannot install 580.95.05"),
     # the host's own driver checks: nvidia-smi cannot run in the capture
-    ("validation", {"host_vars": {"gpu-a": {"validate_driver_method": "package"}}}, "Say what validation found on the node, and fail it as validate_fail_on asks",
+    ("validation", {"host_vars": {"gpu-a": {"validate_driver_method": "package"}}},
+     "Say what validation found on the node, and fail it as validate_fail_on asks",
      "gpu-a: validation failed: nvidia-smi not found"),
 ]
 
