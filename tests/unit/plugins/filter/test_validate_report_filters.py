@@ -148,7 +148,8 @@ def _cluster_task(name="cluster.yml"):
     return block
 
 
-TOOLS_OK = {"rc": 0, "stdout": '{"client": true, "collection": "/usr/lib/python3/dist-packages"}', "changed": False}
+TOOLS_OK = {"changed": False, "client": True, "collection": "/x", "kubeconfig": {"path": "/root/.kube/config", "exists": True},
+            "in_cluster": False}
 
 
 def test_cluster_read_is_assembled_from_kubernetes_core_results_and_judged():
@@ -166,9 +167,9 @@ def test_cluster_read_is_assembled_from_kubernetes_core_results_and_judged():
         {
             "hostvars": hv,
             "ansible_play_hosts": ["gpu-h200-01", "lab-debian12", "gpu-l40s-01", "gpu-h200-02"],
+            "ansible_play_batch": ["gpu-h200-01", "lab-debian12", "gpu-l40s-01", "gpu-h200-02"],
             "ansible_check_mode": False,
-            "__validate_client": TOOLS_OK,
-            "__validate_kubeconfig_stat": {"stat": {"exists": True}},
+            "__validate_access": TOOLS_OK,
             "__validate_nodes": {"resources": [node("gpu-h200-01"), node("gpu-l40s-01", gpus=2, allocatable=2)], "api_found": True},
             # one namespace read, the other skipped (validate_k8s_stack gpu_operator)
             "__validate_stack_pods": {
@@ -205,9 +206,9 @@ def test_cluster_read_is_assembled_from_kubernetes_core_results_and_judged():
 @pytest.mark.parametrize(
     "tools, reason",
     [
-        ({"rc": 0, "stdout": '{"client": false, "collection": "/x"}'}, "no cluster: the Python kubernetes client is not installed"),
-        ({"rc": 0, "stdout": '{"client": true, "collection": null}'}, "no cluster: the kubernetes.core collection is not installed"),
-        ({"rc": 1, "stdout": "", "stderr": "Traceback"}, "no cluster: the Python kubernetes client is not installed"),
+        (dict(TOOLS_OK, client=False), "no cluster: the Python kubernetes client is not installed"),
+        (dict(TOOLS_OK, collection=None), "no cluster: the kubernetes.core collection is not installed"),
+        ({"failed": True, "msg": "kube_client_info failed"}, "no cluster: the Python kubernetes client is not installed"),
     ],
 )
 def test_cluster_read_when_nothing_could_be_read(tools, reason):
@@ -223,9 +224,9 @@ def test_cluster_read_when_nothing_could_be_read(tools, reason):
     variables.update({
         "hostvars": example_hostvars(cluster=False),
         "ansible_play_hosts": ["gpu-h200-01"],
+        "ansible_play_batch": ["gpu-h200-01"],
         "ansible_check_mode": True,
-        "__validate_client": tools,
-        "__validate_kubeconfig_stat": {"stat": {"exists": True}},
+        "__validate_access": tools,
     })
     verdict = _template(expression, variables)
     assert verdict["reason"].startswith(reason)
