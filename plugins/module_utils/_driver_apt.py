@@ -34,6 +34,7 @@ import time
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver as core
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions as versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
 
 PIN_FILE = "/etc/apt/preferences.d/gpufleet-nvidia-driver.pref"
@@ -42,7 +43,6 @@ SOURCES_LIST = "/etc/apt/sources.list"
 SOURCES_DIR = "/etc/apt/sources.list.d"
 LISTS_DIR = "/var/lib/apt/lists"
 
-APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
 APT_GET_INSTALL = [
     "apt-get",
     "install",
@@ -55,7 +55,6 @@ APT_GET_INSTALL = [
     "-o",
     "Dpkg::Options::=--force-confold",
 ]
-DPKG_QUERY = ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"]
 
 
 # --- what each distribution calls things --------------------------------------------------------
@@ -419,21 +418,6 @@ class Sources(object):
 
 
 # --- parsing apt's answers ----------------------------------------------------------------------
-
-
-def parse_dpkg_query(text):
-    """``{name: {'version', 'status', 'installed', 'held'}}`` of ``dpkg-query -W`` with DPKG_QUERY's format."""
-    packages = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) < 3:
-            continue
-        name, version, status = parts[0].strip(), parts[1].strip(), parts[2]
-        installed = len(status) >= 2 and status[1] in ("i", "U", "F", "W", "t")
-        if not installed or name in packages:
-            continue
-        packages[name] = {"version": version, "status": status.strip(), "held": status[:1] == "h"}
-    return packages
 
 
 def parse_madison(text):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
 
 MANAGED_BY = "Managed by gpufleet.nvidia.container_toolkit"
@@ -25,12 +26,10 @@ KEYRING = "/etc/apt/keyrings/nvidia-container-toolkit.asc"
 SOURCE_FILE = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 PIN_FILE = "/etc/apt/preferences.d/nvidia-container-toolkit.pref"
 LISTS_DIR = "/var/lib/apt/lists"
-APT_ENV = {"DEBIAN_FRONTEND": "noninteractive"}
 APT_GET_INSTALL = [
     "apt-get", "install", "-y", "-q", "--no-install-recommends", "--allow-downgrades",
     "--allow-change-held-packages", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
 ]
-DPKG_QUERY = ["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Abbrev}\\n"]
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.~+]+)?$")
 
 
@@ -53,19 +52,6 @@ def render_pin(packages, version):
         "# %s: the toolkit packages move together.\nPackage: %s\nPin: version %s\nPin-Priority: 1001\n"
         % (MANAGED_BY, " ".join(packages), version)
     )
-
-
-def parse_dpkg_query(text):
-    """``{name: {'version', 'held'}}`` of installed packages in ``dpkg-query -W`` output (DPKG_QUERY)."""
-    found = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) < 3:
-            continue
-        status = parts[2]
-        if len(status) >= 2 and status[1] in ("i", "U", "F", "W", "t"):
-            found[parts[0].strip()] = {"version": parts[1].strip(), "held": status[:1] == "h"}
-    return found
 
 
 def read_state(system, params):

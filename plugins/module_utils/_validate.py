@@ -1063,6 +1063,17 @@ DEFAULTS = {
 }
 
 
+def runtime_summary(runtime):
+    """What the result says of the runtime check."""
+    return {
+        "name": runtime["name"],
+        "handler": runtime["handler"],
+        "present": runtime["present"],
+        "source": runtime.get("source"),
+        "default_runtime": runtime.get("default_runtime"),
+    }
+
+
 def validate_host(host, params=None, facts=None, cuda_runner=None):
     """Validate the node ``host``; returns ``(validation, facts)``."""
     p = dict(DEFAULTS)
@@ -1108,13 +1119,7 @@ def validate_host(host, params=None, facts=None, cuda_runner=None):
         check_prepared_driver(checks, facts, p["driver_version"], p["driver_method"])
         check_toolkit_version(checks, facts, p["toolkit_version"])
         runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
-        result["runtime"] = {
-            "name": runtime["name"],
-            "handler": runtime["handler"],
-            "present": runtime["present"],
-            "source": runtime.get("source"),
-            "default_runtime": runtime.get("default_runtime"),
-        }
+        result["runtime"] = runtime_summary(runtime)
     elif not found and not p["gpu_count"]:
         checks.add("gpus", SKIPPED, NO_GPU_MESSAGE)
     else:
@@ -1122,13 +1127,7 @@ def validate_host(host, params=None, facts=None, cuda_runner=None):
         check_driver_version(checks, facts, p["driver_version"], p["driver_method"])
         check_toolkit_version(checks, facts, p["toolkit_version"])
         runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
-        result["runtime"] = {
-            "name": runtime["name"],
-            "handler": runtime["handler"],
-            "present": runtime["present"],
-            "source": runtime.get("source"),
-            "default_runtime": runtime.get("default_runtime"),
-        }
+        result["runtime"] = runtime_summary(runtime)
         result["cdi"] = check_cdi(checks, host, facts, p["cdi"], p["cdi_spec_dirs"], runtime)
         result["cuda"] = check_cuda(checks, host, p["cuda_test"], p["nvcc_path"], driver_ok, cuda_runner or host.run)
     result["checks"] = checks.items
