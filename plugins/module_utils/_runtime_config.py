@@ -23,10 +23,12 @@ be unit-tested without Ansible. This file holds what they share:
 from __future__ import annotations
 
 import glob
+import importlib
 import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import traceback
 
@@ -54,6 +56,39 @@ except ImportError:  # pragma: no cover - exercised on hosts without python3-tom
     TomlParseError = ValueError
     HAS_TOMLKIT = False
     TOMLKIT_IMPORT_ERROR = traceback.format_exc()
+
+
+def load_tomlkit() -> bool:
+    """Import tomlkit now if it was missing when this file was loaded; whether it is there.
+
+    ``toolkit_packages`` installs ``python3-tomlkit`` and configures the runtime in the same
+    process: the import at the top of this file ran before the install. The import system's
+    caches still list the package directory as it was, hence ``invalidate_caches``. The editors
+    import ``tomlkit`` from here when :func:`build_plan` first loads them; one loaded already
+    gets the new module too.
+    """
+    global tomlkit, tk_items, TkContainer, TkProxy, TomlParseError, HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR
+    if HAS_TOMLKIT:
+        return True
+    importlib.invalidate_caches()
+    try:
+        import tomlkit as loaded
+        from tomlkit import items as loaded_items
+        from tomlkit.container import Container as LoadedContainer
+        from tomlkit.container import OutOfOrderTableProxy as LoadedProxy
+        from tomlkit.exceptions import ParseError as LoadedParseError
+    except ImportError:
+        TOMLKIT_IMPORT_ERROR = traceback.format_exc()
+        return False
+    tomlkit, tk_items, TkContainer, TkProxy, TomlParseError = (
+        loaded, loaded_items, LoadedContainer, LoadedProxy, LoadedParseError
+    )
+    HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR = True, None
+    editor = sys.modules.get(__name__.rpartition(".")[0] + "._containerd_config")
+    if editor is not None and getattr(editor, "tomlkit", None) is None:
+        editor.tomlkit = loaded
+    return True
+
 
 #: Prefix of the comment that carries the module's state record inside a managed file.
 STATE_MARK = "gpufleet.nvidia.container_runtime state:"
@@ -939,6 +974,25 @@ def write_record_comment(table, record, indent) -> None:
 # --------------------------------------------------------------------------------------
 
 RUNTIMES = ("containerd", "crio", "docker", "k3s", "rke2")
+
+#: The options of ``gpufleet.nvidia.container_runtime``, and the suboptions of
+#: ``gpufleet.nvidia.toolkit_packages``' ``runtime`` (both run :func:`configure` with them).
+ARGUMENT_SPEC = dict(
+    runtime=dict(type="str", required=True, choices=list(RUNTIMES)),
+    state=dict(type="str", default="present", choices=["present", "absent"]),
+    config_mode=dict(type="str", choices=["dropin", "inplace"]),
+    config_path=dict(type="path"),
+    dropin_path=dict(type="path"),
+    runtime_name=dict(type="str", default="nvidia"),
+    binary_name=dict(type="path"),
+    set_as_default=dict(type="bool", default=False),
+    enable_cdi=dict(type="bool", default=False),
+    enable_cri=dict(type="bool", default=False),
+    config_version=dict(type="int", choices=[2, 3]),
+    containerd_binary=dict(type="path"),
+    validate=dict(type="bool", default=True),
+    backup=dict(type="bool", default=False),
+)
 
 #: containerd bundled with k3s / RKE2 (used to check a template without Go actions).
 BUNDLED_CONTAINERD = {

@@ -8,6 +8,8 @@ done by one module call: read the key, the source and pin files and the packages
 build the desired files in memory, compare, and only then write, refresh the lists (only when
 the repository changed, or when an install needs lists older than ``cache_valid_time``),
 install the exact version and hold. A run that changes nothing costs one ``dpkg-query``.
+Given ``runtime``, the module then runs the ``container_runtime`` module's work in the same
+process, and :func:`with_runtime` folds its result into this one.
 
 :func:`plan` is a pure function of the current state and the parameters; :func:`apply` carries
 a plan out through a ``system`` object (files, commands), so both are unit-tested without apt.
@@ -196,4 +198,22 @@ def converge(system, params, check_mode=False, want_diff=False):
     }
     if want_diff:
         result["diff"] = diff(current, todo, version)
+    return result
+
+
+def with_runtime(packages, runtime):
+    """The packages' result with the runtime's (``configure``'s) under ``runtime``.
+
+    ``changed`` is either's, ``diff`` both lists, ``msg`` both lines; the runtime's own
+    ``changed`` (what the restart handler reads) and every key it returns stay under
+    ``runtime``. Its ``warnings`` move to the top, for ``module.warn``.
+    """
+    runtime = dict(runtime)
+    result = dict(packages)
+    result["warnings"] = list(packages.get("warnings") or []) + list(runtime.pop("warnings", None) or [])
+    result["runtime"] = runtime
+    result["changed"] = bool(packages["changed"] or runtime["changed"])
+    result["msg"] = "%s; %s" % (packages["msg"], runtime["msg"])
+    if "diff" in packages or "diff" in runtime:
+        result["diff"] = list(packages.get("diff") or []) + list(runtime.get("diff") or [])
     return result

@@ -290,28 +290,11 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import (
+    ARGUMENT_SPEC,
     HAS_TOMLKIT,
-    RUNTIMES,
     TOMLKIT_IMPORT_ERROR,
     ModuleHost,
     configure,
-)
-
-ARGUMENT_SPEC = dict(
-    runtime=dict(type="str", required=True, choices=list(RUNTIMES)),
-    state=dict(type="str", default="present", choices=["present", "absent"]),
-    config_mode=dict(type="str", choices=["dropin", "inplace"]),
-    config_path=dict(type="path"),
-    dropin_path=dict(type="path"),
-    runtime_name=dict(type="str", default="nvidia"),
-    binary_name=dict(type="path"),
-    set_as_default=dict(type="bool", default=False),
-    enable_cdi=dict(type="bool", default=False),
-    enable_cri=dict(type="bool", default=False),
-    config_version=dict(type="int", choices=[2, 3]),
-    containerd_binary=dict(type="path"),
-    validate=dict(type="bool", default=True),
-    backup=dict(type="bool", default=False),
 )
 
 

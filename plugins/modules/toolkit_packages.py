@@ -17,6 +17,10 @@ description:
     C(dpkg-query) (and the key's download when O(repo_key_url) is used). The package lists are
     refreshed only when the repository changed, or when an install needs lists older than
     O(cache_valid_time).
+  - With O(runtime), the same call then adds the NVIDIA runtime handler to the node's container
+    runtime, exactly as M(gpufleet.nvidia.container_runtime) does with the same options (its
+    result is RV(runtime)); the runtime's Python dependency C(python3-tomlkit), given in
+    O(extra_packages), is installed first and imported after the install.
   - Debian and Ubuntu only; the RHEL family is handled by the role's dnf tasks.
 author:
   - gpufleet.nvidia maintainers (@gpufleet)
@@ -76,12 +80,89 @@ options:
     description: Seconds the package lists stay fresh enough for an install.
     type: int
     default: 3600
+  runtime:
+    description:
+      - After the packages, add the nvidia runtime handler to the container runtime's
+        configuration with these options, which are those of M(gpufleet.nvidia.container_runtime)
+        (see there for the details) - the very same work, in the same module run.
+      - Omitted, no runtime configuration is read or touched.
+      - Every runtime but Docker needs the Python library C(tomlkit) (C(python3-tomlkit) in
+        O(extra_packages)); the module fails with the usual missing library message when it is
+        still missing after the install (in check mode, when it is not installed yet).
+    type: dict
+    suboptions:
+      runtime:
+        description: The container runtime whose configuration is edited.
+        type: str
+        required: true
+        choices: [containerd, crio, docker, k3s, rke2]
+      state:
+        description: V(present) adds or updates the handler, V(absent) removes it and undoes the module's other changes.
+        type: str
+        default: present
+        choices: [present, absent]
+      config_mode:
+        description:
+          - V(dropin) writes a drop-in file that the main configuration imports (containerd, CRI-O);
+            V(inplace) edits the main configuration file.
+          - Default V(dropin) for containerd and CRI-O; k3s, RKE2 and Docker support only V(inplace).
+        type: str
+        choices: [dropin, inplace]
+      config_path:
+        description: The main configuration file (default - the runtime's own, see M(gpufleet.nvidia.container_runtime)).
+        type: path
+      dropin_path:
+        description:
+          - The drop-in file with O(runtime.config_mode=dropin).
+          - Default C(/etc/containerd/conf.d/99-nvidia.toml) or C(/etc/crio/crio.conf.d/99-nvidia.toml).
+        type: path
+      runtime_name:
+        description: The handler's name (what a Kubernetes C(RuntimeClass) names as C(handler)).
+        type: str
+        default: nvidia
+      binary_name:
+        description:
+          - The NVIDIA runtime executable.
+          - Default C(/usr/bin/nvidia-container-runtime); C(nvidia-container-runtime) (looked up in C(PATH)) for Docker.
+        type: path
+      set_as_default:
+        description: Make the handler the default runtime; with V(false), a default the module set earlier is given back.
+        type: bool
+        default: false
+      enable_cdi:
+        description: Turn on CDI device injection (containerd's CRI plugin, Docker 25 and later).
+        type: bool
+        default: false
+      enable_cri:
+        description: containerd only. Remove the CRI plugin from C(disabled_plugins).
+        type: bool
+        default: false
+      config_version:
+        description:
+          - containerd only. The config version to write into a file that has no C(version) and no
+            version-1 content, when no containerd binary tells it.
+        type: int
+        choices: [2, 3]
+      containerd_binary:
+        description: The containerd executable used to read the version and check the new configuration.
+        type: path
+      validate:
+        description: Check a containerd configuration with C(containerd config dump) before writing it.
+        type: bool
+        default: true
+      backup:
+        description: Keep a timestamped copy of each file before it is changed or removed (RV(runtime.backup_files)).
+        type: bool
+        default: false
 attributes:
   check_mode:
-    description: Plans everything and changes nothing; the key is still downloaded to compare it.
+    description:
+      - Plans everything and changes nothing; the key is still downloaded to compare it.
+      - With O(runtime) on a node where C(python3-tomlkit) is not installed yet, the runtime's
+        change cannot be planned, and the module fails as M(gpufleet.nvidia.container_runtime) does.
     support: full
   diff_mode:
-    description: The files before and after, and the packages with their versions and holds.
+    description: The files before and after, and the packages with their versions and holds (and with O(runtime), its files).
     support: full
   platform:
     description: Debian and Ubuntu.
@@ -90,6 +171,13 @@ attributes:
 notes:
   - A key that is not ASCII-armored, or an apt command that fails, fails the module with apt's words;
     files are written before apt runs, so a failed install leaves the repository configured for a retry.
+  - The module restarts nothing. Restart the runtime when RV(runtime.changed) is true, not when
+    only the packages changed.
+requirements:
+  - With O(runtime), the Python library C(tomlkit) for every runtime but Docker (installed by the
+    same call when C(python3-tomlkit) is in O(extra_packages)).
+seealso:
+  - module: gpufleet.nvidia.container_runtime
 """
 
 EXAMPLES = r"""
@@ -102,6 +190,16 @@ EXAMPLES = r"""
     version: "1.17.8-1"
     repo_url: https://mirror.example.com/libnvidia-container/stable/deb/$(ARCH)
     repo_key: "{{ nvidia_toolkit_mirror_key }}"
+
+- name: Install the toolkit and add the nvidia runtime to containerd, in one module run
+  gpufleet.nvidia.toolkit_packages:
+    version: "1.17.8-1"
+    extra_packages: [python3-tomlkit]
+    runtime:
+      runtime: containerd
+      backup: true
+  register: toolkit_result
+  notify: Restart containerd  # a handler with `when: toolkit_result.runtime.changed`
 """
 
 RETURN = r"""
@@ -134,20 +232,101 @@ files:
   returned: always
   sample: [/etc/apt/preferences.d/nvidia-container-toolkit.pref]
 msg:
-  description: One line about the result.
+  description: One line about the result (with O(runtime), the runtime's after it).
   type: str
   returned: always
-  sample: NVIDIA Container Toolkit 1.17.8-1 installed, pinned and held
+  sample: NVIDIA Container Toolkit 1.17.8-1 installed, pinned and held; the nvidia runtime is already configured
+runtime:
+  description:
+    - The runtime's result, every key that M(gpufleet.nvidia.container_runtime) returns, with its
+      own C(changed); the top-level C(changed) is true when the packages or the runtime changed.
+  type: dict
+  returned: when O(runtime) is given
+  sample:
+    changed: true
+    msg: configured the nvidia runtime (create /etc/containerd/conf.d/99-nvidia.toml, update /etc/containerd/config.toml)
+    files: [{path: /etc/containerd/conf.d/99-nvidia.toml, action: create}, {path: /etc/containerd/config.toml, action: update}]
+    backup_files: {/etc/containerd/config.toml: /etc/containerd/config.toml.12345.2026-01-01@00:00:00~}
+    restart_needed: true
+  contains:
+    changed:
+      description: Whether the runtime's configuration changed (or would, in check mode); what a restart depends on.
+      type: bool
+      returned: always
+      sample: true
+    msg:
+      description: What was done to the runtime's configuration.
+      type: str
+      returned: always
+      sample: configured the nvidia runtime (create /etc/containerd/conf.d/99-nvidia.toml, update /etc/containerd/config.toml)
+    changed_files:
+      description: The files written or removed (or that would be, in check mode).
+      type: list
+      elements: str
+      returned: always
+      sample: [/etc/containerd/conf.d/99-nvidia.toml, /etc/containerd/config.toml]
+    files:
+      description: Every file looked at and what happened to it (V(create), V(update), V(delete), V(unchanged)).
+      type: list
+      elements: dict
+      returned: always
+      sample: [{path: /etc/containerd/conf.d/99-nvidia.toml, action: create}, {path: /etc/containerd/config.toml, action: update}]
+    config_version:
+      description: The containerd config version the handler was written for (null for CRI-O and Docker).
+      type: int
+      returned: always
+      sample: 2
+    plugin_table:
+      description: The containerd CRI plugin table that holds the handler (null for CRI-O and Docker).
+      type: str
+      returned: always
+      sample: plugins."io.containerd.grpc.v1.cri"
+    runtime_table:
+      description: Where the handler is, as a TOML table path (a JSON key path for Docker).
+      type: str
+      returned: always
+      sample: plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia
+    restart_needed:
+      description: Whether the runtime (or k3s / RKE2) must be restarted to use the change.
+      type: bool
+      returned: always
+      sample: true
+    containerd_version:
+      description: The version of the containerd binary found (null when none, or not containerd).
+      type: str
+      returned: always
+      sample: 1.6.20
+    validation:
+      description: Whether the candidate configuration was checked by containerd, and with what.
+      type: dict
+      returned: always
+      sample: {ran: true, binary: /usr/bin/containerd, version: 1.6.20, command: /usr/bin/containerd --config <candidate> config dump}
+    backup_files:
+      description: Path of each changed file -> its backup, with O(runtime.backup=true).
+      type: dict
+      returned: always
+      sample: {/etc/containerd/config.toml: /etc/containerd/config.toml.12345.2026-01-01@00:00:00~}
+    diff:
+      description: One before/after diff per changed file, in diff mode (also in the top-level diff, after the packages').
+      type: list
+      elements: dict
+      returned: when diff mode is on
+      sample:
+        - before: ""
+          after: "version = 2\n"
+          before_header: /etc/containerd/conf.d/99-nvidia.toml (absent)
+          after_header: /etc/containerd/conf.d/99-nvidia.toml
 """
 
 import glob
 import os
 import time
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.urls import fetch_url
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _runtime_config
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _safe_write
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toolkit_apt
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
@@ -185,29 +364,53 @@ class ModuleSystem(object):
         return time.time() - max(os.path.getmtime(p) for p in lists)
 
 
+ARGUMENT_SPEC = dict(
+    version=dict(type="str", required=True),
+    packages=dict(type="list", elements="str", default=list(_toolkit_apt.PACKAGES)),
+    extra_packages=dict(type="list", elements="str", default=[]),
+    hold=dict(type="bool", default=True),
+    repo_manage=dict(type="bool", default=True),
+    repo_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"),
+    repo_key_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/gpgkey", no_log=False),
+    repo_key=dict(type="str", default="", no_log=False),
+    keyring=dict(type="path", default=_toolkit_apt.KEYRING),
+    source_file=dict(type="path", default=_toolkit_apt.SOURCE_FILE),
+    pin_file=dict(type="path", default=_toolkit_apt.PIN_FILE),
+    update_cache=dict(type="bool", default=False),
+    cache_valid_time=dict(type="int", default=3600),
+    runtime=dict(type="dict", options=_runtime_config.ARGUMENT_SPEC),
+)
+
+
+def configure_runtime(module, packages):
+    """What the container_runtime module does, once the packages (and tomlkit) are in place."""
+    params = module.params["runtime"]
+    if not _runtime_config.load_tomlkit() and params["runtime"] != "docker":
+        module.fail_json(
+            msg=missing_required_lib(
+                "tomlkit",
+                reason="to edit the configuration of %s%s" % (
+                    params["runtime"], " (check mode installs nothing)" if module.check_mode else ""),
+            ),
+            exception=_runtime_config.TOMLKIT_IMPORT_ERROR,
+            changed=packages["changed"],
+            actions=packages["actions"],
+        )
+    return _runtime_config.configure(params, _runtime_config.ModuleHost(module), module.check_mode, module._diff)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            version=dict(type="str", required=True),
-            packages=dict(type="list", elements="str", default=list(_toolkit_apt.PACKAGES)),
-            extra_packages=dict(type="list", elements="str", default=[]),
-            hold=dict(type="bool", default=True),
-            repo_manage=dict(type="bool", default=True),
-            repo_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"),
-            repo_key_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/gpgkey", no_log=False),
-            repo_key=dict(type="str", default="", no_log=False),
-            keyring=dict(type="path", default=_toolkit_apt.KEYRING),
-            source_file=dict(type="path", default=_toolkit_apt.SOURCE_FILE),
-            pin_file=dict(type="path", default=_toolkit_apt.PIN_FILE),
-            update_cache=dict(type="bool", default=False),
-            cache_valid_time=dict(type="int", default=3600),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    packages = None
     try:
-        result = _toolkit_apt.converge(ModuleSystem(module), module.params, module.check_mode, module._diff)
+        result = packages = _toolkit_apt.converge(ModuleSystem(module), module.params, module.check_mode, module._diff)
+        if module.params["runtime"] is not None:
+            result = _toolkit_apt.with_runtime(packages, configure_runtime(module, packages))
     except GpuFleetError as exc:
-        module.fail_json(msg="toolkit_packages: " + exc.msg, **exc.details)
+        done = dict(changed=packages["changed"], actions=packages["actions"]) if packages else {}
+        module.fail_json(msg="toolkit_packages: %s%s" % ("runtime: " if packages else "", exc.msg), **dict(exc.details, **done))
+    for warning in result.pop("warnings", []):
+        module.warn(warning)
     module.exit_json(**result)
 
 
