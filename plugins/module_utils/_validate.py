@@ -1063,6 +1063,61 @@ DEFAULTS = {
 }
 
 
+# The options of gpufleet.nvidia.host_validate, also those of gpu_facts' ``validate`` (less
+# what gpu_facts has of its own) and those its action plugin checks on the control host.
+ARGUMENT_SPEC = dict(
+    gpu_count=dict(type="int"),
+    driver_version=dict(type="str", default=""),
+    driver_method=dict(type="str", choices=list(DRIVER_METHODS), default="package"),
+    toolkit_version=dict(type="str", default=""),
+    container_runtime=dict(type="str", choices=list(RUNTIMES), default="containerd"),
+    runtime_handler=dict(type="str", default="nvidia"),
+    cdi=dict(type="str", choices=list(CDI_MODES), default="auto"),
+    cdi_spec_dirs=dict(type="list", elements="path", default=list(CDI_DIRS)),
+    cuda_test=dict(type="bool", default=True),
+    prepared_without_gpu=dict(type="bool", default=False),
+    nvcc_path=dict(type="path"),
+    cuda_test_timeout=dict(type="int", default=180),
+    command_timeout=dict(type="int", default=60),
+    host_root=dict(type="path", default="/"),
+    cluster_expect=dict(type="dict", default={}),
+    reuse=dict(type="dict"),
+)
+# What gpu_facts takes under ``validate``: its own host_root and command_timeout serve both.
+GPU_FACTS_SPEC = dict(
+    (k, v) for k, v in ARGUMENT_SPEC.items() if k not in ("host_root", "command_timeout", "cluster_expect", "reuse")
+)
+# The options that decide what a validation reads and concludes (cluster_expect is only echoed).
+READ_KEYS = tuple(k for k in ARGUMENT_SPEC if k not in ("cluster_expect", "reuse"))
+
+
+def read_params(params):
+    """The options of ``params`` that a validation's outcome depends on, to compare two of them."""
+    return dict((k, params.get(k)) for k in READ_KEYS)
+
+
+def reusable(reuse, params):
+    """``(validation, why_not)``: the validation of ``reuse`` when it answers ``params``.
+
+    ``reuse`` is a result registered earlier in the run, of gpu_facts run with ``validate`` or of
+    host_validate: ``validation`` and the ``validate_params`` it was made with. It answers
+    ``params`` when those are the same; the caller vouches that nothing changed the node since.
+    ``cluster_expect`` is only echoed, so this call's replaces the earlier one.
+    """
+    if not isinstance(reuse, dict) or not isinstance(reuse.get("validation"), dict):
+        return None, "reuse holds no validation (expected a result of gpu_facts with validate, or of host_validate)"
+    made_with = reuse.get("validate_params")
+    if not isinstance(made_with, dict):
+        return None, "reuse does not say what its validation was made with (validate_params)"
+    wanted = read_params(params)
+    differ = sorted(k for k in READ_KEYS if made_with.get(k) != wanted[k])
+    if differ:
+        return None, "the earlier validation was made with other %s" % ", ".join(differ)
+    validation = dict(reuse["validation"])
+    validation["cluster_expect"] = dict(params.get("cluster_expect") or {})
+    return validation, None
+
+
 def runtime_summary(runtime):
     """What the result says of the runtime check."""
     return {
@@ -1137,6 +1192,20 @@ def validate_host(host, params=None, facts=None, cuda_runner=None):
     result["not_checked"] = checks.messages(SKIPPED)
     result["summary"] = summary_line(result)
     return result, facts
+
+
+def validate_node(params, host_root="/", command_timeout=60):
+    """Validate the node at ``host_root`` with the module options ``params``: ``(validation, facts)``."""
+    host = _gpu_facts.make_host(host_root, command_timeout)
+    timeout = params.get("cuda_test_timeout")
+    if timeout is None:
+        timeout = ARGUMENT_SPEC["cuda_test_timeout"]["default"]
+    if timeout < 1:
+        raise GpuFleetError(
+            "cuda_test_timeout: %s is not a number of seconds (expected 1 or more)" % timeout,
+            cuda_test_timeout=timeout,
+        )
+    return validate_host(host, params, cuda_runner=_gpu_facts.subprocess_runner(host.root, timeout))
 
 
 def summary_line(result):

@@ -39,6 +39,68 @@ options:
         reported as an error probe.
     type: int
     default: 60
+  validate:
+    description:
+      - Also validate the node, in the same pass, as M(gpufleet.nvidia.host_validate) does with
+        these options (its options but O(host_root) and O(command_timeout), which are this
+        module's, and O(gpufleet.nvidia.host_validate#module:cluster_expect)), and return
+        RV(validation) and RV(validate_params).
+      - Unset, nothing is validated. The site playbook sets it at discovery, and hands the result
+        to M(gpufleet.nvidia.host_validate)'s O(gpufleet.nvidia.host_validate#module:reuse) on
+        the nodes that no host layer changed, so that a run that changes nothing reads each node
+        once.
+    type: dict
+    suboptions:
+      gpu_count:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: int
+      driver_version:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: str
+        default: ""
+      driver_method:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: str
+        choices: [package, preinstalled, operator]
+        default: package
+      toolkit_version:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: str
+        default: ""
+      container_runtime:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: str
+        choices: [containerd, crio, docker, k3s, rke2, none]
+        default: containerd
+      runtime_handler:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: str
+        default: nvidia
+      cdi:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: str
+        choices: [auto, enabled, disabled]
+        default: auto
+      cdi_spec_dirs:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: list
+        elements: path
+        default: [/etc/cdi, /var/run/cdi]
+      cuda_test:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: bool
+        default: true
+      prepared_without_gpu:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: bool
+        default: false
+      nvcc_path:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: path
+      cuda_test_timeout:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: int
+        default: 180
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes.read_only
 notes:
@@ -46,6 +108,7 @@ notes:
     O(host_root) is not C(/).
 seealso:
   - module: gpufleet.nvidia.preflight
+  - module: gpufleet.nvidia.host_validate
 """
 
 EXAMPLES = r"""
@@ -67,9 +130,28 @@ EXAMPLES = r"""
   ansible.builtin.fail:
     msg: "{{ gpu.gpufleet_nvidia.probes.nvidia_smi.detail }}"
   when: gpu.gpufleet_nvidia.probes.nvidia_smi.state == 'error'
+
+- name: Gather the facts and validate the node in the same pass
+  gpufleet.nvidia.gpu_facts:
+    validate:
+      driver_version: "580"
+      container_runtime: containerd
+  register: discovery
 """
 
 RETURN = r"""
+validation:
+  description:
+    - With O(validate), the node's validation, as RV(gpufleet.nvidia.host_validate#module:validation)
+      of M(gpufleet.nvidia.host_validate), made from the same reads as the facts.
+  returned: when O(validate) is set
+  type: dict
+  sample: {status: ok, summary: "ok: 6 ok, 0 drifted, 0 failed, 2 not checked", gpu_count: 1}
+validate_params:
+  description: With O(validate), the options the validation was made with, for M(gpufleet.nvidia.host_validate)'s reuse.
+  returned: when O(validate) is set
+  type: dict
+  sample: {driver_version: "580", container_runtime: containerd, host_root: /, command_timeout: 60}
 gpufleet_nvidia:
   description:
     - The facts, also set as the C(gpufleet_nvidia) host fact.
@@ -247,6 +329,7 @@ gpufleet_nvidia:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
 
 
@@ -255,15 +338,23 @@ def main():
         argument_spec=dict(
             host_root=dict(type="path", default="/"),
             command_timeout=dict(type="int", default=60),
+            validate=dict(type="dict", options=_validate.GPU_FACTS_SPEC),
         ),
         supports_check_mode=True,
     )
+    params = module.params
+    result = dict(changed=False)
     try:
-        host = _gpu_facts.make_host(module.params["host_root"], module.params["command_timeout"])
-        facts = _gpu_facts.gather_facts(host)
+        if params["validate"] is None:
+            host = _gpu_facts.make_host(params["host_root"], params["command_timeout"])
+            facts = _gpu_facts.gather_facts(host)
+        else:
+            validate = dict(params["validate"], host_root=params["host_root"], command_timeout=params["command_timeout"])
+            validation, facts = _validate.validate_node(validate, params["host_root"], params["command_timeout"])
+            result.update(validation=validation, validate_params=_validate.read_params(validate))
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
-    module.exit_json(changed=False, ansible_facts={"gpufleet_nvidia": facts}, gpufleet_nvidia=facts)
+    module.exit_json(ansible_facts={"gpufleet_nvidia": facts}, gpufleet_nvidia=facts, **result)
 
 
 if __name__ == "__main__":

@@ -69,3 +69,47 @@ def test_this_machine():
     result = run_module(gpu_facts, {})
     assert result["changed"] is False
     assert "probes" in result["gpufleet_nvidia"]
+
+
+# --- validate: the validation in the same pass ---------------------------------------------------
+
+VALIDATE = {"driver_version": "580", "driver_method": "preinstalled", "container_runtime": "none"}
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_validate_in_the_same_pass_is_host_validates_verdict(replay, check_mode):
+    from ansible_collections.gpufleet.nvidia.plugins.modules import host_validate
+
+    seen = replay("ubuntu2404-h200-preinstalled")
+    result = run_module(gpu_facts, {"validate": VALIDATE, "command_timeout": 7}, check_mode=check_mode)
+    assert seen["args"] == ("/", 7)
+    # one pass: the facts and the validation from the same reads, nvidia-smi asked once
+    assert [c[0].rsplit("/", 1)[-1] for c in seen["host"].calls] == ["nvidia-smi"]
+    assert result["ansible_facts"] == {"gpufleet_nvidia": result["gpufleet_nvidia"]}
+    assert result["validate_params"] == dict(
+        VALIDATE, gpu_count=None, toolkit_version="", runtime_handler="nvidia", cdi="auto",
+        cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"], cuda_test=True, prepared_without_gpu=False,
+        nvcc_path=None, cuda_test_timeout=180, command_timeout=7, host_root="/",
+    )
+    replay("ubuntu2404-h200-preinstalled")
+    alone = run_module(host_validate, dict(VALIDATE, command_timeout=7), check_mode=check_mode)
+    assert result["validation"] == alone["validation"]
+    assert result["validation"]["status"] == "ok"
+    assert result["validate_params"] == alone["validate_params"]
+    assert result["gpufleet_nvidia"] == alone["gpufleet_nvidia"]
+
+
+def test_without_validate_nothing_is_validated(replay):
+    replay("ubuntu2404-h200-preinstalled")
+    result = run_module(gpu_facts, {})
+    assert "validation" not in result and "validate_params" not in result
+
+
+def test_validate_with_bad_options_fails_cleanly(replay):
+    replay("ubuntu2404-h200-preinstalled")
+    with pytest.raises(AnsibleFailJson) as err:
+        run_module(gpu_facts, {"validate": {"driver_version": "five-eighty"}})
+    assert err.value.result["msg"] == "driver_version: version 'five-eighty' is not a driver version (expected e.g. 580 or 580.95.05)"
+    with pytest.raises(AnsibleFailJson) as err:
+        run_module(gpu_facts, {"validate": {"cuda_test_timeout": 0}})
+    assert err.value.result["msg"] == "cuda_test_timeout: 0 is not a number of seconds (expected 1 or more)"
