@@ -113,6 +113,9 @@ class CallbackModule(CallbackBase):
         # the collection's preflight action judges facts it is given on the controller
         if action == "gpufleet.nvidia.preflight" and (result.task.args or {}).get("facts") is not None:
             return False
+        # host_validate's action takes an earlier validation of the run on the controller
+        if action == "gpufleet.nvidia.host_validate" and result.result.get("reused") is True:
+            return False
         delegate = result.task.delegate_to
         if delegate and delegate in ("localhost", "127.0.0.1") and result.host.get_name() != delegate:
             return False
