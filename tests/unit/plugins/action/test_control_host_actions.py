@@ -44,3 +44,17 @@ def test_a_changed_report_is_rewritten_and_only_the_formats_asked(tmp_path):
 def test_kube_client_is_seen_in_this_process():
     kubernetes = pytest.importorskip("kubernetes")
     assert K.client_version() == kubernetes.__version__
+
+
+def test_kube_client_is_found_without_being_imported(monkeypatch):
+    import sys
+
+    pytest.importorskip("kubernetes")
+    monkeypatch.delitem(sys.modules, "kubernetes", raising=False)
+    assert K.client_version()
+    assert "kubernetes" not in sys.modules  # found and its version read, not imported
+
+
+def test_no_kube_client(monkeypatch):
+    monkeypatch.setattr(K.importlib.util, "find_spec", lambda name: None)
+    assert K.client_version() is None
