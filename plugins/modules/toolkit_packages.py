@@ -324,7 +324,6 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
-from ansible.module_utils.urls import fetch_url
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _runtime_config
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _safe_write
@@ -348,6 +347,10 @@ class ModuleSystem(object):
         _safe_write.write_file(self.module, path, text)
 
     def fetch(self, url):
+        # Imported here: only a key download needs it, and importing it (http.client, ssl) costs
+        # every run that changes nothing about 50 ms on the node (docs/performance.md).
+        from ansible.module_utils.urls import fetch_url  # pylint: disable=import-outside-toplevel
+
         response, info = fetch_url(self.module, url, timeout=30)
         if info.get("status") != 200 or response is None:
             raise GpuFleetError(
