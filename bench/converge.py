@@ -492,6 +492,9 @@ class Bench(object):
 
     def first_converge(self):
         rows = []
+        if self.cfg.first_runs < 1:  # BENCH_FIRST_RUNS=0: no first-converge measurement
+            self.results["first"] = rows
+            return
         for os_name in self.cfg.first_os:
             for transport in self.cfg.transports:
                 rows.append({"os": os_name, "transport": transport, "site_s": [], "floor_s": [], "same_state": [],
