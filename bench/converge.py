@@ -21,7 +21,7 @@ The table goes to stdout and to bench/results/latest.md and latest.json. Environ
     BENCH_PODMAN_SIZES="1 4" the sizes also measured through podman: a module costs about twice
                              as much through it as through ssh, and 8 nodes through podman
                              would take the bench past 25 minutes on a 2-core machine
-    BENCH_FIRST_RUNS=1       runs of the first-converge measurement (a fresh node each)
+    BENCH_FIRST_RUNS=1       runs of the first-converge measurement (a fresh node each); 0: none
     BENCH_FIRST_OS=debian12  the OSes of the first-converge measurement (debian12 and/or debian13)
     BENCH_FORKS=10           Ansible forks (>= the largest size: every node in one batch)
     BENCH_REF=""             a git ref to measure (its tree, exported with git archive) instead
