@@ -1118,6 +1118,13 @@ def reusable(reuse, params):
     return validation, None
 
 
+def merged_params(params):
+    """``params`` over :data:`DEFAULTS` (an unset option takes its default; ``gpu_count`` may be None)."""
+    merged = dict(DEFAULTS)
+    merged.update(dict((k, v) for k, v in (params or {}).items() if v is not None or k == "gpu_count"))
+    return merged
+
+
 def runtime_summary(runtime):
     """What the result says of the runtime check."""
     return {
@@ -1131,8 +1138,7 @@ def runtime_summary(runtime):
 
 def validate_host(host, params=None, facts=None, cuda_runner=None):
     """Validate the node ``host``; returns ``(validation, facts)``."""
-    p = dict(DEFAULTS)
-    p.update(dict((k, v) for k, v in (params or {}).items() if v is not None or k == "gpu_count"))
+    p = merged_params(params)
     check_params(p)
     if facts is None:
         facts = _gpu_facts.gather_facts(host)
@@ -1194,17 +1200,22 @@ def validate_host(host, params=None, facts=None, cuda_runner=None):
     return result, facts
 
 
-def validate_node(params, host_root="/", command_timeout=60):
-    """Validate the node at ``host_root`` with the module options ``params``: ``(validation, facts)``."""
-    host = _gpu_facts.make_host(host_root, command_timeout)
+def check_options(params):
+    """Raise GpuFleetError for validation options that cannot be right, before anything is read."""
+    check_params(merged_params(params))
     timeout = params.get("cuda_test_timeout")
-    if timeout is None:
-        timeout = ARGUMENT_SPEC["cuda_test_timeout"]["default"]
-    if timeout < 1:
+    if timeout is not None and timeout < 1:
         raise GpuFleetError(
             "cuda_test_timeout: %s is not a number of seconds (expected 1 or more)" % timeout,
             cuda_test_timeout=timeout,
         )
+
+
+def validate_node(params, host_root="/", command_timeout=60):
+    """Validate the node at ``host_root`` with the module options ``params``: ``(validation, facts)``."""
+    host = _gpu_facts.make_host(host_root, command_timeout)
+    check_options(params)
+    timeout = params.get("cuda_test_timeout") or ARGUMENT_SPEC["cuda_test_timeout"]["default"]
     return validate_host(host, params, cuda_runner=_gpu_facts.subprocess_runner(host.root, timeout))
 
 

@@ -109,7 +109,8 @@ def test_validate_with_bad_options_fails_cleanly(replay):
     replay("ubuntu2404-h200-preinstalled")
     with pytest.raises(AnsibleFailJson) as err:
         run_module(gpu_facts, {"validate": {"driver_version": "five-eighty"}})
-    assert err.value.result["msg"] == "driver_version: version 'five-eighty' is not a driver version (expected e.g. 580 or 580.95.05)"
+    # named as gpu_facts' option: the discover role's pass fails before anything is read
+    assert err.value.result["msg"] == "validate.driver_version: version 'five-eighty' is not a driver version (expected e.g. 580 or 580.95.05)"
     with pytest.raises(AnsibleFailJson) as err:
         run_module(gpu_facts, {"validate": {"cuda_test_timeout": 0}})
-    assert err.value.result["msg"] == "cuda_test_timeout: 0 is not a number of seconds (expected 1 or more)"
+    assert err.value.result["msg"] == "validate.cuda_test_timeout: 0 is not a number of seconds (expected 1 or more)"
