@@ -34,13 +34,7 @@ class ActionModule(ActionBase):
             return result
         validation, why_not = _validate.reusable(params["reuse"], params)
         if validation is not None:
-            result.update(
-                changed=False,
-                validation=validation,
-                validate_params=_validate.read_params(params),
-                reused=True,
-                ansible_facts={"gpufleet_nvidia_validation": validation},
-            )
+            result.update(_validate.reused_result(validation, params))
             return result
         args = dict((k, v) for k, v in self._task.args.items() if k != "reuse")
         result.update(self._execute_module(module_name="gpufleet.nvidia.host_validate", module_args=args, task_vars=task_vars))

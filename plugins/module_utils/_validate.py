@@ -1211,6 +1211,17 @@ def check_options(params):
         )
 
 
+def reused_result(validation, params):
+    """The result of host_validate when it takes ``validation`` (from :func:`reusable`) as its own."""
+    return dict(
+        changed=False,
+        validation=validation,
+        validate_params=read_params(params),
+        reused=True,
+        ansible_facts={"gpufleet_nvidia_validation": validation},
+    )
+
+
 def validate_node(params, host_root="/", command_timeout=60):
     """Validate the node at ``host_root`` with the module options ``params``: ``(validation, facts)``."""
     host = _gpu_facts.make_host(host_root, command_timeout)

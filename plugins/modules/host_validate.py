@@ -317,13 +317,7 @@ def main():
     if params["reuse"] is not None:
         validation, why_not = _validate.reusable(params["reuse"], params)
     if validation is not None:
-        module.exit_json(
-            changed=False,
-            validation=validation,
-            validate_params=_validate.read_params(params),
-            reused=True,
-            ansible_facts={"gpufleet_nvidia_validation": validation},
-        )
+        module.exit_json(**_validate.reused_result(validation, params))
     try:
         validation, facts = _validate.validate_node(params, params["host_root"], params["command_timeout"])
     except GpuFleetError as exc:

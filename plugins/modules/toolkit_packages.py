@@ -238,8 +238,11 @@ msg:
   sample: NVIDIA Container Toolkit 1.17.8-1 installed, pinned and held; the nvidia runtime is already configured
 runtime:
   description:
-    - The runtime's result, every key that M(gpufleet.nvidia.container_runtime) returns, with its
-      own C(changed); the top-level C(changed) is true when the packages or the runtime changed.
+    - The runtime's result, every key that M(gpufleet.nvidia.container_runtime) returns (see its
+      RETURN for C(msg), C(changed_files), C(config_version), C(plugin_table), C(runtime_table),
+      C(restart_needed), C(containerd_version), C(validation) and C(diff)), with its own
+      C(changed); the top-level C(changed) is true when the packages or the runtime changed. The
+      keys the container_toolkit role reads are below.
   type: dict
   returned: when O(runtime) is given
   sample:
@@ -254,68 +257,17 @@ runtime:
       type: bool
       returned: always
       sample: true
-    msg:
-      description: What was done to the runtime's configuration.
-      type: str
-      returned: always
-      sample: configured the nvidia runtime (create /etc/containerd/conf.d/99-nvidia.toml, update /etc/containerd/config.toml)
-    changed_files:
-      description: The files written or removed (or that would be, in check mode).
-      type: list
-      elements: str
-      returned: always
-      sample: [/etc/containerd/conf.d/99-nvidia.toml, /etc/containerd/config.toml]
     files:
       description: Every file looked at and what happened to it (V(create), V(update), V(delete), V(unchanged)).
       type: list
       elements: dict
       returned: always
       sample: [{path: /etc/containerd/conf.d/99-nvidia.toml, action: create}, {path: /etc/containerd/config.toml, action: update}]
-    config_version:
-      description: The containerd config version the handler was written for (null for CRI-O and Docker).
-      type: int
-      returned: always
-      sample: 2
-    plugin_table:
-      description: The containerd CRI plugin table that holds the handler (null for CRI-O and Docker).
-      type: str
-      returned: always
-      sample: plugins."io.containerd.grpc.v1.cri"
-    runtime_table:
-      description: Where the handler is, as a TOML table path (a JSON key path for Docker).
-      type: str
-      returned: always
-      sample: plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia
-    restart_needed:
-      description: Whether the runtime (or k3s / RKE2) must be restarted to use the change.
-      type: bool
-      returned: always
-      sample: true
-    containerd_version:
-      description: The version of the containerd binary found (null when none, or not containerd).
-      type: str
-      returned: always
-      sample: 1.6.20
-    validation:
-      description: Whether the candidate configuration was checked by containerd, and with what.
-      type: dict
-      returned: always
-      sample: {ran: true, binary: /usr/bin/containerd, version: 1.6.20, command: /usr/bin/containerd --config <candidate> config dump}
     backup_files:
       description: Path of each changed file -> its backup, with O(runtime.backup=true).
       type: dict
       returned: always
       sample: {/etc/containerd/config.toml: /etc/containerd/config.toml.12345.2026-01-01@00:00:00~}
-    diff:
-      description: One before/after diff per changed file, in diff mode (also in the top-level diff, after the packages').
-      type: list
-      elements: dict
-      returned: when diff mode is on
-      sample:
-        - before: ""
-          after: "version = 2\n"
-          before_header: /etc/containerd/conf.d/99-nvidia.toml (absent)
-          after_header: /etc/containerd/conf.d/99-nvidia.toml
 """
 
 import glob
