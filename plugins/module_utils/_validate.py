@@ -1047,22 +1047,6 @@ def check_params(params):
             )
 
 
-DEFAULTS = {
-    "driver_version": "",
-    "driver_method": "package",
-    "toolkit_version": "",
-    "container_runtime": "containerd",
-    "runtime_handler": "nvidia",
-    "cdi": "auto",
-    "cdi_spec_dirs": list(CDI_DIRS),
-    "gpu_count": None,
-    "cuda_test": True,
-    "nvcc_path": None,
-    "prepared_without_gpu": False,
-    "cluster_expect": {},
-}
-
-
 # The options of gpufleet.nvidia.host_validate, also those of gpu_facts' ``validate`` (less
 # what gpu_facts has of its own) and those its action plugin checks on the control host.
 ARGUMENT_SPEC = dict(
@@ -1083,6 +1067,12 @@ ARGUMENT_SPEC = dict(
     cluster_expect=dict(type="dict", default={}),
     reuse=dict(type="dict"),
 )
+# Every option's default, for callers of validate_host() that give only some (from the spec).
+DEFAULTS = dict(
+    (k, v.get("default")) for k, v in ARGUMENT_SPEC.items() if k not in ("cuda_test_timeout", "command_timeout", "host_root", "reuse")
+)
+
+
 # What gpu_facts takes under ``validate``: its own host_root and command_timeout serve both.
 GPU_FACTS_SPEC = dict(
     (k, v) for k, v in ARGUMENT_SPEC.items() if k not in ("host_root", "command_timeout", "cluster_expect", "reuse")
@@ -1222,10 +1212,17 @@ def reused_result(validation, params):
     )
 
 
-def validate_node(params, host_root="/", command_timeout=60):
-    """Validate the node at ``host_root`` with the module options ``params``: ``(validation, facts)``."""
+def validate_node(params, host_root="/", command_timeout=60, option_prefix=""):
+    """Validate the node at ``host_root`` with the module options ``params``: ``(validation, facts)``.
+
+    A bad option fails before anything is read, named with ``option_prefix`` (gpu_facts passes
+    ``validate.``, the name of the option that holds them).
+    """
     host = _gpu_facts.make_host(host_root, command_timeout)
-    check_options(params)
+    try:
+        check_options(params)
+    except GpuFleetError as exc:
+        raise GpuFleetError(option_prefix + exc.msg, **exc.details)
     timeout = params.get("cuda_test_timeout") or ARGUMENT_SPEC["cuda_test_timeout"]["default"]
     return validate_host(host, params, cuda_runner=_gpu_facts.subprocess_runner(host.root, timeout))
 

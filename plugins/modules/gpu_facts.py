@@ -350,11 +350,9 @@ def main():
             facts = _gpu_facts.gather_facts(host)
         else:
             validate = dict(params["validate"], host_root=params["host_root"], command_timeout=params["command_timeout"])
-            try:
-                _validate.check_options(validate)
-            except GpuFleetError as exc:
-                raise GpuFleetError("validate." + exc.msg, **exc.details)
-            validation, facts = _validate.validate_node(validate, params["host_root"], params["command_timeout"])
+            validation, facts = _validate.validate_node(
+                validate, params["host_root"], params["command_timeout"], option_prefix="validate."
+            )
             result.update(validation=validation, validate_params=_validate.read_params(validate))
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
