@@ -73,7 +73,9 @@ CONTROLLER_ONLY = frozenset(
 
 # The collection's own actions that the controller answers itself (action plugins that start
 # no module).
-COLLECTION_CONTROLLER_ONLY = frozenset(("gpufleet.nvidia.fleet_report_files", "gpufleet.nvidia.kube_client_info"))
+COLLECTION_CONTROLLER_ONLY = frozenset(
+    ("gpufleet.nvidia.fleet_report_files", "gpufleet.nvidia.kube_client_info", "gpufleet.nvidia.role_arguments")
+)
 
 
 def _short(action):

@@ -34,8 +34,11 @@ def _site_play_vars():
         plays = yaml.safe_load(handle)
     by_role = {}
     for play in plays:
-        for role in play.get("roles") or []:
-            by_role[role["role"]] = play.get("vars") or {}
+        names = [role["role"] for role in play.get("roles") or []]
+        names += [task["ansible.builtin.import_role"]["name"] for task in play.get("tasks") or []
+                  if "ansible.builtin.import_role" in task]
+        for name in names:
+            by_role[name] = play.get("vars") or {}
     return by_role["gpufleet.nvidia.discover"], by_role["gpufleet.nvidia.validate"]
 
 

@@ -1,0 +1,93 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: role_arguments
+short_description: Check the variables of several of this collection's roles in one task
+version_added: 0.1.0
+description:
+  - Checks the host's variables against the C(meta/argument_specs.yml) of each role in O(roles),
+    as Ansible checks a role's variables before it runs the role (the variables the spec names,
+    templated, unset ones taking the spec's defaults), and fails the host naming every wrong
+    value and its role.
+  - Ansible makes that check in a task of its own, for every role, host and play. The
+    C(gpufleet.nvidia.site) playbook runs four roles on every node; it imports them with
+    C(rolespec_validate=false) and checks all four with this module in its first task, so a
+    wrong variable of any layer fails the node before any layer runs, and the check costs one
+    task per node rather than four.
+  - Runs on the control host, as an action plugin; nothing runs on the host.
+author:
+  - gpufleet.nvidia maintainers (@gpufleet)
+options:
+  roles:
+    description:
+      - The roles to check, by name (V(nvidia_driver)) or fully qualified
+        (V(gpufleet.nvidia.nvidia_driver)); roles of this collection only.
+    type: list
+    elements: str
+    required: true
+  entry_point:
+    description: The entry point whose argument spec is checked, in every role.
+    type: str
+    default: main
+attributes:
+  action:
+    description: Runs on the control host, as an action plugin.
+    support: full
+  check_mode:
+    description: Read only; the same in check mode.
+    support: full
+  diff_mode:
+    description: Nothing is changed.
+    support: none
+  platform:
+    description: The control host.
+    support: full
+    platforms: posix
+seealso:
+  - module: ansible.builtin.validate_argument_spec
+"""
+
+EXAMPLES = r"""
+- name: Check the variables of the host layers before any of them runs
+  gpufleet.nvidia.role_arguments:
+    roles: [discover, nvidia_driver, container_toolkit, validate]
+
+- name: Install the driver; its variables were checked above
+  ansible.builtin.import_role:
+    name: gpufleet.nvidia.nvidia_driver
+    rolespec_validate: false
+"""
+
+RETURN = r"""
+roles:
+  description: The roles checked, by their short names, in the order given.
+  type: list
+  elements: str
+  returned: success or when a variable is not valid
+  sample: [discover, nvidia_driver]
+argument_errors:
+  description: The errors found, per role (the roles without any are left out).
+  type: dict
+  returned: success or when a variable is not valid
+  sample: {nvidia_driver: ["value of nvidia_driver_method must be one of: package, preinstalled, got: pkg"]}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    # Answered by the action plugin of the same name on the control host; this file documents it.
+    module = AnsibleModule(
+        argument_spec=dict(roles=dict(type="list", elements="str", required=True), entry_point=dict(type="str", default="main")),
+        supports_check_mode=True,
+    )
+    module.fail_json(msg="gpufleet.nvidia.role_arguments runs on the control host through its action plugin")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""gpufleet.nvidia.role_arguments: the roles' variables, checked in one task as Ansible checks them.
+
+The functions are tested directly; the plugin runs in ansible-playbook on a local host, next to
+Ansible's own ``validate_argument_spec`` given the same role's spec and the same variables: both
+must find the same errors. A last test holds site.yml to its promise: every role it imports with
+``rolespec_validate: false`` is one that its first task checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.gpufleet.nvidia.plugins.action import role_arguments as R
+
+from ..filter import fleets as F
+
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+SITE_ROLES = ["discover", "nvidia_driver", "container_toolkit", "validate"]
+
+
+def _options(role):
+    path, is_main = R.spec_path(role)
+    assert path and not is_main
+    return R.entry_point_options(R.load_specs(path), role, "main", path)
+
+
+def test_the_collection_roles_are_found_by_name():
+    names = R.role_names()
+    assert set(SITE_ROLES + ["report", "gpu_operator", "device_plugin"]) <= set(names)
+    assert R.short_name("gpufleet.nvidia.nvidia_driver") == "nvidia_driver"
+    assert R.short_name("nvidia_driver") == "nvidia_driver"
+    assert R.spec_path("no_such_role") == (None, False)
+
+
+def test_the_specs_read_with_libyaml_are_those_ansible_reads():
+    from ansible.parsing.dataloader import DataLoader
+
+    for role in SITE_ROLES:
+        path, dummy = R.spec_path(role)
+        assert R.load_specs(path) == DataLoader().load_from_file(path)
+
+
+@pytest.mark.parametrize("values, errors", [
+    ({}, []),
+    ({"nvidia_driver_method": "package", "nvidia_driver_version": "580"}, []),
+    ({"nvidia_driver_method": "pkg"}, ["value of nvidia_driver_method must be one of: package, preinstalled, got: pkg"]),
+    ({"nvidia_driver_reboot": "maybe"}, ["nvidia_driver_reboot"]),
+])
+def test_values_are_checked_against_one_entry_point(values, errors):
+    found = R.check(_options("nvidia_driver"), values)
+    assert len(found) == len(errors)
+    for message, expected in zip(found, errors):
+        assert expected in message
+
+
+def test_a_spec_without_the_entry_point_is_refused(tmp_path):
+    with pytest.raises(AnsibleActionFail, match="no argument spec for entry point 'upgrade'"):
+        R.entry_point_options({"argument_specs": {"main": {"options": {}}}}, "r", "upgrade", "x.yml")
+    with pytest.raises(AnsibleActionFail, match="no argument spec"):
+        R.entry_point_options(None, "r", "main", "x.yml")
+    bad = tmp_path / "argument_specs.yml"
+    bad.write_text("argument_specs: [\n")
+    with pytest.raises(AnsibleActionFail, match="cannot read"):
+        R.load_specs(str(bad))
+
+
+def _playbook(tmp, host_vars, tasks):
+    inventory = {"all": {"hosts": {"node-a": host_vars},
+                         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
+    with open(os.path.join(tmp, "inventory.yml"), "w") as handle:
+        yaml.safe_dump(inventory, handle)
+    with open(os.path.join(tmp, "playbook.yml"), "w") as handle:
+        yaml.safe_dump([{"name": "Check", "hosts": "all", "gather_facts": False, "tasks": tasks}], handle, sort_keys=False)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=F.COLLECTIONS, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_HOME=os.path.join(tmp, "ansible-home"), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", os.path.join(tmp, "inventory.yml"), os.path.join(tmp, "playbook.yml")],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, timeout=300)
+    return proc.returncode, proc.stdout.decode()
+
+
+BAD = {
+    "nvidia_driver_method": "pkg",
+    "container_toolkit_hold": "sometimes",
+    "container_toolkit_runtime": "podman",
+    "validate_host_cuda_timeout": "soon",
+    "discover_waive": "kernel_headers",  # a string where a list is declared: converted, as Ansible does
+}
+
+
+def test_the_plugin_finds_what_ansibles_own_check_finds(tmp_path):
+    out = str(tmp_path / "out.json")
+    tasks = []
+    for role in SITE_ROLES:
+        path, dummy = R.spec_path(role)
+        tasks.append({
+            "name": "Ansible's own check of %s" % role,
+            "ansible.builtin.validate_argument_spec": {
+                "argument_spec": "{{ (lookup('ansible.builtin.file', '%s') | from_yaml).argument_specs.main.options }}" % path},
+            "register": "own_%s" % role, "ignore_errors": True})
+    tasks += [
+        {"name": "The collection's check", "gpufleet.nvidia.role_arguments": {"roles": ["gpufleet.nvidia." + SITE_ROLES[0]] + SITE_ROLES[1:]},
+         "register": "ours", "ignore_errors": True},
+        {"name": "Keep both", "ansible.builtin.copy": {
+            "dest": out, "mode": "0644",
+            "content": "{{ {'ours': ours, 'own': {%s}} | to_json }}" % ", ".join("'%s': own_%s" % (r, r) for r in SITE_ROLES)}},
+    ]
+    rc, output = _playbook(str(tmp_path), BAD, tasks)
+    assert rc == 0, output
+    with open(out) as handle:
+        got = json.load(handle)
+    ours, own = got["ours"], got["own"]
+    assert ours["failed"] is True and ours["roles"] == SITE_ROLES
+    for role in SITE_ROLES:
+        assert ours["argument_errors"].get(role, []) == own[role].get("argument_errors", []), role
+    # every wrong value is named, once, under its own role; the list given as a string is not an error
+    assert sorted(ours["argument_errors"]) == ["container_toolkit", "nvidia_driver", "validate"]
+    assert len(ours["argument_errors"]["container_toolkit"]) == 2
+    assert ours["msg"].splitlines()[0] == "The roles' variables are not valid:"
+    assert "gpufleet.nvidia.nvidia_driver: value of nvidia_driver_method must be one of: package, preinstalled, got: pkg" in ours["msg"]
+
+
+def test_valid_variables_pass_and_a_bad_task_fails_with_the_reason(tmp_path):
+    tasks = [
+        {"name": "Valid", "gpufleet.nvidia.role_arguments": {"roles": SITE_ROLES}},
+        {"name": "Not a role", "gpufleet.nvidia.role_arguments": {"roles": ["nvidia_drivers"]}, "register": "nope", "ignore_errors": True},
+        {"name": "Its reason", "ansible.builtin.assert": {"that": [
+            "nope is failed",
+            "nope.msg.startswith(\"roles: 'nvidia_drivers' is not a role of gpufleet.nvidia (expected one of: \")"]}},
+    ]
+    rc, output = _playbook(str(tmp_path), {"nvidia_driver_version": "580", "validate_gpu_count": 8}, tasks)
+    assert rc == 0, output
+    assert "ok: [node-a]" in output
+
+
+def _imports(tasks):
+    for task in tasks or []:
+        if "ansible.builtin.import_role" in task:
+            yield task["ansible.builtin.import_role"]
+        for key in ("block", "rescue", "always"):
+            yield from _imports(task.get(key))
+
+
+def test_site_checks_every_role_whose_own_check_it_turns_off():
+    with open(os.path.join(F.ROOT, "playbooks", "site.yml")) as handle:
+        plays = yaml.safe_load(handle)
+    first = plays[0]["tasks"][0]
+    assert "gpufleet.nvidia.role_arguments" in first and "always" in plays[0]["tags"]
+    checked = {R.short_name(name) for name in first["gpufleet.nvidia.role_arguments"]["roles"]}
+    unchecked = [R.short_name(imp["name"]) for play in plays for imp in _imports(play.get("tasks"))
+                 if imp.get("rolespec_validate") is False]
+    assert sorted(unchecked) == sorted(checked) == sorted(SITE_ROLES)
+    for play in plays:  # no play runs one of them through `roles:`, where Ansible would check it again
+        assert not {R.short_name(r["role"]) for r in play.get("roles") or []} & checked
