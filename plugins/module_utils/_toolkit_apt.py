@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import Gpu
 MANAGED_BY = "Managed by gpufleet.nvidia.container_toolkit"
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1")
 KEYRING = "/etc/apt/keyrings/nvidia-container-toolkit.asc"
+ARMOR = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
 SOURCE_FILE = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
 PIN_FILE = "/etc/apt/preferences.d/nvidia-container-toolkit.pref"
 LISTS_DIR = "/var/lib/apt/lists"
@@ -45,8 +46,14 @@ def full_version(version):
     return text if "-" in text else text + "-1"
 
 
-def render_source(url, keyring):
-    return "# %s\ndeb [signed-by=%s] %s /\n" % (MANAGED_BY, keyring, url)
+def render_source(url, keyring, key_origin=None):
+    """The apt source; its comment says where the keyring's key came from (a URL, or repo_key)."""
+    origin = "; key from %s" % key_origin if key_origin else ""
+    return "# %s%s\ndeb [signed-by=%s] %s /\n" % (MANAGED_BY, origin, keyring, url)
+
+
+def key_origin(params):
+    return "repo_key" if params["repo_key"] else params["repo_key_url"]
 
 
 def render_pin(packages, version):
@@ -75,7 +82,7 @@ def desired_files(params, key):
         if not params["repo_url"]:
             raise GpuFleetError("repo_url: empty while repo_manage is true (the repository to install from)")
         files[params["keyring"]] = key
-        files[params["source_file"]] = render_source(params["repo_url"], params["keyring"])
+        files[params["source_file"]] = render_source(params["repo_url"], params["keyring"], key_origin(params))
     return files
 
 
@@ -165,20 +172,36 @@ def _checked(system, argv, what):
     return out
 
 
+def wanted_key(system, params, current):
+    """The key the keyring must hold, and whether it was downloaded to know it.
+
+    Given in ``repo_key``, it is that. From ``repo_key_url``, it is downloaded only when it must be:
+    with ``repo_key_refresh``, when the keyring holds no armored key, or when the source file does
+    not say that the keyring came from this URL (a new URL or repository, a key given inline
+    before, or a source file written before the file said so). Otherwise the keyring stays as it
+    is, and a run that changes nothing does not depend on the key's server.
+    """
+    if params["repo_key"]:
+        key, downloaded = params["repo_key"], False
+    else:
+        held = current["files"].get(params["keyring"]) or ""
+        source = render_source(params["repo_url"], params["keyring"], key_origin(params))
+        if not params["repo_key_refresh"] and ARMOR in held and current["files"].get(params["source_file"]) == source:
+            return held, False
+        key, downloaded = system.fetch(params["repo_key_url"]), True
+    if ARMOR not in key:
+        raise GpuFleetError(
+            "the repository key from %s is not an ASCII-armored OpenPGP public key (it starts %r); "
+            "nothing was changed" % (key_origin(params), key[:40]),
+        )
+    return (key if key.endswith("\n") else key + "\n"), downloaded
+
+
 def converge(system, params, check_mode=False, want_diff=False):
     """Read, plan, and (unless check mode) apply; the module's result."""
     version = full_version(params["version"])
     current = read_state(system, params)
-    key = None
-    if params["repo_manage"]:
-        key = params["repo_key"] or system.fetch(params["repo_key_url"])
-        if "-----BEGIN PGP PUBLIC KEY BLOCK-----" not in key:
-            raise GpuFleetError(
-                "the repository key from %s is not an ASCII-armored OpenPGP public key (it starts %r); "
-                "nothing was changed" % ("repo_key" if params["repo_key"] else params["repo_key_url"], key[:40]),
-            )
-        if not key.endswith("\n"):
-            key += "\n"
+    key, downloaded = wanted_key(system, params, current) if params["repo_manage"] else (None, False)
     todo = plan(current, params, key)
     changed = bool(todo["actions"])
     if changed and not check_mode:
@@ -193,6 +216,7 @@ def converge(system, params, check_mode=False, want_diff=False):
         "held": sorted(n for n in params["packages"] if (after.get(n) or {}).get("held")),
         "actions": todo["actions"],
         "files": sorted(todo["files"]),
+        "key_downloaded": downloaded,
         "msg": ("NVIDIA Container Toolkit %s: %s" % (version, "; ".join(todo["actions"])) if changed
                 else "NVIDIA Container Toolkit %s installed, pinned%s" % (version, " and held" if params["hold"] else "")),
     }

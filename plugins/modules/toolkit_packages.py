@@ -14,7 +14,7 @@ description:
     the four toolkit packages to one version, installs them at that version, and holds them.
   - Reads the key, the source and the pin files and the packages' dpkg state first, builds the
     desired state in memory and changes only what differs; a run that changes nothing costs one
-    C(dpkg-query) (and the key's download when O(repo_key_url) is used). The package lists are
+    C(dpkg-query), and downloads no key (see O(repo_key_refresh)). The package lists are
     refreshed only when the repository changed, or when an install needs lists older than
     O(cache_valid_time).
   - With O(runtime), the same call then adds the NVIDIA runtime handler to the node's container
@@ -60,6 +60,16 @@ options:
     description: The key's ASCII-armored content; nothing is downloaded then.
     type: str
     default: ""
+  repo_key_refresh:
+    description:
+      - Download the key from O(repo_key_url) on every run, and replace the keyring when the key
+        changed (a rotated key).
+      - With V(false), it is downloaded only when the keyring holds no armored key, or when the
+        source file does not say that the keyring came from this O(repo_key_url) (the source
+        file's comment records it). A run that changes nothing then makes no request to the key's
+        server, and does not fail when it cannot be reached.
+    type: bool
+    default: false
   keyring:
     description: Where the key is written; the source's C(signed-by) names it.
     type: path
@@ -157,7 +167,7 @@ options:
 attributes:
   check_mode:
     description:
-      - Plans everything and changes nothing; the key is still downloaded to compare it.
+      - Plans everything and changes nothing; the key is downloaded when a run would download it.
       - With O(runtime) on a node where C(python3-tomlkit) is not installed yet, the runtime's
         change cannot be planned, and the module fails as M(gpufleet.nvidia.container_runtime) does.
     support: full
@@ -231,6 +241,11 @@ files:
   elements: str
   returned: always
   sample: [/etc/apt/preferences.d/nvidia-container-toolkit.pref]
+key_downloaded:
+  description: The key was downloaded from O(repo_key_url) in this run (see O(repo_key_refresh)).
+  type: bool
+  returned: always
+  sample: false
 msg:
   description: One line about the result (with O(runtime), the runtime's after it).
   type: str
@@ -300,7 +315,7 @@ class ModuleSystem(object):
 
     def fetch(self, url):
         # Imported here: only a key download needs it, and importing it (http.client, ssl) costs
-        # every run that changes nothing about 50 ms on the node (docs/performance.md).
+        # about 50 ms on the node (docs/performance.md).
         from ansible.module_utils.urls import fetch_url  # pylint: disable=import-outside-toplevel
 
         response, info = fetch_url(self.module, url, timeout=30)
@@ -328,6 +343,7 @@ ARGUMENT_SPEC = dict(
     repo_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"),
     repo_key_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/gpgkey", no_log=False),
     repo_key=dict(type="str", default="", no_log=False),
+    repo_key_refresh=dict(type="bool", default=False, no_log=False),
     keyring=dict(type="path", default=_toolkit_apt.KEYRING),
     source_file=dict(type="path", default=_toolkit_apt.SOURCE_FILE),
     pin_file=dict(type="path", default=_toolkit_apt.PIN_FILE),

@@ -15,6 +15,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import Gpu
 
 KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZabc\n-----END PGP PUBLIC KEY BLOCK-----\n"
 URL = "http://127.0.0.1:8088/stable/deb/$(ARCH)"
+KEY_URL = "http://127.0.0.1:8088/gpgkey"
 
 
 class FakeApt(object):
@@ -72,7 +73,7 @@ class FakeApt(object):
 
 def params(**extra):
     base = dict(version="1.17.8", packages=list(T.PACKAGES), extra_packages=["python3-tomlkit"], hold=True,
-                repo_manage=True, repo_url=URL, repo_key_url="http://127.0.0.1:8088/gpgkey", repo_key="",
+                repo_manage=True, repo_url=URL, repo_key_url=KEY_URL, repo_key="", repo_key_refresh=False,
                 keyring=T.KEYRING, source_file=T.SOURCE_FILE, pin_file=T.PIN_FILE, update_cache=False,
                 cache_valid_time=3600)
     base.update(extra)
@@ -82,7 +83,7 @@ def params(**extra):
 def converged(version="1.17.8-1", held=True):
     return FakeApt(
         packages=dict([(n, (version, held)) for n in T.PACKAGES] + [("python3-tomlkit", ("0.11.7-1", False))]),
-        files={T.KEYRING: KEY, T.SOURCE_FILE: T.render_source(URL, T.KEYRING), T.PIN_FILE: T.render_pin(T.PACKAGES, version)},
+        files={T.KEYRING: KEY, T.SOURCE_FILE: T.render_source(URL, T.KEYRING, KEY_URL), T.PIN_FILE: T.render_pin(T.PACKAGES, version)},
     )
 
 
@@ -115,7 +116,8 @@ def test_fresh_node_gets_key_source_pin_install_and_hold_in_order():
     ]
     assert verbs(system) == ["dpkg-query", "apt-get update", "apt-get install", "apt-mark", "dpkg-query"]
     assert system.files[T.SOURCE_FILE] == (
-        "# Managed by gpufleet.nvidia.container_toolkit\ndeb [signed-by=%s] %s /\n" % (T.KEYRING, URL))
+        "# Managed by gpufleet.nvidia.container_toolkit; key from %s\ndeb [signed-by=%s] %s /\n" % (KEY_URL, T.KEYRING, URL))
+    assert system.fetched == [KEY_URL] and result["key_downloaded"] is True
     assert "Package: nvidia-container-toolkit nvidia-container-toolkit-base libnvidia-container-tools libnvidia-container1\n" \
         "Pin: version 1.17.8-1\nPin-Priority: 1001\n" in system.files[T.PIN_FILE]
     assert system.files[T.KEYRING] == KEY
@@ -131,6 +133,7 @@ def test_converged_node_costs_one_dpkg_query_and_changes_nothing():
     result = T.converge(system, params())
     assert result["changed"] is False and result["actions"] == []
     assert verbs(system) == ["dpkg-query"]
+    assert system.fetched == [] and result["key_downloaded"] is False  # no request to the key's server
     assert result["msg"] == "NVIDIA Container Toolkit 1.17.8-1 installed, pinned and held"
 
 
@@ -162,12 +165,37 @@ def test_an_install_with_stale_lists_refreshes_them_first():
     assert verbs(system)[:3] == ["dpkg-query", "apt-get update", "apt-get install"]
 
 
-def test_a_rotated_key_rewrites_the_keyring_and_refreshes_the_lists():
+def test_a_rotated_key_rewrites_the_keyring_and_refreshes_the_lists_with_refresh():
     system = converged()
     system.key = KEY.replace("mDMEZabc", "mDMEZnew")
-    result = T.converge(system, params())
+    assert T.converge(system, params())["changed"] is False  # not looked for without refresh
+    result = T.converge(system, params(repo_key_refresh=True))
     assert result["actions"] == ["write " + T.KEYRING, "apt-get update"]
+    assert system.files[T.KEYRING] == system.key and system.fetched == [KEY_URL]
+    unchanged = T.converge(system, params(repo_key_refresh=True))
+    assert unchanged["changed"] is False and unchanged["key_downloaded"] is True
+
+
+@pytest.mark.parametrize("why, files", [
+    ("no keyring", {T.KEYRING: None}),
+    ("a keyring without a key", {T.KEYRING: "<html>404</html>\n"}),
+    ("a source file that does not say where the key came from",
+     {T.SOURCE_FILE: "# Managed by gpufleet.nvidia.container_toolkit\ndeb [signed-by=%s] %s /\n" % (T.KEYRING, URL)}),
+    ("a key from another URL", {T.SOURCE_FILE: T.render_source(URL, T.KEYRING, "https://old.example.net/gpgkey")}),
+    ("a key given inline before", {T.SOURCE_FILE: T.render_source(URL, T.KEYRING, "repo_key")}),
+])
+def test_the_key_is_downloaded_when_the_keyring_cannot_be_trusted_as_it_is(why, files):
+    system = converged()
+    system.files.update(files)
+    system.key = KEY.replace("mDMEZabc", "mDMEZnew")
+    result = T.converge(system, params())
+    assert system.fetched == [KEY_URL] and result["key_downloaded"] is True, why
     assert system.files[T.KEYRING] == system.key
+    assert system.files[T.SOURCE_FILE] == T.render_source(URL, T.KEYRING, KEY_URL)
+    assert "apt-get update" in result["actions"]
+    again = converged()
+    again.files = dict(system.files)
+    assert T.converge(again, params())["changed"] is False and again.fetched == []
 
 
 def test_hold_false_releases_the_hold():
@@ -186,8 +214,9 @@ def test_repo_manage_false_leaves_the_repository_alone_and_downloads_nothing():
 
 def test_a_key_given_inline_is_not_downloaded():
     system = FakeApt()
-    T.converge(system, params(repo_key=KEY.rstrip("\n")), check_mode=True)
-    assert system.fetched == []
+    result = T.converge(system, params(repo_key=KEY.rstrip("\n"), repo_key_refresh=True), check_mode=True)
+    assert system.fetched == [] and result["key_downloaded"] is False
+    assert result["files"] == sorted([T.KEYRING, T.PIN_FILE, T.SOURCE_FILE])
 
 
 def test_a_key_that_is_not_armored_fails_before_any_change():

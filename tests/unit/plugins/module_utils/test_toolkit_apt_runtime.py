@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils import _runtime_co
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toolkit_apt as T
 from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime, toolkit_packages
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import fixture_text
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_toolkit_apt import KEY, URL, FakeApt, converged
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_toolkit_apt import KEY_URL, URL, FakeApt, converged
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.test_container_runtime import snapshot
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
 
@@ -59,7 +59,7 @@ def node(tmp_path):
 
 
 def args(runtime=None, **extra):
-    base = dict(version="1.17.8-1", extra_packages=["python3-tomlkit"], repo_url=URL, repo_key=KEY)
+    base = dict(version="1.17.8-1", extra_packages=["python3-tomlkit"], repo_url=URL, repo_key_url=KEY_URL)
     if runtime is not None:
         base["runtime"] = runtime
     base.update(extra)
