@@ -5,6 +5,8 @@ Run by bench/run.sh as root, with the virtual environment's Python. Measures, in
 1. no-op site.yml (nothing to change) on BENCH_SIZES converged nodes, next to the floor of any
    play (facts and one module per host, bench/floor.yml), per transport: wall time, wall time per
    node, tasks executed and module invocations per node (bench/callback_plugins/bench_count.py);
+   the whole of site.yml, and its host layers alone (``--tags driver,toolkit``: discovery and
+   preflight, the driver, the toolkit and the runtime, then the report; no validation, no cluster);
 2. the first converge of a fresh node: site.yml next to bench/floor-converge.sh, the same package
    installs and file writes done directly by a shell script in an identical fresh node;
 3. gpu_facts alone: in a node (in-process probes, and the module's AnsiballZ file run as a
@@ -98,6 +100,11 @@ def sh(argv, check=True, capture=True, input_text=None, env=None, timeout=None):
 
 def median(values):
     return statistics.median(values) if values else None
+
+
+# What the no-op measurement runs: the floor, site.yml, and site.yml's host layers alone.
+MEASURED = ("floor", "site", "layers")
+LAYERS_ONLY = ("--tags", "driver,toolkit")
 
 
 def cpu_median(samples, nodes):
@@ -353,14 +360,14 @@ class Bench(object):
                 counts = json.load(handle)
         return wall, counts, logfile
 
-    def playbook(self, what, inventory, playbook, transport, tag, nodes=()):
+    def playbook(self, what, inventory, playbook, transport, tag, nodes=(), extra=()):
         argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inventory, playbook,
-                "-e", "report_dir=%s" % os.path.join(CACHE, "report")]
+                "-e", "report_dir=%s" % os.path.join(CACHE, "report")] + list(extra)
         return self.ansible(what, argv, transport, tag, nodes=nodes)
 
-    def site(self, inventory, transport, tag, nodes=()):
+    def site(self, inventory, transport, tag, nodes=(), extra=()):
         return self.playbook("site.yml", inventory, os.path.join(self.src, "playbooks", "site.yml"), transport, tag,
-                             nodes)
+                             nodes, extra)
 
     def floor(self, inventory, transport, tag, nodes=()):
         return self.playbook("the floor playbook", inventory, os.path.join(BENCH, "floor.yml"), transport, tag, nodes)
@@ -599,8 +606,9 @@ class Bench(object):
     def noop(self, names, inventories):
         rows = {}
         for (transport, n) in inventories:
-            rows[(transport, n)] = {"transport": transport, "n": n, "site_s": [], "floor_s": [], "site": None,
-                                    "floor": None, "site_cpu": [], "floor_cpu": []}
+            rows[(transport, n)] = {"transport": transport, "n": n}
+            for what in MEASURED:
+                rows[(transport, n)].update({what + "_s": [], what: None, what + "_cpu": []})
         for run in range(self.cfg.runs):
             for n in self.cfg.sizes:
                 for transport in self.cfg.transports:
@@ -608,29 +616,35 @@ class Bench(object):
                         continue
                     inv = inventories[(transport, n)]
                     row = rows[(transport, n)]
-                    order = ("floor", "site") if run % 2 == 0 else ("site", "floor")
+                    # each run starts with the next one, so that drift of the machine hits all alike
+                    order = MEASURED[run % 3:] + MEASURED[:run % 3]
                     for what in order:
                         tag = "noop-%s-%s-%d-r%d" % (what, transport, n, run + 1)
                         if what == "site":
                             wall, counts, dummy = self.site(inv, transport, tag, nodes=names[:n])
+                        elif what == "layers":
+                            wall, counts, dummy = self.site(inv, transport, tag, nodes=names[:n], extra=LAYERS_ONLY)
                         else:
                             wall, counts, dummy = self.floor(inv, transport, tag, nodes=names[:n])
                         row[what + "_s"].append(wall)
                         row[what + "_cpu"].append(self.last_cpu)
                         row[what] = self.per_node(counts, n)
-                    log("no-op run %d/%d, %d node(s), %s: site.yml %.1fs, floor %.1fs"
-                        % (run + 1, self.cfg.runs, n, transport, row["site_s"][-1], row["floor_s"][-1]))
+                    log("no-op run %d/%d, %d node(s), %s: site.yml %.1fs, its host layers %.1fs, floor %.1fs"
+                        % (run + 1, self.cfg.runs, n, transport, row["site_s"][-1], row["layers_s"][-1],
+                           row["floor_s"][-1]))
         out = []
         for key in sorted(rows, key=lambda k: (self.cfg.transports.index(k[0]), k[1])):
             row = rows[key]
-            row["site_median_s"] = median(row["site_s"])
-            row["floor_median_s"] = median(row["floor_s"])
-            row["ratio"] = row["site_median_s"] / row["floor_median_s"]
-            for what in ("site", "floor"):
+            for what in MEASURED:
+                row[what + "_median_s"] = median(row[what + "_s"])
                 row[what + "_cpu_median"] = cpu_median(row[what + "_cpu"], row["n"])
-            if row["site"]["changed"]:
-                self.note("no-op site.yml on %d node(s) (%s) changed %s task result(s) per node: not a no-op"
-                          % (row["n"], row["transport"], row["site"]["changed"]))
+            row["ratio"] = row["site_median_s"] / row["floor_median_s"]
+            row["layers_ratio"] = row["layers_median_s"] / row["floor_median_s"]
+            for what in ("site", "layers"):
+                if row[what]["changed"]:
+                    self.note("no-op site.yml%s on %d node(s) (%s) changed %s task result(s) per node: not a no-op"
+                              % ("" if what == "site" else " (host layers)", row["n"], row["transport"],
+                                 row[what]["changed"]))
             out.append(row)
         self.results["noop"] = out
 
@@ -832,6 +846,27 @@ def render(results, markdown=False):
         ])
     out.append(table(["transport", "nodes", "tasks/node", "modules/node", "modules site/floor",
                       "controller CPU s/node", "node CPU s/node", "changed/node"], rows, markdown))
+    out.append("")
+    out.append("Its host layers alone (site.yml --tags driver,toolkit: discovery and preflight, the driver, the "
+               "toolkit and the runtime, the report; no validation, no cluster), next to the same floor runs:")
+    out.append("")
+    rows = []
+    for r in results["noop"]:
+        if not r.get("layers"):
+            continue
+        s, f = r["layers"], r["floor"]
+        sc, fc = r.get("layers_cpu_median") or {}, r.get("floor_cpu_median") or {}
+        rows.append([
+            r["transport"], r["n"], fmt_s(r["layers_median_s"]), fmt_s(r["floor_median_s"]),
+            fmt_ratio(r["layers_ratio"]), fmt_s(r["layers_median_s"] / r["n"]),
+            "%g / %g" % (s["tasks"], f["tasks"]), "%g / %g" % (s["modules"], f["modules"]),
+            "%s / %s" % (fmt_s(sc.get("controller_per_node_s")), fmt_s(fc.get("controller_per_node_s"))),
+            "%s / %s" % (fmt_s(sc.get("nodes_per_node_s")), fmt_s(fc.get("nodes_per_node_s"))),
+            "%g" % s["changed"],
+        ])
+    out.append(table(["transport", "nodes", "host layers s", "floor s", "layers/floor", "layers s/node",
+                      "tasks/node", "modules/node", "controller CPU s/node", "node CPU s/node", "changed/node"],
+                     rows, markdown))
     out.append("")
     out.append("tasks = task results ok/changed/failed per node (skipped not counted; the report play's %s tasks on "
                "localhost, once per run, not included); modules = module runs on the node (loop items and retries "
