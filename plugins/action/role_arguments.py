@@ -23,7 +23,8 @@ from ansible.plugins.action import ActionBase
 
 COLLECTION = "gpufleet.nvidia"
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
-SPEC_FILES = (("argument_specs.yml", False), ("argument_specs.yaml", False), ("main.yml", True), ("main.yaml", True))
+# Where Ansible looks for a role's argument specs, in its order.
+SPEC_FILES = ("argument_specs.yml", "argument_specs.yaml", "main.yml", "main.yaml")
 ARGUMENT_SPEC = dict(
     roles=dict(type="list", elements="str", required=True),
     entry_point=dict(type="str", default="main"),
@@ -46,12 +47,12 @@ def short_name(name):
 
 
 def spec_path(role, roles_dir=ROLES_DIR):
-    """The file that holds the role's argument specs and whether it is meta/main (or None)."""
-    for filename, is_main in SPEC_FILES:
+    """The file of the role's meta directory that holds its argument specs, or None."""
+    for filename in SPEC_FILES:
         path = os.path.join(roles_dir, role, "meta", filename)
         if os.path.isfile(path):
-            return path, is_main
-    return None, False
+            return path
+    return None
 
 
 def load_specs(path):
@@ -92,7 +93,7 @@ class ActionModule(ActionBase):
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
     def _options(self, role, entry_point):
-        path, is_main = spec_path(role)
+        path = spec_path(role)
         if path is None:
             if role not in role_names():
                 raise AnsibleActionFail(
