@@ -20,3 +20,23 @@ attributes:
     support: full
     platforms: posix
 """
+
+    # The attributes of the collection's read-only actions answered by the controller process
+    # (kube_client_info, role_arguments).
+    CONTROLLER_READ_ONLY = r"""
+options: {}
+attributes:
+  action:
+    description: Runs on the control host, as an action plugin.
+    support: full
+  check_mode:
+    description: Read only; the same in check mode.
+    support: full
+  diff_mode:
+    description: Nothing is changed.
+    support: none
+  platform:
+    description: The control host.
+    support: full
+    platforms: posix
+"""

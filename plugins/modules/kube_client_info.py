@@ -22,20 +22,8 @@ options:
     description: The kubeconfig to look for.
     type: path
     default: ~/.kube/config
-attributes:
-  action:
-    description: Runs on the control host, as an action plugin.
-    support: full
-  check_mode:
-    description: Read only; the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing is changed.
-    support: none
-  platform:
-    description: The control host.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.controller_read_only
 """
 
 EXAMPLES = r"""

@@ -34,20 +34,8 @@ options:
     description: The entry point whose argument spec is checked, in every role.
     type: str
     default: main
-attributes:
-  action:
-    description: Runs on the control host, as an action plugin.
-    support: full
-  check_mode:
-    description: Read only; the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing is changed.
-    support: none
-  platform:
-    description: The control host.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - gpufleet.nvidia.attributes.controller_read_only
 seealso:
   - module: ansible.builtin.validate_argument_spec
 """
