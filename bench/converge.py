@@ -802,6 +802,11 @@ def table(headers, rows, markdown):
     return "\n".join(lines)
 
 
+def cpu_pair(measured, floor, key):
+    """``measured / floor`` CPU seconds per node of one kind (controller or nodes), for the tables."""
+    return "%s / %s" % (fmt_s(measured.get(key)), fmt_s(floor.get(key)))
+
+
 def render(results, markdown=False):
     meta, cfg = results["meta"], results["config"]
     h = (lambda text: "## " + text) if markdown else (lambda text: "\n" + text + "\n" + "=" * len(text))
@@ -840,8 +845,7 @@ def render(results, markdown=False):
             "%g / %g" % (s["tasks"], f["tasks"]),
             "%g / %g" % (s["modules"], f["modules"]),
             fmt_ratio(s["modules"] / f["modules"] if f["modules"] else None),
-            "%s / %s" % (fmt_s(sc.get("controller_per_node_s")), fmt_s(fc.get("controller_per_node_s"))),
-            "%s / %s" % (fmt_s(sc.get("nodes_per_node_s")), fmt_s(fc.get("nodes_per_node_s"))),
+            cpu_pair(sc, fc, "controller_per_node_s"), cpu_pair(sc, fc, "nodes_per_node_s"),
             "%g" % s["changed"],
         ])
     out.append(table(["transport", "nodes", "tasks/node", "modules/node", "modules site/floor",
@@ -860,8 +864,7 @@ def render(results, markdown=False):
             r["transport"], r["n"], fmt_s(r["layers_median_s"]), fmt_s(r["floor_median_s"]),
             fmt_ratio(r["layers_ratio"]), fmt_s(r["layers_median_s"] / r["n"]),
             "%g / %g" % (s["tasks"], f["tasks"]), "%g / %g" % (s["modules"], f["modules"]),
-            "%s / %s" % (fmt_s(sc.get("controller_per_node_s")), fmt_s(fc.get("controller_per_node_s"))),
-            "%s / %s" % (fmt_s(sc.get("nodes_per_node_s")), fmt_s(fc.get("nodes_per_node_s"))),
+            cpu_pair(sc, fc, "controller_per_node_s"), cpu_pair(sc, fc, "nodes_per_node_s"),
             "%g" % s["changed"],
         ])
     out.append(table(["transport", "nodes", "host layers s", "floor s", "layers/floor", "layers s/node",
@@ -900,8 +903,7 @@ def render(results, markdown=False):
         sc, fc = r.get("site_cpu_median") or {}, r.get("floor_cpu_median") or {}
         rows.append([r["os"], r["transport"], fmt_s(r["site_median_s"]), fmt_s(r["floor_median_s"]),
                      fmt_ratio(r["ratio"]),
-                     "%s / %s" % (fmt_s(sc.get("controller_per_node_s")), fmt_s(fc.get("controller_per_node_s"))),
-                     "%s / %s" % (fmt_s(sc.get("nodes_per_node_s")), fmt_s(fc.get("nodes_per_node_s"))),
+                     cpu_pair(sc, fc, "controller_per_node_s"), cpu_pair(sc, fc, "nodes_per_node_s"),
                      r["packages"], "yes" if all(r["same_state"]) else "NO", len(r["site_s"])])
     out.append(table(["os", "transport", "site.yml s", "floor-converge.sh s", "site/floor",
                       "controller CPU s (site / floor)", "node CPU s (site / floor)", "packages installed",
