@@ -15,6 +15,7 @@ stage "setup: host" "$ROOT/scripts/setup-host.sh"
 stage "setup: venv" "$ROOT/scripts/setup-venv.sh"
 stage "setup: images" "$ROOT/scripts/build-images.sh"
 stage "setup: containerd" "$ROOT/scripts/fetch-containerd.sh"
+stage "setup: helm" "$ROOT/scripts/fetch-helm.sh"
 
 export PATH="$VENV/bin:$PATH"
 . "$ROOT/scripts/env.sh"

@@ -11,10 +11,15 @@ author: gpufleet.nvidia maintainers
 description:
   - Compares the node labels a plan of P(gpufleet.nvidia.gpu_operator_plan#filter) or
     P(gpufleet.nvidia.device_plugin_plan#filter) asks for with the labels the nodes have, and returns
-    one patch per node that differs.
-  - A patch sets a label, or removes (value V(null)) a label the role owns when the node no
-    longer asks for it, for example C(nvidia.com/gpu.deploy.driver=false) on a node that is no
-    longer prepared. Labels the role does not own are left alone.
+    the merge patches that bring them there, in two lists: C(before_chart) sets or changes labels,
+    C(after_chart) removes them (value V(null)).
+  - Each labelled node records the label keys the role manages there in the annotation
+    C(gpufleet.nvidia/<role>.labels) (C(gpu-operator.labels), C(device-plugin.labels)). A recorded key the plan no
+    longer asks for is removed, C(nvidia.com/mig.config) included, and so is every recorded key of a
+    cluster node that is no longer in the plan. Labels the role never set are left alone; nodes
+    labelled before the annotation existed are recognised by the label values the role owns.
+  - Apply C(before_chart) before the chart and C(after_chart) after it: a label that keeps the
+    operator's containers off a node is then never missing while the chart would deploy them there.
   - A planned node that the cluster does not have is a problem.
 positional: cluster_nodes, role
 options:
@@ -46,8 +51,8 @@ _value:
   description: The patches and the problems.
   type: dict
   contains:
-    patches:
-      description: One partial Node object per node whose labels differ; its labels are a merge patch.
+    before_chart:
+      description: One partial Node object per node that gains or changes a label; its labels and annotations are a merge patch.
       type: list
       elements: dict
       sample:
@@ -55,9 +60,27 @@ _value:
           kind: Node
           metadata:
             name: gpu-a
-            labels:
-              nvidia.com/gpu.deploy.driver: "false"
-              nvidia.com/device-plugin.config: null
+            labels: {nvidia.com/gpu.deploy.driver: "false"}
+            annotations: {gpufleet.nvidia/gpu-operator.labels: nvidia.com/gpu.deploy.driver}
+    after_chart:
+      description: One partial Node object per node that loses a label the role manages.
+      type: list
+      elements: dict
+      sample:
+        - apiVersion: v1
+          kind: Node
+          metadata:
+            name: gpu-b
+            labels: {nvidia.com/mig.config: null}
+            annotations: {gpufleet.nvidia/gpu-operator.labels: null}
+    patches:
+      description: C(before_chart) and then C(after_chart).
+      type: list
+      elements: dict
+    annotation:
+      description: The annotation that records the managed label keys.
+      type: str
+      sample: gpufleet.nvidia/gpu-operator.labels
     problems:
       description: Planned nodes that the cluster does not have.
       type: list
@@ -66,11 +89,11 @@ _value:
         - "gpu_operator: host 'gpu-a': no node named 'gpu-a' in the cluster (expected gpufleet_node_name set to the node's name; nodes found: node-1)"
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._k8s_values import node_label_patches
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._node_labels import label_changes
 
 
 def gpu_node_label_patches(node_labels, cluster_nodes=None, role="gpufleet"):
-    return node_label_patches(node_labels, cluster_nodes, role)
+    return label_changes(node_labels, cluster_nodes, role, role)
 
 
 class FilterModule(object):

@@ -20,7 +20,7 @@ import copy
 import json
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig_fit, _plain
 
 try:
     import yaml
@@ -43,7 +43,7 @@ LABEL_POD_SECURITY = "pod-security.kubernetes.io/enforce"
 DRIVER_METHODS = ("package", "preinstalled", "operator")
 HOST_DRIVER_METHODS = ("package", "preinstalled")
 RUNTIMES = ("containerd", "crio", "docker", "k3s", "rke2", "none")
-# The runtime each flavour is to the GPU Operator (operator.defaultRuntime).
+# The runtime each flavour is to the GPU Operator.
 RUNTIME_FAMILY = {
     "containerd": "containerd",
     "k3s": "containerd",
@@ -103,7 +103,6 @@ NFD_IMAGE = "node-feature-discovery"
 GPU_OPERATOR_DERIVED_VALUES = (
     "driver.enabled",
     "toolkit.enabled",
-    "operator.defaultRuntime",
     "mig.strategy",
     "devicePlugin.config",
 )
@@ -225,15 +224,47 @@ def _check_duration(value, var, problems):
 
 
 # --- The fleet, from the inventory -------------------------------------------------------------
-def fleet_nodes(hosts, hostvars, role):
-    """The GPU nodes of the inventory as the cluster layer sees them.
+def discovered_gpus(facts):
+    """What discovery found on a node, as the cluster plan uses it; None when it did not read it."""
+    if not isinstance(facts, dict) or not facts:
+        return None
+    smi = ((facts.get("driver") or {}).get("nvidia_smi") or {})
+    return {
+        "count": facts.get("gpu_count") or 0,
+        "smi": [
+            {"name": g.get("name"), "mig_capable": bool(g.get("mig_capable")), "memory_total_mib": g.get("memory_total_mib")}
+            for g in smi.get("gpus") or [] if isinstance(g, dict)
+        ],
+    }
 
-    Per host (inventory variables; defaults in brackets): ``gpufleet_node_name`` [the inventory
-    name], ``nvidia_driver_method`` [package], ``container_toolkit_enabled`` [true unless the
-    driver method is operator], ``container_toolkit_runtime`` [containerd],
-    ``gpufleet_sharing_config`` [none: the default config] and ``gpufleet_mig_config`` [none].
-    A host is *prepared* for a component when this collection put it on the host: the driver
-    when the method is package or preinstalled, the toolkit when its role is enabled.
+
+def _run_problem(host, where, run):
+    """A node this run set out to discover and did not: its state is unknown."""
+    if not isinstance(run, dict) or not run.get("discovered"):
+        return None
+    if host in (run.get("hosts") or []) and host not in (run.get("reached") or []):
+        return (
+            "%s: failed or was unreachable in this run before the cluster layer, so how it is prepared now is not "
+            "known; the cluster change is refused for the whole fleet, not planned without it (fix the host, or "
+            "leave it out of this run with --limit '!%s', which plans it from the inventory)" % (where, host)
+        )
+    return None
+
+
+def fleet_nodes(hosts, hostvars, role, run=None):
+    """The GPU nodes the inventory declares, as the cluster layer sees them.
+
+    ``hosts`` is the inventory group that declares the cluster's GPU nodes (all of it, whatever
+    an earlier play did with a host). Per host (inventory variables; defaults in brackets):
+    ``nvidia_driver_method`` (required: package, preinstalled or operator), ``gpufleet_node_name``
+    [the inventory name], ``container_toolkit_enabled`` [true unless the driver method is
+    operator], ``container_toolkit_runtime`` [containerd], ``gpufleet_sharing_config`` [none: the
+    default config] and ``gpufleet_mig_config`` [none]. A host is *prepared* for a component when
+    this collection put it on the host: the driver when the method is package or preinstalled,
+    the toolkit when its role is enabled.
+
+    ``run`` (site.yml's record of its discovery: ``{discovered, hosts, reached}``) makes a node
+    that this run failed to discover a problem, never a node left out.
     """
     problems = []
     nodes = []
@@ -246,9 +277,12 @@ def fleet_nodes(hosts, hostvars, role):
         if host not in hostvars:
             problems.append("%s: host %s of the node group is not in the inventory" % (role, _q(host)))
             continue
-        hv = hostvars[host]
-        hv = dict((k, plain(hv[k])) for k in HOST_VARS if k in hv)
+        raw = hostvars[host]
+        hv = dict((k, plain(raw[k])) for k in HOST_VARS if k in raw)
         where = "%s: host %s" % (role, _q(host))
+        failed = _run_problem(host, where, run)
+        if failed:
+            problems.append(failed)
 
         name = hv.get("gpufleet_node_name") or host
         if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
@@ -265,6 +299,11 @@ def fleet_nodes(hosts, hostvars, role):
         else:
             seen[name] = host
 
+        if "nvidia_driver_method" not in hv:
+            problems.append(
+                "%s: nvidia_driver_method is not set in the inventory, so how the node is prepared is not declared "
+                "(expected %s for every node of the GPU node group)" % (where, _one_of(DRIVER_METHODS))
+            )
         method = hv.get("nvidia_driver_method", "package")
         if method not in DRIVER_METHODS:
             problems.append(
@@ -300,6 +339,7 @@ def fleet_nodes(hosts, hostvars, role):
                 "runtime": runtime,
                 "sharing_config": sharing,
                 "mig_config": mig,
+                "gpus": plain(discovered_gpus(raw["gpufleet_nvidia"] if "gpufleet_nvidia" in raw else None)),
             }
         )
     nodes.sort(key=lambda n: (str(n["name"]), str(n["host"])))
@@ -313,8 +353,8 @@ def _fleet(fleet, role, group):
     problems = list(fleet.get("problems", []))
     if not nodes and not problems:
         problems.append(
-            "%s_node_group: no GPU nodes in group %s (expected a group of GPU nodes: run "
-            "gpufleet.nvidia.discover first, which groups the nodes that have GPUs, or name your own group)"
+            "%s_node_group: no GPU nodes in group %s (expected the inventory group that declares every GPU node of "
+            "the cluster, each with its nvidia_driver_method; or gpufleet_gpu_node_group set to that group)"
             % (role, _q(group))
         )
     return nodes, problems
@@ -616,7 +656,11 @@ def gpu_operator_plan(fleet, settings):
     driver_enabled = any(not n["host_driver"] for n in nodes)
     toolkit_enabled = any(not n["host_toolkit"] for n in nodes)
 
-    # --- container runtime: one per cluster -----------------------------------------------------
+    # --- container runtime ----------------------------------------------------------------------
+    # The operator reads each node's runtime from the node (containerRuntimeVersion) since
+    # v25.3; operator.defaultRuntime is no longer read and is not set. What stays one per
+    # cluster is the toolkit's containerd settings (toolkit.env) where the operator deploys the
+    # toolkit: k3s and RKE2 keep containerd elsewhere than a plain containerd does.
     runtime = s.get("container_runtime") or ""
     if runtime and runtime not in RUNTIME_FAMILY:
         problems.append(
@@ -634,21 +678,7 @@ def gpu_operator_plan(fleet, settings):
                 "the operator deploys the toolkit)" % _q(node["host"])
             )
     if not runtime:
-        by_runtime = {}
-        for node in nodes:
-            if node["runtime"] in RUNTIME_FAMILY:
-                by_runtime.setdefault(node["runtime"], []).append(node["host"])
-        families = set(RUNTIME_FAMILY[r] for r in by_runtime)
-        flavours = sorted(by_runtime)
-        if len(families) > 1 or (len(flavours) > 1 and toolkit_enabled):
-            problems.append(
-                "gpu_operator: the GPU nodes run different container runtimes (%s), and the GPU Operator "
-                "takes one per cluster (operator.defaultRuntime, toolkit.env) (expected one "
-                "container_toolkit_runtime for all GPU nodes, or gpu_operator_container_runtime set)"
-                % "; ".join("%s: %s" % (r, ", ".join(by_runtime[r])) for r in flavours)
-            )
-        runtime = flavours[0] if flavours else "containerd"
-
+        runtime = _toolkit_runtime(nodes, problems)
     # --- driver -----------------------------------------------------------------------------------
     driver = {"enabled": driver_enabled}
     version = s.get("driver_version") or ""
@@ -767,6 +797,7 @@ def gpu_operator_plan(fleet, settings):
             )
     elif mig_default:
         mig_values["config"] = {"default": mig_default}
+    notes = []
     for node in nodes:
         where = "gpu_operator: host %s: gpufleet_mig_config %s" % (_q(node["host"]), _q(node["mig_config"]))
         if not node["mig_config"]:
@@ -780,6 +811,7 @@ def gpu_operator_plan(fleet, settings):
                 "%s partitions the GPUs, but gpu_operator_mig_strategy is 'none', which advertises no MIG "
                 "devices (expected gpu_operator_mig_strategy single or mixed)" % where
             )
+        _check_mig_fit(node, mig_configs, problems, notes)
 
     # --- device plugin: sharing ------------------------------------------------------------------
     default = s.get("sharing_default") or "default"
@@ -806,7 +838,6 @@ def gpu_operator_plan(fleet, settings):
     secrets = _pull_secrets(s, p, problems)
 
     values = {
-        "operator": {"defaultRuntime": RUNTIME_FAMILY.get(runtime, "containerd")},
         "driver": driver,
         "toolkit": toolkit,
         "cdi": {"enabled": to_bool(s.get("cdi_enabled", True), "gpu_operator_cdi_enabled", problems)},
@@ -842,7 +873,8 @@ def gpu_operator_plan(fleet, settings):
             labels[LABEL_MIG_CONFIG] = node["mig_config"]
         return labels
 
-    removable = {LABEL_DEPLOY_DRIVER: ["false"], LABEL_DEPLOY_TOOLKIT: ["false"], LABEL_PLUGIN_CONFIG: list(data)}
+    removable = {LABEL_DEPLOY_DRIVER: ["false"], LABEL_DEPLOY_TOOLKIT: ["false"], LABEL_PLUGIN_CONFIG: list(data),
+                 LABEL_MIG_CONFIG: sorted(mig_names)}
     summary = {
         "driver": "operator" if not any(n["host_driver"] for n in nodes) else "host" if not driver_enabled else "mixed",
         "toolkit": "operator" if not any(n["host_toolkit"] for n in nodes) else "host" if not toolkit_enabled else "mixed",
@@ -852,6 +884,7 @@ def gpu_operator_plan(fleet, settings):
         "host_toolkit_nodes": [n["name"] for n in nodes if n["host_toolkit"]],
         "sharing_configs": sorted(data),
         "mig_strategy": mig_strategy,
+        "notes": notes,
     }
     return _result(
         problems,
@@ -861,6 +894,48 @@ def gpu_operator_plan(fleet, settings):
         node_labels=_label_plan(nodes, wanted, removable),
         summary=summary,
     )
+
+
+def _toolkit_runtime(nodes, problems):
+    """The runtime flavour whose containerd settings the operator's toolkit gets: that of the
+    nodes where the operator deploys the toolkit (else of any node); flavours that need
+    different settings there cannot share one release."""
+    by_runtime = {}
+    for node in nodes:
+        if not node["host_toolkit"] and node["runtime"] in RUNTIME_FAMILY:
+            by_runtime.setdefault(node["runtime"], []).append(node["host"])
+    settings = set(r if r in RANCHER_CONTAINERD else "default" for r in by_runtime)
+    if len(settings) > 1:
+        problems.append(
+            "gpu_operator: the nodes whose toolkit the operator deploys run container runtimes that keep containerd "
+            "in different places (%s), and the toolkit's containerd settings (toolkit.env) are one per release "
+            "(expected one of k3s, rke2 or the others for those nodes, the toolkit prepared on the host for the rest "
+            "(container_toolkit_enabled: true), or gpu_operator_container_runtime set)"
+            % "; ".join("%s: %s" % (r, ", ".join(by_runtime[r])) for r in sorted(by_runtime))
+        )
+    flavours = sorted(by_runtime) or sorted(set(n["runtime"] for n in nodes if n["runtime"] in RUNTIME_FAMILY))
+    return flavours[0] if flavours else "containerd"
+
+
+def _check_mig_fit(node, mig_configs, problems, notes):
+    """The node's MIG config against the GPUs discovery found on it (see :mod:`._mig_fit`)."""
+    name = node["mig_config"]
+    entries = _mig_fit.config_entries(name, mig_configs)
+    gpus = node.get("gpus")
+    if entries is None:
+        return
+    if gpus is None:
+        notes.append("host %s: MIG config %s not checked against its GPUs: this run did not discover the node"
+                     % (_q(node["host"]), _q(name)))
+        return
+    if not gpus["smi"]:
+        if any(isinstance(e, dict) and e.get("mig-enabled") for e in entries):
+            notes.append("host %s: MIG config %s not checked against its GPUs: nvidia-smi did not answer there"
+                         % (_q(node["host"]), _q(name)))
+        return
+    for problem in _mig_fit.fit(name, entries, gpus["smi"]):
+        problems.append("gpu_operator: host %s: gpufleet_mig_config: %s (expected a config whose profiles the "
+                        "node's GPUs have, or no gpufleet_mig_config)" % (_q(node["host"]), problem))
 
 
 def _check_mig_configs(configs, problems):
@@ -981,45 +1056,3 @@ def device_plugin_plan(fleet, settings):
         node_labels=_label_plan(nodes, wanted, {LABEL_PLUGIN_CONFIG: list(data)}),
         summary=summary,
     )
-
-
-# --- Node labels against the cluster ------------------------------------------------------------
-def node_label_patches(node_labels, cluster_nodes, role):
-    """The label patches that bring the cluster's nodes to the plan, and the nodes not found.
-
-    ``cluster_nodes`` is what ``kubernetes.core.k8s_info`` returned for kind Node (its
-    ``resources``), or None to render the patches against nodes without labels. Each patch is
-    the partial Node object ``kubernetes.core.k8s`` patches with: it sets a label (``key:
-    value``) or removes one the role owns (``key: null``, a merge-patch delete); nodes already
-    right get no patch.
-    """
-    problems = []
-    patches = []
-    current = None
-    if cluster_nodes is not None:
-        current = {}
-        for item in cluster_nodes:
-            meta = (item or {}).get("metadata") or {}
-            current[meta.get("name")] = meta.get("labels") or {}
-    for entry in node_labels or []:
-        if current is None:
-            labels = {}
-        elif entry["name"] not in current:
-            known = sorted(n for n in current if n)
-            problems.append(
-                "%s: host %s: no node named %s in the cluster (expected gpufleet_node_name set to the node's "
-                "name; nodes found: %s)" % (role, _q(entry["host"]), _q(entry["name"]), ", ".join(known[:20]) or "none")
-            )
-            continue
-        else:
-            labels = current[entry["name"]]
-        patch = {}
-        for key, value in sorted(entry.get("labels", {}).items()):
-            if labels.get(key) != value:
-                patch[key] = value
-        for key, values in sorted(entry.get("remove", {}).items()):
-            if key in labels and labels[key] in values:
-                patch[key] = None
-        if patch:
-            patches.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": entry["name"], "labels": patch}})
-    return {"patches": patches, "problems": problems}

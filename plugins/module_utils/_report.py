@@ -34,6 +34,7 @@ HOST_VARS = (
 
 STATUSES = ("failed", "not_validated", "drift", "ok", "no_gpu")
 STATUS_TITLES = {
+    "incomplete": "incomplete",
     "ok": "ok",
     "drift": "drift",
     "failed": "failed",
@@ -235,6 +236,15 @@ def _cluster_of(data):
     return found
 
 
+def _cluster_change_failures(change):
+    """The cluster layer's refusal or failure in this run, as fleet failures."""
+    if not isinstance(change, dict) or change.get("state") not in ("refused", "failed"):
+        return []
+    if change["state"] == "refused":
+        return ["cluster change refused before any layer ran, nothing changed: %s" % change.get("msg")]
+    return ["cluster layer %s failed: %s" % (change.get("layer"), change.get("msg"))]
+
+
 def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=None):
     """The report of ``hosts`` from ``hostvars`` (or from ``data``, already plain)."""
     data = data if data is not None else host_data(hosts, hostvars)
@@ -242,12 +252,18 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
     rows = [build_row(str(h), data.get(str(h)) or {}, cluster) for h in hosts or []]
     rows.sort(key=lambda r: (STATUSES.index(r["status"]), r["host"]))
     counts = dict((s, len([r for r in rows if r["status"] == s])) for s in STATUSES)
-    fleet_failed = list((cluster or {}).get("failed") or [])
+    run = plain(run or {})
+    fleet_failed = list((cluster or {}).get("failed") or []) + _cluster_change_failures(run.get("cluster_change"))
     overall = "ok"
-    if counts["failed"] or fleet_failed:
+    if run.get("state") == "running":
+        overall = "incomplete"
+    elif counts["failed"] or fleet_failed:
         overall = "failed"
     elif counts["not_validated"] or counts["drift"]:
         overall = "drift" if counts["drift"] else "not_validated"
+    if run.get("limit"):
+        run["partial"] = True
+        run["covers"] = [r["host"] for r in rows]
     not_checked = []
     if cluster is None:
         not_checked.append(
@@ -269,7 +285,7 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
         "schema": SCHEMA,
         "title": title or "GPU fleet report",
         "generated_at": generated_at,
-        "run": plain(run or {}),
+        "run": run,
         "status": overall,
         "summary": {
             "nodes": len(rows),
@@ -324,7 +340,7 @@ tr.no_gpu td:first-child, tr.not_validated td:first-child { border-left: 4px sol
 .badge.ok { color: #1a7f37; background: #dafbe1; }
 .badge.drift { color: #9a6700; background: #fff8c5; }
 .badge.failed { color: #cf222e; background: #ffebe9; }
-.badge.no_gpu, .badge.not_validated, .badge.skipped { color: #57606a; background: #f6f8fa; }
+.badge.no_gpu, .badge.not_validated, .badge.skipped, .badge.incomplete { color: #57606a; background: #f6f8fa; }
 .small { color: #57606a; font-size: 12px; }
 ul.msgs { margin: 0; padding-left: 16px; }
 ul.msgs li { margin: 0 0 2px; }
@@ -406,9 +422,14 @@ def render_html(report):
     s = report["summary"]
     run = report.get("run") or {}
     meta = ["generated %s" % report.get("generated_at")] if report.get("generated_at") else []
+    if run.get("state") == "running":
+        meta.append("this run started and has not written its report: it is still running, or it stopped "
+                    "before the end; the report of an earlier run is gone so that it is not taken for this one's")
     if run.get("check_mode"):
         meta.append("check mode: nothing was changed")
-    for key in ("playbook", "limit", "ansible_version"):
+    if run.get("partial"):
+        meta.append("partial run (--limit %s): it covers %s only" % (run.get("limit"), ", ".join(run.get("covers") or []) or "no node"))
+    for key in ("playbook", "ansible_version"):
         if run.get(key):
             meta.append("%s %s" % (key.replace("_", " "), run[key]))
     cards = [

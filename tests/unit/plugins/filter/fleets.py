@@ -1,7 +1,7 @@
 """The example fleets of ``tests/unit/fixtures/fleets`` and what the tests check them against.
 
 ``plan(fleet, role)`` plans a fleet the way the role does: it templates the expression of the
-role's own planning task (``tasks/main.yml``) with Ansible's templar, over the role's defaults,
+role's own planning task (``tasks/check.yml``) with Ansible's templar, over the role's defaults,
 the fleet's variables and a ``hostvars`` / ``groups`` built from the fleet, so the filters run
 exactly as the role calls them. ``direct(fleet, role)`` calls the filters from Python.
 """
@@ -28,7 +28,7 @@ CHARTS_DIR = os.path.join(FIXTURES, "charts")
 REFERENCE_COPY = os.path.join(CHARTS_DIR, "reference-options.md")
 # Beside the repository, where the project keeps it (absent in a plain clone).
 REFERENCE = os.path.join(os.path.dirname(ROOT), "shared", "reference", "nvidia-stack-facts.md")
-GROUP = "gpufleet_gpu_nodes"
+GROUP = "gpu_nodes"
 ROLES = ("gpu_operator", "device_plugin")
 COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
 # Kubernetes versions whose published schemas every object is validated against (strict).
@@ -69,7 +69,7 @@ def role_defaults(role):
 
 
 def planning_task(role):
-    with open(os.path.join(ROOT, "roles", role, "tasks", "main.yml")) as f:
+    with open(os.path.join(ROOT, "roles", role, "tasks", "check.yml")) as f:
         block = yaml.safe_load(f)[0]["block"]
     task = block[0]
     assert "ansible.builtin.set_fact" in task, task
@@ -111,6 +111,7 @@ def plan(fleet, role, extra_vars=None):
     variables.update(_trusted(task.get("vars") or {}))
     variables["hostvars"] = hostvars(fleet)
     variables["groups"] = {"all": list(fleet["hosts"]), GROUP: list(fleet["hosts"])}
+    variables["hostvars"]["localhost"] = {}
     return _plain(_templar(variables).template(trust_as_template(expression)))
 
 

@@ -28,7 +28,8 @@ def test_all_prepared_needs_neither_driver_nor_toolkit_and_no_labels():
     values = planned["chart_values"]
     assert values["driver"] == {"enabled": False}
     assert values["toolkit"] == {"enabled": False}
-    assert values["operator"] == {"defaultRuntime": "containerd"}
+    # The chart does not read operator.defaultRuntime since v25.3: it is not set.
+    assert "operator" not in values
     assert labels(planned) == {"gpu-h100-01": {}, "gpu-h100-02": {}, "gpu-h200-01": {}}
     assert planned["summary"]["driver"] == "host" and planned["summary"]["toolkit"] == "host"
     assert planned["chart"] == {"ref": "gpu-operator", "repo_url": "https://helm.ngc.nvidia.com/nvidia", "version": "v25.10.0"}
@@ -74,7 +75,7 @@ def test_k3s_points_the_toolkit_at_k3s_containerd_and_uses_node_names():
             {"name": "RUNTIME_DROP_IN_CONFIG", "value": base + "/config-v3.toml.d/99-nvidia.toml"},
         ],
     }
-    assert planned["chart_values"]["operator"]["defaultRuntime"] == "containerd"
+    assert "operator" not in planned["chart_values"]
     assert labels(planned) == {
         "edge-gpu-1": {},
         "edge-gpu-2": {},
@@ -341,12 +342,13 @@ INVALID = [
     ),
     (
         "mixed-runtimes",
-        dict(name="mixed", hosts={"gpu-t4-01": {"container_toolkit_runtime": "crio"}}),
+        # gpu-t4-01 and gpu-l4-01 get the operator's toolkit, whose containerd settings are one per release.
+        dict(name="mixed", hosts={"gpu-t4-01": {"container_toolkit_runtime": "k3s"}}),
         [
-            "gpu_operator: the GPU nodes run different container runtimes (containerd: gpu-a100-01, gpu-a100-02, "
-            "gpu-l4-01; crio: gpu-t4-01), and the GPU Operator takes one per cluster (operator.defaultRuntime, "
-            "toolkit.env) (expected one container_toolkit_runtime for all GPU nodes, or "
-            "gpu_operator_container_runtime set)",
+            "gpu_operator: the nodes whose toolkit the operator deploys run container runtimes that keep containerd "
+            "in different places (containerd: gpu-l4-01; k3s: gpu-t4-01), and the toolkit's containerd settings "
+            "(toolkit.env) are one per release (expected one of k3s, rke2 or the others for those nodes, the toolkit "
+            "prepared on the host for the rest (container_toolkit_enabled: true), or gpu_operator_container_runtime set)",
         ],
     ),
     (
@@ -423,6 +425,16 @@ def test_an_empty_node_group_says_how_to_fill_it():
     fleet = F.load("all-prepared")
     fleet["hosts"] = {}
     assert F.plan(fleet, "gpu_operator")["problems"] == [
-        "gpu_operator_node_group: no GPU nodes in group 'gpufleet_gpu_nodes' (expected a group of GPU nodes: run "
-        "gpufleet.nvidia.discover first, which groups the nodes that have GPUs, or name your own group)"
+        "gpu_operator_node_group: no GPU nodes in group 'gpu_nodes' (expected the inventory group that declares every "
+        "GPU node of the cluster, each with its nvidia_driver_method; or gpufleet_gpu_node_group set to that group)"
     ]
+
+
+def test_nodes_on_containerd_and_cri_o_share_one_release():
+    # The operator reads each node's runtime since v25.3; only the toolkit's containerd settings
+    # are one per release, and containerd and CRI-O nodes need none.
+    fleet = F.load("mixed")
+    fleet["hosts"]["gpu-t4-01"] = dict(fleet["hosts"]["gpu-t4-01"], container_toolkit_runtime="crio")
+    planned = F.plan(fleet, "gpu_operator")
+    assert planned["problems"] == []
+    assert "env" not in planned["chart_values"]["toolkit"]

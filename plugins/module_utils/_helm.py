@@ -1,0 +1,297 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One Helm release as a checked change: the helm CLI, read and driven from the control host.
+
+:class:`Helm` runs the ``helm`` binary (Helm 3 or Helm 4; their flags differ where they are
+named here) through a ``run(argv) -> (rc, stdout, stderr)`` callable, so the tests can hand it
+a real binary or a fake. :func:`check` reads everything a change needs before it is made (the
+binary and its major version, the chart version in its repository or path, the values rendered
+by ``helm template``, the release's status and values in the cluster) and decides the action;
+:func:`apply` makes it and requires the release to end ``deployed`` with the desired chart and
+values. A release that is not deployed (a failed hook, an interrupted upgrade) is never taken
+for "no change": a ``failed`` one is upgraded again (repaired), a ``pending-*`` one is refused
+with the command that clears it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+
+try:
+    import yaml
+except ImportError:  # pragma: no cover - ansible-core requires PyYAML on the controller
+    yaml = None
+
+SUPPORTED_MAJORS = (3, 4)
+DEPLOYED = "deployed"
+REPAIRABLE = ("failed", "superseded", "uninstalled")
+PENDING = ("pending-install", "pending-upgrade", "pending-rollback", "uninstalling")
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+
+
+class HelmError(GpuFleetError):
+    """helm answered with an error; ``stderr`` is its own words."""
+
+
+def _last_lines(text, count=8):
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return "\n".join(lines[-count:])
+
+
+def same_chart_version(a, b):
+    """``v25.10.0`` and ``25.10.0`` name the same chart version."""
+    return str(a or "").lstrip("v") == str(b or "").lstrip("v")
+
+
+def normalised(values):
+    """Values as Helm stores them: JSON types, no ``None`` maps told apart from missing ones."""
+    return json.loads(json.dumps(values or {}, sort_keys=True))
+
+
+class Helm(object):
+    """The helm CLI for one kubeconfig and context."""
+
+    def __init__(self, run, binary="helm", kubeconfig="", context=""):
+        self._run = run
+        self.binary = binary or "helm"
+        self.kubeconfig = kubeconfig or ""
+        self.context = context or ""
+        self.major = None
+        self.version_text = None
+
+    # --- the binary ----------------------------------------------------------------------------
+    def _call(self, args, what, cluster=False):
+        argv = [self.binary] + list(args)
+        if cluster:
+            if self.kubeconfig:
+                argv += ["--kubeconfig", self.kubeconfig]
+            if self.context:
+                argv += ["--kube-context", self.context]
+        try:
+            rc, out, err = self._run(argv)
+        except OSError as exc:
+            raise HelmError(
+                "helm: cannot run %s (%s): install Helm 3 or 4 on the control host, or set the role's "
+                "_helm_binary to its path" % (self.binary, exc), argv=argv
+            )
+        if rc != 0:
+            raise HelmError("helm: %s failed (rc %s): %s" % (what, rc, _last_lines(err or out)), argv=argv, rc=rc, stderr=err)
+        return out
+
+    def version(self):
+        """The major version (3 or 4); anything else is refused by name."""
+        out = self._call(["version", "--template", "{{.Version}}"], "reading its version")
+        text = out.strip()
+        match = _VERSION.match(text)
+        if not match:
+            raise HelmError("helm: %s answered version %r, which is not a Helm version" % (self.binary, text))
+        major = int(match.group(1))
+        if major not in SUPPORTED_MAJORS:
+            raise HelmError(
+                "helm: %s is Helm %s (%s); the collection drives Helm %s" % (
+                    self.binary, major, text, " and ".join(str(m) for m in SUPPORTED_MAJORS))
+            )
+        self.major = major
+        self.version_text = text
+        return major
+
+    # --- the chart -----------------------------------------------------------------------------
+    @staticmethod
+    def chart_args(chart):
+        """``[ref]`` plus ``--repo`` / ``--version`` for a chart of a repository."""
+        args = [chart["ref"]]
+        if chart.get("repo_url"):
+            args += ["--repo", chart["repo_url"]]
+        if chart.get("version"):
+            args += ["--version", chart["version"]]
+        return args
+
+    def show_chart(self, chart):
+        """The chart's Chart.yaml: proves that the version exists where the plan says."""
+        out = self._call(["show", "chart"] + self.chart_args(chart), "finding chart %s" % describe_chart(chart))
+        try:
+            meta = yaml.safe_load(out) if yaml is not None else None
+        except yaml.YAMLError:
+            meta = None
+        if not isinstance(meta, dict) or "version" not in meta:
+            raise HelmError("helm: show chart for %s answered no Chart.yaml: %s" % (describe_chart(chart), _last_lines(out)))
+        return meta
+
+    def template(self, release, namespace, chart, values_file):
+        """The manifests the values render to (client side: no cluster needed)."""
+        args = ["template", release] + self.chart_args(chart) + ["--namespace", namespace, "--values", values_file]
+        return self._call(args, "rendering %s with the planned values" % describe_chart(chart))
+
+    # --- the release ---------------------------------------------------------------------------
+    def status(self, release, namespace):
+        """The release as ``helm status -o json`` shows it, or None when there is none."""
+        try:
+            out = self._call(["status", release, "--namespace", namespace, "--output", "json"], "reading release %s" % release, cluster=True)
+        except HelmError as exc:
+            if re.search(r"release: not found", str(exc.details.get("stderr") or "")):
+                return None
+            raise
+        return _json(out, "status of release %s" % release)
+
+    def values(self, release, namespace):
+        """The values the release was given (``helm get values``: user-supplied only)."""
+        out = self._call(["get", "values", release, "--namespace", namespace, "--output", "json"],
+                         "reading the values of release %s" % release, cluster=True)
+        return _json(out, "values of release %s" % release) or {}
+
+    def upgrade(self, release, namespace, chart, values_file, wait, timeout):
+        args = ["upgrade", release] + self.chart_args(chart) + [
+            "--install", "--namespace", namespace, "--values", values_file, "--reset-values", "--timeout", timeout]
+        if wait:
+            # Helm 4 waits with a strategy (watcher: kstatus); Helm 3's --wait is a switch.
+            args += ["--wait=watcher"] if self.major == 4 else ["--wait"]
+        return self._call(args, "upgrading release %s to %s" % (release, describe_chart(chart)), cluster=True)
+
+
+def _json(text, what):
+    try:
+        return json.loads(text) if text.strip() else None
+    except ValueError:
+        raise HelmError("helm: the %s is not JSON: %s" % (what, _last_lines(text, 3)))
+
+
+def describe_chart(chart):
+    if chart.get("repo_url"):
+        return "%s %s from %s" % (chart["ref"], chart.get("version") or "(latest)", chart["repo_url"])
+    return chart["ref"]
+
+
+# --- The decision -------------------------------------------------------------------------------
+def release_state(status, deployed_values):
+    """What the cluster holds: status, revision, chart version and values (None: no release)."""
+    if status is None:
+        return None
+    info = status.get("info") or {}
+    meta = (status.get("chart") or {}).get("metadata") or {}
+    return {
+        "status": info.get("status") or "unknown",
+        "revision": status.get("version"),
+        "chart": meta.get("name"),
+        "chart_version": meta.get("version"),
+        "description": info.get("description") or "",
+        "values": normalised(deployed_values),
+    }
+
+
+def decide(current, chart_version, values, name):
+    """``(action, reason)``: install, upgrade, repair, or none; a pending release is refused."""
+    if current is None:
+        return "install", "release %s is not installed" % name
+    status = current["status"]
+    if status in PENDING:
+        raise GpuFleetError(
+            "helm: release %s is %s at revision %s (%s): an operation is running or was interrupted; nothing was "
+            "changed. When no helm command is running on it, roll it back to its last deployed revision "
+            "(helm history %s, then helm rollback %s REVISION) and run again"
+            % (name, status, current["revision"], current["description"] or "no description", name, name),
+            release=current,
+        )
+    if status != DEPLOYED:
+        return "repair", "release %s is %s at revision %s (%s), not deployed" % (
+            name, status, current["revision"], current["description"] or "no description")
+    changes = []
+    if chart_version is not None and not same_chart_version(current["chart_version"], chart_version):
+        changes.append("chart %s -> %s" % (current["chart_version"], chart_version))
+    if current["values"] != normalised(values):
+        changes.append("values differ")
+    if changes:
+        return "upgrade", "release %s: %s" % (name, ", ".join(changes))
+    return "none", "release %s is deployed with chart %s and the planned values" % (name, current["chart_version"])
+
+
+def values_diff(current, values, chart_version):
+    """Diff mode's before / after: the deployed release's chart and values against the plan."""
+    def text(version, vals):
+        return yaml.safe_dump({"chart_version": version, "values": vals}, default_flow_style=False, sort_keys=True)
+
+    before = "" if current is None else text(current["chart_version"], current["values"])
+    return {"before": before, "after": text(chart_version, normalised(values)),
+            "before_header": "release (deployed)", "after_header": "release (planned)"}
+
+
+# --- Check and apply ------------------------------------------------------------------------------
+def check(helm, params, values_file):
+    """Everything that can be known before the change, and the action it needs."""
+    chart = params["chart"]
+    helm.version()
+    meta = helm.show_chart(chart)
+    if chart.get("version") and not same_chart_version(meta.get("version"), chart["version"]):
+        # Helm 4 falls back to the "closest available version" when the exact one is missing.
+        raise HelmError(
+            "helm: chart %s: the repository has no version %s (helm resolved it to %s); nothing was changed"
+            % (chart["ref"], chart["version"], meta.get("version")))
+    manifest = helm.template(params["name"], params["namespace"], chart, values_file)
+    current = release_state(helm.status(params["name"], params["namespace"]), None)
+    if current is not None:
+        current["values"] = normalised(helm.values(params["name"], params["namespace"]))
+    version = chart.get("version") or meta.get("version")
+    action, reason = decide(current, version, params["values"], params["name"])
+    return {
+        "helm_version": helm.version_text,
+        "chart": {"name": meta.get("name"), "version": meta.get("version"), "ref": chart["ref"]},
+        "rendered_objects": len([d for d in re.split(r"^---\s*$", manifest, flags=re.M) if re.search(r"^kind:", d, re.M)]),
+        "release": current,
+        "action": action,
+        "reason": reason,
+        "changed": action != "none",
+        "diff": values_diff(current, params["values"], version),
+    }
+
+
+def apply(helm, params, values_file, checked):
+    """Make the checked change; the release must end deployed with the planned chart and values."""
+    name, namespace = params["name"], params["namespace"]
+    if checked["action"] == "none":
+        return dict(checked, msg=checked["reason"])
+    try:
+        helm.upgrade(name, namespace, params["chart"], values_file, params["wait"], params["wait_timeout"])
+    except HelmError as exc:
+        after = _state_after(helm, name, namespace)
+        raise HelmError(
+            "%s. The release is now %s; nothing reports it as done: the next run %s it" % (
+                exc.msg, _say(after), "upgrades (repairs)" if after is None or after["status"] in REPAIRABLE + (DEPLOYED,) else "refuses"),
+            release=after, action=checked["action"],
+        )
+    after = _state_after(helm, name, namespace)
+    version = checked["chart"]["version"]
+    if after is None or after["status"] != DEPLOYED or not same_chart_version(after["chart_version"], version) \
+            or after["values"] != normalised(params["values"]):
+        raise HelmError(
+            "helm: release %s is %s after the %s, not deployed with chart %s and the planned values"
+            % (name, _say(after), checked["action"], version), release=after, action=checked["action"])
+    return dict(checked, release=after, msg="%s: %s; now %s" % (checked["action"], checked["reason"], _say(after)))
+
+
+def _state_after(helm, name, namespace):
+    try:
+        current = release_state(helm.status(name, namespace), None)
+        if current is not None:
+            current["values"] = normalised(helm.values(name, namespace))
+        return current
+    except HelmError:
+        return None
+
+
+def _say(state):
+    if state is None:
+        return "not readable or not installed"
+    return "%s at revision %s with chart %s" % (state["status"], state["revision"], state["chart_version"])
+
+
+def write_values(tmpdir, values):
+    """The values as a file helm reads (JSON is YAML), private to the run."""
+    path = os.path.join(tmpdir, "gpufleet-values.json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(values, f, sort_keys=True)
+    return path

@@ -1,0 +1,283 @@
+"""A fake Kubernetes API server and a fake helm that share one timeline, for the cluster layer.
+
+It is not Kubernetes and not Helm. The server answers what kubernetes.core's ``k8s`` and
+``k8s_info`` ask for the cluster layer (API discovery, nodes read and merge-patched, namespaces,
+ConfigMaps, Secrets and RuntimeClasses read, created and patched) from objects in memory. The fake
+``helm`` (a script written by :meth:`FakeCluster.helm_binary`) sends its arguments and its values
+file to the same server, which plays the helm CLI's answers (texts as Helm 3.18 prints them; the
+real binaries' answers are tested in test_helm.py) from releases in memory:
+
+- ``charts``: the versions the chart repository has;
+- ``fail_next_upgrade``: the next ``helm upgrade`` times out in a pre-upgrade hook and leaves the
+  release ``failed``, as Helm does;
+- ``unreachable``: every request that needs the cluster fails as helm does without one.
+
+Every API request and every helm call lands in ``timeline`` as ``(kind, method or verb, path or
+argv)``, so a test asserts the order of what the collection did, and that nothing was written (a
+patch that changes nothing is recorded as ``PATCH (no change)``: kubernetes.core patches and
+compares).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+import sys
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import yaml
+
+CORE = {
+    "kind": "APIResourceList", "groupVersion": "v1",
+    "resources": [
+        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": ["get", "list", "patch", "update", "watch"]},
+        {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
+         "verbs": ["create", "get", "list", "patch", "update", "watch"]},
+        {"name": "configmaps", "singularName": "configmap", "namespaced": True, "kind": "ConfigMap",
+         "verbs": ["create", "get", "list", "patch", "update", "watch"]},
+        {"name": "secrets", "singularName": "secret", "namespaced": True, "kind": "Secret",
+         "verbs": ["create", "get", "list", "patch", "update", "watch"]},
+    ],
+}
+NODE_API = {
+    "kind": "APIResourceList", "groupVersion": "node.k8s.io/v1",
+    "resources": [{"name": "runtimeclasses", "singularName": "runtimeclass", "namespaced": False, "kind": "RuntimeClass",
+                   "verbs": ["create", "get", "list", "patch", "update", "watch"]}],
+}
+GROUPS = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+    {"name": "node.k8s.io", "versions": [{"groupVersion": "node.k8s.io/v1", "version": "v1"}],
+     "preferredVersion": {"groupVersion": "node.k8s.io/v1", "version": "v1"}}]}
+UNREACHABLE = 'Error: Kubernetes cluster unreachable: Get "https://127.0.0.1:1/version": dial tcp 127.0.0.1:1: connect: connection refused\n'
+
+HELM_SCRIPT = r'''#!%(python)s
+import json, sys, urllib.request
+argv = sys.argv[1:]
+files = {}
+for i, arg in enumerate(argv):
+    if arg in ("--values", "-f") and i + 1 < len(argv):
+        with open(argv[i + 1]) as f:
+            files[argv[i + 1]] = f.read()
+req = urllib.request.Request(%(url)r, data=json.dumps({"argv": argv, "files": files}).encode(),
+                             headers={"Content-Type": "application/json"})
+answer = json.load(urllib.request.urlopen(req))
+sys.stdout.write(answer["stdout"])
+sys.stderr.write(answer["stderr"])
+sys.exit(answer["rc"])
+'''
+
+
+def node(name, labels=None, annotations=None):
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": "uid-" + name, "resourceVersion": "1",
+                         "labels": dict({"kubernetes.io/hostname": name}, **(labels or {})), "annotations": dict(annotations or {})},
+            "spec": {}, "status": {"nodeInfo": {"containerRuntimeVersion": "containerd://1.7.24"}}}
+
+
+def _merge(target, patch):
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class FakeCluster(object):
+    def __init__(self, nodes, charts=("v25.10.0",), helm_version="v3.18.0"):
+        self.nodes = dict((n["metadata"]["name"], copy.deepcopy(n)) for n in nodes)
+        self.objects = {}  # (kind, namespace, name) -> object
+        self.releases = {}  # (namespace, name) -> release
+        self.charts = list(charts)
+        self.helm_version = helm_version
+        self.fail_next_upgrade = False
+        self.unreachable = False
+        self.timeline = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                return
+
+            def _handle(self, method):
+                url = urllib.parse.urlparse(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"null") if length else None
+                with fake.lock:
+                    if url.path == "/_helm":
+                        code, answer = 200, fake.helm(body["argv"], body["files"])
+                    else:
+                        fake.timeline.append(("api", method, url.path))
+                        before = json.dumps([fake.nodes, fake.objects and sorted(fake.objects.items())], sort_keys=True, default=str)
+                        code, answer = fake.answer(method, url.path.rstrip("/"), body)
+                        after = json.dumps([fake.nodes, fake.objects and sorted(fake.objects.items())], sort_keys=True, default=str)
+                        if method in ("PATCH", "PUT") and before == after:
+                            # kubernetes.core patches and compares: a patch that changes nothing is no write.
+                            fake.timeline[-1] = ("api", method + " (no change)", url.path)
+                data = json.dumps(answer).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                self._handle("GET")
+
+            def do_POST(self):  # noqa: N802
+                self._handle("POST")
+
+            def do_PATCH(self):  # noqa: N802
+                self._handle("PATCH")
+
+            def do_PUT(self):  # noqa: N802
+                self._handle("PUT")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    # --- files for the collection ------------------------------------------------------------
+    def kubeconfig(self, path):
+        config = {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
+                  "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                  "users": [{"name": "fake", "user": {"token": "fake"}}],
+                  "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]}
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+        return path
+
+    def helm_binary(self, directory):
+        path = os.path.join(directory, "helm")
+        with open(path, "w") as f:
+            f.write(HELM_SCRIPT % {"python": sys.executable, "url": self.url + "/_helm"})
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+        return path
+
+    # --- what the tests read -----------------------------------------------------------------
+    def writes(self):
+        """Every change made: API writes and helm calls that change a release."""
+        return [e for e in self.timeline if (e[0] == "api" and e[1] in ("POST", "PATCH", "PUT", "DELETE")) or (e[0] == "helm" and e[1] in ("upgrade", "rollback", "install"))]
+
+    def labels(self, name):
+        return dict(self.nodes[name]["metadata"].get("labels") or {})
+
+    # --- the API -------------------------------------------------------------------------------
+    @staticmethod
+    def _status(code, reason, message):
+        return code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": message, "code": code}
+
+    def _object_path(self, path):
+        parts = path.strip("/").split("/")
+        if parts[:2] == ["api", "v1"]:
+            rest = parts[2:]
+        elif parts[:3] == ["apis", "node.k8s.io", "v1"]:
+            rest = parts[3:]
+        else:
+            return None
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest:
+            return None
+        kinds = {"nodes": "Node", "namespaces": "Namespace", "configmaps": "ConfigMap", "secrets": "Secret", "runtimeclasses": "RuntimeClass"}
+        return kinds.get(rest[0]), namespace, rest[1] if len(rest) > 1 else None
+
+    def answer(self, method, path, body):  # pylint: disable=too-many-return-statements
+        simple = {"/version": {"major": "1", "minor": "33", "gitVersion": "v1.33.2"}, "/api": {"kind": "APIVersions", "versions": ["v1"]},
+                  "/apis": GROUPS, "/api/v1": CORE, "/apis/node.k8s.io/v1": NODE_API}
+        if path in simple:
+            return 200, simple[path]
+        target = self._object_path(path)
+        if target is None or target[0] is None:
+            return self._status(404, "NotFound", "the server could not find the requested resource")
+        kind, namespace, name = target
+        if kind == "Node":
+            if name is None:
+                return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+                             "items": [copy.deepcopy(n) for _, n in sorted(self.nodes.items())]}
+            if name not in self.nodes:
+                return self._status(404, "NotFound", 'nodes "%s" not found' % name)
+            if method == "PATCH":
+                _merge(self.nodes[name], body or {})
+            return 200, copy.deepcopy(self.nodes[name])
+        if kind == "Namespace" and name is None and method == "POST":
+            name = body["metadata"]["name"]
+        key = (kind, namespace, name or (body or {}).get("metadata", {}).get("name"))
+        if method == "POST":
+            obj = copy.deepcopy(body)
+            obj["metadata"].setdefault("uid", "uid-%s" % key[2])
+            obj["metadata"]["resourceVersion"] = "1"
+            self.objects[key] = obj
+            return 201, obj
+        if key not in self.objects:
+            return self._status(404, "NotFound", '%s "%s" not found' % (kind.lower() + "s", key[2]))
+        if method in ("PATCH", "PUT"):
+            _merge(self.objects[key], body or {})
+        return 200, copy.deepcopy(self.objects[key])
+
+    # --- helm ----------------------------------------------------------------------------------
+    @staticmethod
+    def _opt(argv, name):
+        return argv[argv.index(name) + 1] if name in argv else None
+
+    def helm(self, argv, files):
+        verb = argv[0] if argv else ""
+        if verb == "show" or verb == "get":
+            verb = " ".join(argv[:2])
+        self.timeline.append(("helm", verb.split()[0], " ".join(argv)))
+        if verb == "version":
+            return self._out(self.helm_version)
+        if verb in ("show chart", "template"):
+            version = self._opt(argv, "--version")
+            if version not in self.charts:
+                return self._err('Error: chart "gpu-operator" version "%s" not found in %s repository\n'
+                                 % (version, self._opt(argv, "--repo")))
+            if verb == "show chart":
+                return self._out("apiVersion: v2\nname: gpu-operator\nversion: %s\nappVersion: %s\n" % (version, version))
+            return self._out("---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: gpu-operator\n")
+        if self.unreachable:
+            return self._err(UNREACHABLE)
+        namespace = self._opt(argv, "--namespace")
+        name = argv[2] if verb == "get values" else argv[1]
+        release = self.releases.get((namespace, name))
+        if verb in ("status", "get values") and release is None:
+            return self._err("Error: release: not found\n")
+        if verb == "status":
+            return self._out(json.dumps({"name": name, "namespace": namespace, "version": release["revision"],
+                                         "info": {"status": release["status"], "description": release["description"]},
+                                         "chart": {"metadata": {"name": "gpu-operator", "version": release["chart_version"]}}}))
+        if verb == "get values":
+            return self._out(json.dumps(release["values"]))
+        if verb == "upgrade":
+            values = json.loads(files[self._opt(argv, "--values")])
+            revision = (release or {}).get("revision", 0) + 1
+            failed = self.fail_next_upgrade
+            self.fail_next_upgrade = False
+            self.releases[(namespace, name)] = {
+                "revision": revision, "chart_version": self._opt(argv, "--version"), "values": values,
+                "status": "failed" if failed else "deployed",
+                "description": "Upgrade \"%s\" failed: pre-upgrade hooks failed: timed out waiting for the condition" % name
+                if failed else ("Install complete" if release is None else "Upgrade complete")}
+            if failed:
+                return self._err("Error: UPGRADE FAILED: pre-upgrade hooks failed: timed out waiting for the condition\n")
+            return self._out('Release "%s" has been upgraded. Happy Helming!\n' % name)
+        return self._err("Error: unknown command %r for the fake helm\n" % verb)
+
+    @staticmethod
+    def _out(text):
+        return {"rc": 0, "stdout": text, "stderr": ""}
+
+    @staticmethod
+    def _err(text):
+        return {"rc": 1, "stdout": "", "stderr": text}

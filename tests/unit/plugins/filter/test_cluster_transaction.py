@@ -1,0 +1,212 @@
+"""site.yml's cluster layer as one checked change, end to end with ansible-playbook, against a fake
+API server and a fake helm that share one timeline (``tests/unit/plugins/cluster_fake.py``).
+
+The inventory declares a mixed fleet in ``gpu_nodes``: a package node, a pre-installed one and
+one left to the operator. ``--tags cluster`` runs the cluster layer alone; the sequences check
+the order of what reaches the cluster (labels that keep the operator off a node are added before
+the chart widens, removed only after it narrowed), that a failed release fails the run and is
+repaired by the next, and that a change that cannot work (a chart version the repository lacks,
+a declared node that is unreachable, a wrong cluster layer, no helm, no kubeconfig) is refused
+with nothing written to the cluster and no host layer run, and the report written all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.cluster_fake import FakeCluster, node
+
+from . import fleets as F
+
+pytest.importorskip("kubernetes")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+SITE = os.path.join(F.ROOT, "playbooks", "site.yml")
+H200_ROOT = os.path.join(F.FIXTURES, "hosts", "ubuntu2404-h200-preinstalled", "root")
+DRIVER = "nvidia.com/gpu.deploy.driver"
+TOOLKIT = "nvidia.com/gpu.deploy.container-toolkit"
+ANN = "gpufleet.nvidia/gpu-operator.labels"
+MIXED = {
+    "gpu-pkg": {"nvidia_driver_method": "package"},
+    "gpu-pre": {"nvidia_driver_method": "preinstalled"},
+    "gpu-op": {"nvidia_driver_method": "operator"},
+}
+
+
+@pytest.fixture
+def cluster():
+    fake = FakeCluster([node("gpu-pkg"), node("gpu-pre"), node("gpu-op"), node("cpu-1")])
+    yield fake
+    fake.close()
+
+
+def _project(tmp, fake, hosts, extra=None):
+    os.makedirs(tmp, exist_ok=True)
+    bindir = os.path.join(tmp, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    cluster_vars = {
+        "gpufleet_cluster_layer": "gpu_operator",
+        "gpu_operator_kubeconfig": fake.kubeconfig(os.path.join(tmp, "kubeconfig")),
+        "gpu_operator_helm_binary": fake.helm_binary(bindir),
+        "gpu_operator_chart_repo_url": "http://127.0.0.1:1/charts",
+        "gpu_operator_wait_timeout": "1m",
+        "report_dir": os.path.join(tmp, "report"),
+        "ansible_python_interpreter": sys.executable,
+    }
+    cluster_vars.update(extra or {})
+    inventory = {"all": {"vars": cluster_vars, "children": {"gpu_nodes": {"hosts": hosts}}}}
+    with open(os.path.join(tmp, "inventory.yml"), "w") as f:
+        yaml.safe_dump(inventory, f)
+
+
+def _run(tmp, *args):
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": F.COLLECTIONS, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_HOME": os.path.join(tmp, "ansible-home"),
+        "HOME": tmp, "ANSIBLE_HOST_KEY_CHECKING": "0",
+    })
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", os.path.join(tmp, "inventory.yml"), SITE] + list(args), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False, timeout=300)
+    return proc.returncode, proc.stdout
+
+
+def _report(tmp):
+    with open(os.path.join(tmp, "report", "gpufleet-report.json")) as f:
+        return json.load(f)
+
+
+def _helm_calls(fake, start=0):
+    return [e[1] for e in fake.timeline[start:] if e[0] == "helm"]
+
+
+def _index(fake, kind, verb_or_method, start=0, last=False):
+    found = [i for i, e in enumerate(fake.timeline) if i >= start and e[0] == kind and e[1] == verb_or_method]
+    assert found, fake.timeline[start:]
+    return found[-1] if last else found[0]
+
+
+def _node_patches(fake, start=0):
+    return [i for i, e in enumerate(fake.timeline) if i >= start and e[:2] == ("api", "PATCH") and e[2].startswith("/api/v1/nodes/")]
+
+
+def test_mixed_to_all_prepared_and_back_never_widens_the_operator(tmp_path, cluster):
+    tmp = str(tmp_path)
+    _project(tmp, cluster, MIXED)
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    release = cluster.releases[("gpu-operator", "gpu-operator")]
+    assert release["status"] == "deployed" and release["values"]["driver"]["enabled"] is True
+    assert "operator" not in release["values"]
+    assert cluster.labels("gpu-pkg")[DRIVER] == "false" and cluster.labels("gpu-pre")[TOOLKIT] == "false"
+    assert DRIVER not in cluster.labels("gpu-op")
+    # The labels that keep the operator's driver off the prepared nodes came before the chart.
+    assert max(_node_patches(cluster)) < _index(cluster, "helm", "upgrade")
+    report = _report(tmp)
+    assert report["run"]["cluster_change"]["state"] == "applied" and report["status"] != "incomplete"
+
+    # A second run writes nothing.
+    start = len(cluster.timeline)
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    assert [e for e in cluster.timeline[start:] if e in cluster.writes()] == []
+    assert "upgrade" not in _helm_calls(cluster, start)
+
+    # All prepared: the chart narrows first (driver and toolkit off), the labels go after it.
+    _project(tmp, cluster, dict(MIXED, **{"gpu-op": {"nvidia_driver_method": "preinstalled"}}))
+    start = len(cluster.timeline)
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    release = cluster.releases[("gpu-operator", "gpu-operator")]
+    assert release["values"]["driver"]["enabled"] is False and release["values"]["toolkit"]["enabled"] is False
+    upgrade = _index(cluster, "helm", "upgrade", start)
+    removals = [i for i in _node_patches(cluster, start)]
+    assert removals and min(removals) > upgrade
+    assert all(DRIVER not in cluster.labels(n) and TOOLKIT not in cluster.labels(n) for n in MIXED)
+    assert all(ANN not in cluster.nodes[n]["metadata"]["annotations"] for n in MIXED)
+
+    # Mixed again: the labels are back before the chart widens.
+    _project(tmp, cluster, MIXED)
+    start = len(cluster.timeline)
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    upgrade = _index(cluster, "helm", "upgrade", start)
+    assert _node_patches(cluster, start) and max(_node_patches(cluster, start)) < upgrade
+    assert cluster.labels("gpu-pkg")[DRIVER] == "false"
+    assert cluster.releases[("gpu-operator", "gpu-operator")]["values"]["driver"]["enabled"] is True
+
+
+def test_a_failed_release_fails_the_run_and_the_next_run_repairs_it(tmp_path, cluster):
+    tmp = str(tmp_path)
+    _project(tmp, cluster, MIXED)
+    assert _run(tmp, "--tags", "cluster")[0] == 0
+    cluster.fail_next_upgrade = True
+    _project(tmp, cluster, MIXED, {"gpufleet_sharing_configs": {"ts": {"strategy": "time-slicing", "replicas": 4}},
+                                   "gpufleet_sharing_default": "ts"})
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc != 0
+    assert "pre-upgrade hooks failed" in out and "the next run upgrades (repairs) it" in out
+    assert cluster.releases[("gpu-operator", "gpu-operator")]["status"] == "failed"
+    report = _report(tmp)
+    assert report["status"] == "failed" and report["run"]["cluster_change"]["state"] == "failed"
+    # Nothing in the inventory changed; the release is not deployed: the next run upgrades it again.
+    start = len(cluster.timeline)
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    assert "repair" in out and "upgrade" in _helm_calls(cluster, start)
+    release = cluster.releases[("gpu-operator", "gpu-operator")]
+    assert release["status"] == "deployed" and release["revision"] == 3
+
+
+def test_a_chart_version_the_repository_lacks_changes_nothing(tmp_path, cluster):
+    tmp = str(tmp_path)
+    _project(tmp, cluster, MIXED, {"gpu_operator_chart_version": "v99.0.0"})
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc != 0
+    assert 'chart "gpu-operator" version "v99.0.0" not found' in out
+    assert cluster.writes() == [] and cluster.releases == {}
+    assert all(DRIVER not in cluster.labels(n) for n in MIXED)
+    assert _report(tmp)["run"]["cluster_change"]["state"] == "refused"
+
+
+def _full_run_hosts(root, unreachable=None):
+    hosts = {}
+    for name, hv in MIXED.items():
+        hv = dict(hv, ansible_connection="local", discover_host_root=root, discover_preflight=False,
+                  gpufleet_become=False, container_toolkit_enabled=False)
+        if name == unreachable:
+            hv.update(ansible_connection="ssh", ansible_host="127.0.0.1", ansible_port=1, ansible_user="nobody")
+        hosts[name] = hv
+    return hosts
+
+
+@pytest.mark.parametrize("case,extra,message", [
+    ("unreachable node", None, "host 'gpu-op': failed or was unreachable in this run"),
+    ("wrong cluster layer", {"gpufleet_cluster_layer": "gpu-operator"}, "gpufleet_cluster_layer: 'gpu-operator' is not a cluster layer"),
+    ("no helm", {"gpu_operator_helm_binary": "/nonexistent/helm"}, "helm: cannot run /nonexistent/helm"),
+    ("no kubeconfig", {"gpu_operator_kubeconfig": "/nonexistent/kubeconfig"}, "'/nonexistent/kubeconfig' is not a file"),
+])
+def test_a_change_that_cannot_work_is_refused_before_any_host_layer(tmp_path, cluster, case, extra, message):
+    tmp = str(tmp_path)
+    root = hostfs.materialize(H200_ROOT)
+    _project(tmp, cluster, _full_run_hosts(root, "gpu-op" if case == "unreachable node" else None), extra)
+    os.makedirs(os.path.join(tmp, "report"))
+    with open(os.path.join(tmp, "report", "gpufleet-report.json"), "w") as f:
+        json.dump({"status": "ok", "generated_at": "an earlier run"}, f)
+    rc, out = _run(tmp)
+    assert rc != 0
+    assert message in out, out[-6000:]
+    assert "cluster change refused before any layer ran, nothing changed" in out
+    assert cluster.writes() == [] and cluster.releases == {}
+    # The driver, toolkit and validate plays ended at their first task.
+    assert "TASK [gpufleet.nvidia.nvidia_driver" not in out and "TASK [gpufleet.nvidia.validate" not in out
+    report = _report(tmp)
+    assert report["generated_at"] != "an earlier run" and report["status"] == "failed"
+    assert report["run"]["cluster_change"]["state"] == "refused"
+    assert [r["host"] for r in report["nodes"]] == sorted(MIXED) or sorted(r["host"] for r in report["nodes"]) == sorted(MIXED)
