@@ -11,8 +11,8 @@ author: gpufleet.nvidia maintainers
 description:
   - Reads, for each host of a group, the per-host variables that decide what the GPU Operator or
     the standalone device plugin does on that node, checks them, and returns one record per node.
-  - The hosts are the inventory group that declares the cluster's GPU nodes, all of it: the plan
-    is a function of that declaration, never of which hosts an earlier play left.
+  - "The hosts are the inventory group that declares the cluster's GPU nodes, all of it: the plan
+    is a function of that declaration, never of which hosts an earlier play left."
   - "Per-host variables (default in brackets): C(gpufleet_node_name) [the inventory name], the
     Kubernetes node name; C(nvidia_driver_method) (required: a node that does not declare it is a
     problem), V(package), V(preinstalled) or V(operator); C(container_toolkit_enabled) [true unless the driver method is V(operator)];

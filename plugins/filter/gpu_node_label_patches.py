@@ -9,17 +9,17 @@ short_description: Label patches that bring the cluster's GPU nodes to a plan
 version_added: 0.1.0
 author: gpufleet.nvidia maintainers
 description:
-  - Compares the node labels a plan of P(gpufleet.nvidia.gpu_operator_plan#filter) or
+  - "Compares the node labels a plan of P(gpufleet.nvidia.gpu_operator_plan#filter) or
     P(gpufleet.nvidia.device_plugin_plan#filter) asks for with the labels the nodes have, and returns
     the merge patches that bring them there, in two lists: C(before_chart) sets or changes labels,
-    C(after_chart) removes them (value V(null)).
+    C(after_chart) removes them (value V(null))."
   - Each labelled node records the label keys the role manages there in the annotation
     C(gpufleet.nvidia/<role>.labels) (C(gpu-operator.labels), C(device-plugin.labels)). A recorded key the plan no
     longer asks for is removed, C(nvidia.com/mig.config) included, and so is every recorded key of a
     cluster node that is no longer in the plan. Labels the role never set are left alone; nodes
     labelled before the annotation existed are recognised by the label values the role owns.
-  - Apply C(before_chart) before the chart and C(after_chart) after it: a label that keeps the
-    operator's containers off a node is then never missing while the chart would deploy them there.
+  - "Apply C(before_chart) before the chart and C(after_chart) after it: a label that keeps the
+    operator's containers off a node is then never missing while the chart would deploy them there."
   - A planned node that the cluster does not have is a problem.
 positional: cluster_nodes, role
 options:

@@ -10,9 +10,9 @@ short_description: Check, install or upgrade one Helm release as a checked chang
 version_added: 0.2.0
 author: gpufleet.nvidia maintainers
 description:
-  - Drives the C(helm) CLI on the control host (run it with C(delegate_to: localhost)). Helm 3 and
+  - "Drives the C(helm) CLI on the control host (run it with C(delegate_to: localhost)). Helm 3 and
     Helm 4 are both supported; their flags differ where the module uses them (C(--wait) takes a
-    strategy in Helm 4). Any other major version is refused by name.
+    strategy in Helm 4). Any other major version is refused by name."
   - "Before any change, it checks everything that can be known: the helm binary and its version,
     that the chart version exists in the repository or path (C(helm show chart); a chart that Helm 4
     resolves to a different version is refused), that the values render (C(helm template), client
@@ -50,11 +50,11 @@ options:
     type: str
     default: ""
   chart_version:
-    description: The chart version (required with O(chart_repo_url)); empty for a chart path, whose own version is used.
+    description: The chart version, required with O(chart_repo_url); empty for a chart path, whose own version is used.
     type: str
     default: ""
   values:
-    description: The release's values (all of them: values not given are reset to the chart's defaults).
+    description: The release's values, all of them; values not given are reset to the chart's defaults.
     type: dict
     default: {}
   wait:

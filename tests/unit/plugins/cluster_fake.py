@@ -14,8 +14,8 @@ real binaries' answers are tested in test_helm.py) from releases in memory:
 
 Every API request and every helm call lands in ``timeline`` as ``(kind, method or verb, path or
 argv)``, so a test asserts the order of what the collection did, and that nothing was written (a
-patch that changes nothing is recorded as ``PATCH (no change)``: kubernetes.core patches and
-compares).
+patch that changes nothing is recorded as ``PATCH (no change)``, as kubernetes.core patches and
+compares; a request with ``dryRun=All``, check mode's, as ``... (dry run)`` and kept nowhere).
 """
 
 from __future__ import annotations
@@ -113,10 +113,13 @@ class FakeCluster(object):
                         code, answer = 200, fake.helm(body["argv"], body["files"])
                     else:
                         fake.timeline.append(("api", method, url.path))
-                        before = json.dumps([fake.nodes, fake.objects and sorted(fake.objects.items())], sort_keys=True, default=str)
+                        before = fake.state()
                         code, answer = fake.answer(method, url.path.rstrip("/"), body)
-                        after = json.dumps([fake.nodes, fake.objects and sorted(fake.objects.items())], sort_keys=True, default=str)
-                        if method in ("PATCH", "PUT") and before == after:
+                        if "dryRun=All" in url.query:
+                            # check mode: the server answers what it would do, and keeps nothing
+                            fake.restore(before)
+                            fake.timeline[-1] = ("api", method + " (dry run)", url.path)
+                        elif method in ("PATCH", "PUT") and before == fake.state():
                             # kubernetes.core patches and compares: a patch that changes nothing is no write.
                             fake.timeline[-1] = ("api", method + " (no change)", url.path)
                 data = json.dumps(answer).encode()
@@ -147,6 +150,14 @@ class FakeCluster(object):
         self.server.shutdown()
         self.server.server_close()
 
+    def state(self):
+        return json.dumps([self.nodes, sorted((list(k), v) for k, v in self.objects.items())], sort_keys=True)
+
+    def restore(self, text):
+        nodes, objects = json.loads(text)
+        self.nodes = nodes
+        self.objects = dict((tuple(k), v) for k, v in objects)
+
     # --- files for the collection ------------------------------------------------------------
     def kubeconfig(self, path):
         config = {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
@@ -167,7 +178,8 @@ class FakeCluster(object):
     # --- what the tests read -----------------------------------------------------------------
     def writes(self):
         """Every change made: API writes and helm calls that change a release."""
-        return [e for e in self.timeline if (e[0] == "api" and e[1] in ("POST", "PATCH", "PUT", "DELETE")) or (e[0] == "helm" and e[1] in ("upgrade", "rollback", "install"))]
+        return [e for e in self.timeline
+                if (e[0] == "api" and e[1] in ("POST", "PATCH", "PUT", "DELETE")) or (e[0] == "helm" and e[1] in ("upgrade", "rollback", "install"))]
 
     def labels(self, name):
         return dict(self.nodes[name]["metadata"].get("labels") or {})
@@ -205,7 +217,7 @@ class FakeCluster(object):
         if kind == "Node":
             if name is None:
                 return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
-                             "items": [copy.deepcopy(n) for _, n in sorted(self.nodes.items())]}
+                             "items": [copy.deepcopy(self.nodes[n]) for n in sorted(self.nodes)]}
             if name not in self.nodes:
                 return self._status(404, "NotFound", 'nodes "%s" not found' % name)
             if method == "PATCH":

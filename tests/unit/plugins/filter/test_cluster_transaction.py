@@ -126,7 +126,7 @@ def test_mixed_to_all_prepared_and_back_never_widens_the_operator(tmp_path, clus
     release = cluster.releases[("gpu-operator", "gpu-operator")]
     assert release["values"]["driver"]["enabled"] is False and release["values"]["toolkit"]["enabled"] is False
     upgrade = _index(cluster, "helm", "upgrade", start)
-    removals = [i for i in _node_patches(cluster, start)]
+    removals = _node_patches(cluster, start)
     assert removals and min(removals) > upgrade
     assert all(DRIVER not in cluster.labels(n) and TOOLKIT not in cluster.labels(n) for n in MIXED)
     assert all(ANN not in cluster.nodes[n]["metadata"]["annotations"] for n in MIXED)
@@ -210,3 +210,58 @@ def test_a_change_that_cannot_work_is_refused_before_any_host_layer(tmp_path, cl
     assert report["generated_at"] != "an earlier run" and report["status"] == "failed"
     assert report["run"]["cluster_change"]["state"] == "refused"
     assert [r["host"] for r in report["nodes"]] == sorted(MIXED) or sorted(r["host"] for r in report["nodes"]) == sorted(MIXED)
+
+
+def test_a_failed_first_install_fails_the_run(tmp_path, cluster):
+    tmp = str(tmp_path)
+    cluster.fail_next_upgrade = True
+    _project(tmp, cluster, MIXED)
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc != 0 and "pre-upgrade hooks failed" in out
+    assert cluster.releases[("gpu-operator", "gpu-operator")]["status"] == "failed"
+
+
+def test_check_mode_shows_the_values_that_would_change_and_changes_nothing(tmp_path, cluster):
+    tmp = str(tmp_path)
+    _project(tmp, cluster, MIXED)
+    assert _run(tmp, "--tags", "cluster")[0] == 0
+    _project(tmp, cluster, dict(MIXED, **{"gpu-op": {"nvidia_driver_method": "preinstalled"}}))
+    start = len(cluster.timeline)
+    rc, out = _run(tmp, "--tags", "cluster", "--check", "--diff")
+    assert rc == 0, out[-6000:]
+    assert [e for e in cluster.timeline[start:] if e in cluster.writes()] == []
+    # The deployed release's values against the planned ones: the driver goes from on to off.
+    diff = out[out.index("--- before: release (deployed)"):]
+    assert "   driver:\n-    enabled: true\n+    enabled: false" in diff, diff[:3000]
+    assert cluster.releases[("gpu-operator", "gpu-operator")]["values"]["driver"]["enabled"] is True
+
+
+def test_helm_4_is_driven_with_its_own_flags(tmp_path):
+    fake = FakeCluster([node(n) for n in MIXED], helm_version="v4.1.4")
+    try:
+        tmp = str(tmp_path)
+        _project(tmp, fake, MIXED)
+        rc, out = _run(tmp, "--tags", "cluster")
+        assert rc == 0, out[-6000:]
+        upgrade = [e[2] for e in fake.timeline if e[:2] == ("helm", "upgrade")]
+        assert len(upgrade) == 1 and "--wait=watcher" in upgrade[0].split()
+        assert "helm v4.1.4" in out
+    finally:
+        fake.close()
+
+
+def test_a_limited_run_plans_the_whole_declared_fleet_and_reports_what_it_covers(tmp_path, cluster):
+    tmp = str(tmp_path)
+    root = hostfs.materialize(H200_ROOT)
+    hosts = _full_run_hosts(root)
+    hosts["gpu-pkg"].update(ansible_connection="ssh", ansible_host="127.0.0.1", ansible_port=1, ansible_user="nobody")
+    _project(tmp, cluster, hosts, {"gpu_operator_apply": False, "gpu_operator_render_dir": os.path.join(tmp, "render")})
+    # gpu-pkg is unreachable but left out of the run: it is planned from the inventory, not refused.
+    rc, out = _run(tmp, "--limit", "gpu-pre,gpu-op", "--tags", "cluster,validate")
+    assert os.path.exists(os.path.join(tmp, "render", "node-labels.yaml")), out[-8000:]
+    with open(os.path.join(tmp, "render", "node-labels.yaml")) as f:
+        labelled = sorted(item["metadata"]["name"] for item in yaml.safe_load(f)["items"])
+    assert labelled == ["gpu-pkg", "gpu-pre"], out[-6000:]
+    report = _report(tmp)
+    assert report["run"]["partial"] is True and sorted(report["run"]["covers"]) == ["gpu-op", "gpu-pre"]
+    assert "localhost" not in [r["host"] for r in report["nodes"]]

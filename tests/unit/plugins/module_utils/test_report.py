@@ -308,3 +308,31 @@ def test_real_h200_validation_has_todays_shape():
     hv = {"h200": {"gpufleet_nvidia_validation": declared}}
     row = R.build_report(["h200"], hv)["nodes"][0]
     assert row["status"] == "ok" and row["cuda_host"] is True and row["driver"]["loaded"] == "580.159.04"
+
+
+# --- the run: in progress, partial, the cluster change -------------------------------------------
+
+
+def test_a_report_of_a_run_in_progress_never_looks_like_a_finished_one():
+    report = R.build_report([], {}, run={"state": "running", "limit": ""})
+    assert report["status"] == "incomplete"
+    assert "has not written its report" in R.render_html(report)
+
+
+def test_a_limited_run_says_it_is_partial_and_which_nodes_it_covers():
+    report = R.build_report(["gpu-a"], {"gpu-a": {}}, run={"limit": "gpu-a"})
+    assert report["run"]["partial"] is True and report["run"]["covers"] == ["gpu-a"]
+    assert "partial run (--limit gpu-a): it covers gpu-a only" in R.render_html(report)
+    assert "partial" not in R.build_report(["gpu-a"], {"gpu-a": {}}, run={"limit": ""})["run"]
+
+
+@pytest.mark.parametrize("state,failed", [
+    ("refused", "cluster change refused before any layer ran, nothing changed: no helm"),
+    ("failed", "cluster layer gpu_operator failed: no helm"),
+    ("applied", None),
+])
+def test_a_refused_or_failed_cluster_change_fails_the_report(state, failed):
+    run = {"cluster_change": {"layer": "gpu_operator", "state": state, "msg": "no helm"}}
+    report = R.build_report([], {}, run=run)
+    assert report["cluster"]["failed"] == ([failed] if failed else [])
+    assert (report["status"] == "failed") == bool(failed)
