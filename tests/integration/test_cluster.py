@@ -22,7 +22,11 @@ NAMESPACE = "gpufleet-it-device-plugin"
 RELEASE = "gpufleet-it-device-plugin"
 OPERATOR_NAMESPACE = "gpufleet-it-gpu-operator"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
-OWNED_LABELS = (CONFIG_LABEL, "nvidia.com/gpu.present")
+DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
+TOOLKIT_LABEL = "nvidia.com/gpu.deploy.container-toolkit"
+OWNED_LABELS = (CONFIG_LABEL, "nvidia.com/gpu.present", DRIVER_LABEL, TOOLKIT_LABEL)
+ANNOTATIONS = ("gpufleet.nvidia/device-plugin.labels", "gpufleet.nvidia/gpu-operator.labels")
+SITE = os.path.join(ROOT, "playbooks", "site.yml")
 
 
 def _skip_unless_cluster():
@@ -64,14 +68,14 @@ def _project(tmp, names, role, role_vars):
             hv["gpufleet_sharing_config"] = "ts-4"
         hosts["it-" + name] = hv
     inventory = {"all": {
-        "children": {"gpufleet_gpu_nodes": {"hosts": hosts}},
+        "children": {"gpu_nodes": {"hosts": hosts}},
         "vars": {
             "ansible_connection": "local",
             "ansible_python_interpreter": sys.executable,
             "gpufleet_sharing_configs": {"ts-4": {"strategy": "time-slicing", "replicas": 4}},
         },
     }}
-    play = [{"name": "Cluster layer", "hosts": "gpufleet_gpu_nodes", "gather_facts": False,
+    play = [{"name": "Cluster layer", "hosts": "gpu_nodes", "gather_facts": False,
              "roles": [{"role": "gpufleet.nvidia." + role, "vars": role_vars}]}]
     with open(os.path.join(str(tmp), "inventory.yml"), "w") as f:
         yaml.safe_dump(inventory, f)
@@ -100,7 +104,8 @@ def _cleanup(client, names, namespace, release):
     subprocess.run(["helm", "uninstall", release, "-n", namespace, "--wait"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
     core = client.CoreV1Api()
     for name in names:
-        core.patch_node(name, {"metadata": {"labels": dict((k, None) for k in OWNED_LABELS)}})
+        core.patch_node(name, {"metadata": {"labels": dict((k, None) for k in OWNED_LABELS),
+                                            "annotations": dict((k, None) for k in ANNOTATIONS)}})
     try:
         core.delete_namespace(namespace)
     except Exception:  # already gone
@@ -169,5 +174,68 @@ def test_gpu_operator_installs_with_prepared_nodes_and_is_idempotent(cluster, tm
         assert labels.get(CONFIG_LABEL) == "ts-4"
         second = _run(tmp_path)[0]
         assert second == dict((h, 0) for h in second), "a second run changed something"
+    finally:
+        _cleanup(client, names, OPERATOR_NAMESPACE, "gpu-operator")
+
+
+# --- site.yml's cluster layer as one checked change -------------------------------------------------
+def _site_project(tmp, names, methods, extra=None):
+    """An inventory whose gpu_nodes declare ``methods`` (one per node, cycled) for site.yml."""
+    hosts = dict(("it-" + name, {"gpufleet_node_name": name, "nvidia_driver_method": methods[i % len(methods)]})
+                 for i, name in enumerate(names))
+    cluster_vars = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                    "gpufleet_cluster_layer": "gpu_operator", "gpu_operator_namespace": OPERATOR_NAMESPACE,
+                    "report_dir": os.path.join(str(tmp), "report")}
+    if os.environ.get("GPUFLEET_IT_GPU_OPERATOR_CHART"):
+        cluster_vars["gpu_operator_chart_path"] = os.environ["GPUFLEET_IT_GPU_OPERATOR_CHART"]
+    cluster_vars.update(extra or {})
+    with open(os.path.join(str(tmp), "inventory.yml"), "w") as f:
+        yaml.safe_dump({"all": {"vars": cluster_vars, "children": {"gpu_nodes": {"hosts": hosts}}}}, f)
+
+
+def _site(tmp, *args):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_HOME=os.path.join(str(tmp), "ansible-home"))
+    result = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "inventory.yml", SITE, "--tags", "cluster"] + list(args), cwd=str(tmp), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=1800, check=False)
+    return result.returncode, result.stdout
+
+
+def test_a_chart_version_that_does_not_exist_changes_nothing(cluster, tmp_path):
+    client, names = cluster
+    core = client.CoreV1Api()
+    before = dict((n, core.read_node(n).metadata.labels or {}) for n in names)
+    _site_project(tmp_path, names, ["package", "operator"], {"gpu_operator_chart_version": "v99.0.0",
+                                                            "gpu_operator_namespace": "gpufleet-it-missing-chart"})
+    rc, out = _site(tmp_path)
+    assert rc != 0 and 'version "v99.0.0" not found' in out, out[-4000:]
+    assert dict((n, core.read_node(n).metadata.labels or {}) for n in names) == before
+    assert "gpufleet-it-missing-chart" not in [ns.metadata.name for ns in core.list_namespace().items]
+
+
+def test_mixed_to_all_prepared_and_back(cluster, tmp_path):
+    if os.environ.get("GPUFLEET_IT_GPU_OPERATOR") != "1":
+        pytest.skip("GPUFLEET_IT_GPU_OPERATOR is not 1: the GPU Operator is not installed by this run")
+    client, names = cluster
+    if len(names) < 2:
+        pytest.skip("a mixed fleet needs two nodes (GPUFLEET_IT_NODES names %d)" % len(names))
+    core = client.CoreV1Api()
+    try:
+        for methods, driver_enabled in ((["preinstalled", "operator"], True), (["preinstalled"], False),
+                                        (["preinstalled", "operator"], True)):
+            _site_project(tmp_path, names, methods)
+            rc, out = _site(tmp_path)
+            assert rc == 0, out[-8000:]
+            values = json.loads(subprocess.run(["helm", "get", "values", "gpu-operator", "-n", OPERATOR_NAMESPACE, "-o", "json"],
+                                               stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout)
+            assert values["driver"]["enabled"] is driver_enabled
+            (release,) = _helm_release(OPERATOR_NAMESPACE, "gpu-operator")
+            assert release["status"] == "deployed"
+            for index, name in enumerate(names):
+                labels = core.read_node(name).metadata.labels or {}
+                prepared = methods[index % len(methods)] != "operator"
+                assert (labels.get(DRIVER_LABEL) == "false") == (driver_enabled and prepared), (name, labels)
+            rc, out = _site(tmp_path)
+            assert rc == 0 and set(re.findall(r"changed=(\d+)", out)) == {"0"}, out[-4000:]
     finally:
         _cleanup(client, names, OPERATOR_NAMESPACE, "gpu-operator")

@@ -51,6 +51,8 @@ def test_the_specs_read_with_libyaml_are_those_ansible_reads():
 @pytest.mark.parametrize("values, errors", [
     ({}, []),
     ({"nvidia_driver_method": "package", "nvidia_driver_version": "580"}, []),
+    # A node left to the GPU Operator passes site.yml's first task (it was refused before).
+    ({"nvidia_driver_method": "operator"}, []),
     ({"nvidia_driver_method": "pkg"}, ["value of nvidia_driver_method must be one of: package, preinstalled, operator, got: pkg"]),
     ({"nvidia_driver_reboot": "maybe"}, ["nvidia_driver_reboot"]),
 ])

@@ -265,3 +265,24 @@ def test_a_limited_run_plans_the_whole_declared_fleet_and_reports_what_it_covers
     report = _report(tmp)
     assert report["run"]["partial"] is True and sorted(report["run"]["covers"]) == ["gpu-op", "gpu-pre"]
     assert "localhost" not in [r["host"] for r in report["nodes"]]
+
+
+def test_a_node_left_to_the_operator_passes_every_task_of_site_yml(tmp_path, cluster):
+    # The whole site.yml on the operator node (read from the H200 capture), the package and
+    # pre-installed nodes declared but outside the run: the plan covers all three.
+    tmp = str(tmp_path)
+    root = hostfs.materialize(H200_ROOT)
+    hosts = _full_run_hosts(root)
+    hosts["gpu-op"] = dict(MIXED["gpu-op"], ansible_connection="local", discover_host_root=root, validate_host_root=root,
+                           discover_preflight=False, gpufleet_become=False, validate_cluster=False,
+                           container_toolkit_runtime="none")  # the capture has no container runtime
+    _project(tmp, cluster, hosts)
+    rc, out = _run(tmp, "--limit", "gpu-op")
+    assert rc == 0, out[-8000:]
+    assert "TASK [gpufleet.nvidia.nvidia_driver : Leave the driver to the GPU Operator]" in out
+    driver_task = out[out.index("TASK [gpufleet.nvidia.nvidia_driver : Install and pin the NVIDIA driver"):]
+    assert driver_task.split("TASK [")[1].strip().endswith("skipping: [gpu-op]"), driver_task[:500]
+    assert cluster.labels("gpu-pkg")[DRIVER] == "false" and DRIVER not in cluster.labels("gpu-op")
+    assert cluster.releases[("gpu-operator", "gpu-operator")]["values"]["driver"]["enabled"] is True
+    report = _report(tmp)
+    assert report["run"]["covers"] == ["gpu-op"] and report["run"]["cluster_change"]["state"] == "applied"

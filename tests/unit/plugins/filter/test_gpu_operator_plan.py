@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import copy
 
 import pytest
@@ -438,3 +440,27 @@ def test_nodes_on_containerd_and_cri_o_share_one_release():
     planned = F.plan(fleet, "gpu_operator")
     assert planned["problems"] == []
     assert "env" not in planned["chart_values"]["toolkit"]
+
+
+def _smi_facts(path):
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
+    with open(os.path.join(F.FIXTURES, path)) as f:
+        smi = _gpu_facts.parse_nvidia_smi_xml(f.read())
+    return {"gpu_count": len(smi["gpus"]), "driver": {"nvidia_smi": smi}}
+
+
+def test_mig_configs_are_checked_against_the_gpus_discovery_found():
+    # The captured nvidia-smi answers of the H200 host and of the two-L40S host (no MIG).
+    fleet = F.load("mig")
+    fleet["hosts"]["gpu-h200-mig-01"] = dict(fleet["hosts"]["gpu-h200-mig-01"], gpufleet_nvidia=_smi_facts("cdi/h200/nvidia-smi-q-x.xml"))
+    planned = F.plan(fleet, "gpu_operator")
+    assert planned["problems"] == []
+    assert planned["summary"]["notes"] == [
+        "host 'gpu-h200-mig-02': MIG config 'balanced' not checked against its GPUs: this run did not discover the node"]
+    fleet["hosts"]["gpu-h200-mig-02"] = dict(fleet["hosts"]["gpu-h200-mig-02"],
+                                             gpufleet_nvidia=_smi_facts("hosts/debian12-l40s-x2-package/commands/nvidia-smi-q-x.txt"))
+    problems = F.plan(fleet, "gpu_operator")["problems"]
+    assert problems == [
+        "gpu_operator: host 'gpu-h200-mig-02': gpufleet_mig_config: MIG config 'balanced': GPU %d (NVIDIA L40S) cannot do MIG "
+        "(nvidia-smi reports its MIG mode as N/A) (expected a config whose profiles the node's GPUs have, or no "
+        "gpufleet_mig_config)" % i for i in (0, 1)]
