@@ -8,7 +8,8 @@ DOCUMENTATION = r"""
 module: helm_release
 short_description: Check, install or upgrade one Helm release as a checked change
 version_added: 0.2.0
-author: gpufleet.nvidia maintainers
+author:
+  - gpufleet.nvidia maintainers (@gpufleet)
 description:
   - "Drives the C(helm) CLI on the control host (run it with C(delegate_to: localhost)). Helm 3 and
     Helm 4 are both supported; their flags differ where the module uses them (C(--wait) takes a
@@ -77,8 +78,10 @@ options:
     default: ""
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying the release.
     support: full
   diff_mode:
+    description: Returns the deployed release's chart version and values against the planned ones.
     support: full
 notes:
   - The values are written to a private file in the module's temporary directory for helm to read.

@@ -205,8 +205,8 @@ def test_a_chart_version_that_does_not_exist_changes_nothing(cluster, tmp_path):
     client, names = cluster
     core = client.CoreV1Api()
     before = dict((n, core.read_node(n).metadata.labels or {}) for n in names)
-    _site_project(tmp_path, names, ["package", "operator"], {"gpu_operator_chart_version": "v99.0.0",
-                                                            "gpu_operator_namespace": "gpufleet-it-missing-chart"})
+    _site_project(tmp_path, names, ["package", "operator"],
+                  {"gpu_operator_chart_version": "v99.0.0", "gpu_operator_namespace": "gpufleet-it-missing-chart"})
     rc, out = _site(tmp_path)
     assert rc != 0 and 'version "v99.0.0" not found' in out, out[-4000:]
     assert dict((n, core.read_node(n).metadata.labels or {}) for n in names) == before
