@@ -25,11 +25,11 @@ import json
 import os
 import stat
 import sys
-import threading
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_http import JsonServer
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_kube import _merge
 
 CORE = {
     "kind": "APIResourceList", "groupVersion": "v1",
@@ -77,16 +77,6 @@ def node(name, labels=None, annotations=None):
             "spec": {}, "status": {"nodeInfo": {"containerRuntimeVersion": "containerd://1.7.24"}}}
 
 
-def _merge(target, patch):
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
 class FakeCluster(object):
     def __init__(self, nodes, charts=("v25.10.0",), helm_version="v3.18.0"):
         self.nodes = dict((n["metadata"]["name"], copy.deepcopy(n)) for n in nodes)
@@ -97,58 +87,26 @@ class FakeCluster(object):
         self.fail_next_upgrade = False
         self.unreachable = False
         self.timeline = []
-        self.lock = threading.Lock()
-        fake = self
+        self._http = JsonServer(self._request)
+        self.url = self._http.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                return
-
-            def _handle(self, method):
-                url = urllib.parse.urlparse(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"null") if length else None
-                with fake.lock:
-                    if url.path == "/_helm":
-                        code, answer = 200, fake.helm(body["argv"], body["files"])
-                    else:
-                        fake.timeline.append(("api", method, url.path))
-                        before = fake.state()
-                        code, answer = fake.answer(method, url.path.rstrip("/"), body)
-                        if "dryRun=All" in url.query:
-                            # check mode: the server answers what it would do, and keeps nothing
-                            fake.restore(before)
-                            fake.timeline[-1] = ("api", method + " (dry run)", url.path)
-                        elif method in ("PATCH", "PUT") and before == fake.state():
-                            # kubernetes.core patches and compares: a patch that changes nothing is no write.
-                            fake.timeline[-1] = ("api", method + " (no change)", url.path)
-                data = json.dumps(answer).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):  # noqa: N802
-                self._handle("GET")
-
-            def do_POST(self):  # noqa: N802
-                self._handle("POST")
-
-            def do_PATCH(self):  # noqa: N802
-                self._handle("PATCH")
-
-            def do_PUT(self):  # noqa: N802
-                self._handle("PUT")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    def _request(self, method, url, body):
+        if url.path == "/_helm":
+            return 200, self.helm(body["argv"], body["files"])
+        self.timeline.append(("api", method, url.path))
+        before = self.state()
+        answer = self.answer(method, url.path.rstrip("/"), body)
+        if "dryRun=All" in url.query:
+            # check mode: the server answers what it would do, and keeps nothing
+            self.restore(before)
+            self.timeline[-1] = ("api", method + " (dry run)", url.path)
+        elif method in ("PATCH", "PUT") and before == self.state():
+            # kubernetes.core patches and compares: a patch that changes nothing is no write.
+            self.timeline[-1] = ("api", method + " (no change)", url.path)
+        return answer
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self._http.close()
 
     def state(self):
         return json.dumps([self.nodes, sorted((list(k), v) for k, v in self.objects.items())], sort_keys=True)

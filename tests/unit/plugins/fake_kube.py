@@ -20,12 +20,11 @@ The objects are plain dicts; ``node()``, ``pod()`` and ``pdb()`` build the ones 
 from __future__ import annotations
 
 import copy
-import json
-import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_http import JsonServer
 
 RESOURCES = {
     "kind": "APIResourceList",
@@ -168,52 +167,17 @@ class FakeKube(object):
         self.node_script = dict((k, list(v)) for k, v in (node_script or {}).items())
         self.requests = []
         self.evictions = []
-        self.lock = threading.Lock()
         self._terminating = {}
-        fake = self
+        self._http = JsonServer(self._request)
+        self.url = self._http.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                return
-
-            def _send(self, code, body, content_type="application/json"):
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _handle(self, method):
-                url = urllib.parse.urlparse(self.path)
-                query = urllib.parse.parse_qs(url.query)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                body = json.loads(raw) if raw else None
-                with fake.lock:
-                    fake.requests.append((method, url.path, url.query, body))
-                    code, answer, ctype = fake.answer(method, url.path.rstrip("/"), query, body)
-                self._send(code, answer, ctype)
-
-            def do_GET(self):  # noqa: N802
-                self._handle("GET")
-
-            def do_POST(self):  # noqa: N802
-                self._handle("POST")
-
-            def do_PATCH(self):  # noqa: N802
-                self._handle("PATCH")
-
-            def do_DELETE(self):  # noqa: N802
-                self._handle("DELETE")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    def _request(self, method, url, body):
+        query = urllib.parse.parse_qs(url.query)
+        self.requests.append((method, url.path, url.query, body))
+        return self.answer(method, url.path.rstrip("/"), query, body)
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self._http.close()
 
     def kubeconfig(self, path):
         """Write a kubeconfig for this server at ``path``; returns ``path``."""

@@ -69,7 +69,7 @@ def _run(tmp, *args):
     env = dict(os.environ)
     env.update({
         "ANSIBLE_COLLECTIONS_PATH": F.COLLECTIONS, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
-        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_HOME": os.path.join(tmp, "ansible-home"),
+        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_LOCALHOST_WARNING": "0", "ANSIBLE_HOME": os.path.join(tmp, "ansible-home"),
         "HOME": tmp, "ANSIBLE_HOST_KEY_CHECKING": "0",
     })
     proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", os.path.join(tmp, "inventory.yml"), SITE] + list(args), env=env,

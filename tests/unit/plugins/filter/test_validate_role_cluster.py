@@ -19,14 +19,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import yaml
 
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_http import JsonServer
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import OPERATOR_PODS, node
 
 from . import fleets as F
@@ -54,46 +53,16 @@ class FakeKube(object):
         self.pods = dict(((p["metadata"]["namespace"], p["metadata"]["name"]), copy.deepcopy(p)) for p in pods)
         self.requests = []
         self.created = []
-        self.lock = threading.Lock()
-        fake = self
+        self._http = JsonServer(self._request)
+        self.url = self._http.url
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                return
-
-            def _send(self, code, body, content_type="application/json"):
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _handle(self, method):
-                url = urllib.parse.urlparse(self.path)
-                query = urllib.parse.parse_qs(url.query)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}") if length else None
-                with fake.lock:
-                    fake.requests.append((method, url.path, url.query))
-                    code, answer, ctype = fake.answer(method, url.path.rstrip("/"), query, body)
-                self._send(code, answer, ctype)
-
-            def do_GET(self):  # noqa: N802
-                self._handle("GET")
-
-            def do_POST(self):  # noqa: N802
-                self._handle("POST")
-
-            def do_DELETE(self):  # noqa: N802
-                self._handle("DELETE")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _request(self, method, url, body):
+        query = urllib.parse.parse_qs(url.query)
+        self.requests.append((method, url.path, url.query))
+        return self.answer(method, url.path.rstrip("/"), query, body)
 
     def close(self):
-        self.server.shutdown()
+        self._http.close(silent=True)
 
     @staticmethod
     def _not_found(what):
