@@ -273,6 +273,9 @@ def fleet_nodes(hosts, hostvars, role, run=None):
     if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
         return {"nodes": [], "problems": ["%s: the node group is not a list of hosts (got %s)" % (role, _q(hosts))]}
     seen = {}
+    if isinstance(run, dict) and run.get("discovered"):
+        # looked up once per node: sets, not the record's lists (quadratic in the fleet's size)
+        run = {"discovered": True, "hosts": set(run.get("hosts") or []), "reached": set(run.get("reached") or [])}
     for host in hosts:
         if host not in hostvars:
             problems.append("%s: host %s of the node group is not in the inventory" % (role, _q(host)))
