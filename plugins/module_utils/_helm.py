@@ -231,9 +231,7 @@ def check(helm, params, values_file):
             "helm: chart %s: the repository has no version %s (helm resolved it to %s); nothing was changed"
             % (chart["ref"], chart["version"], meta.get("version")))
     manifest = helm.template(params["name"], params["namespace"], chart, values_file)
-    current = release_state(helm.status(params["name"], params["namespace"]), None)
-    if current is not None:
-        current["values"] = normalised(helm.values(params["name"], params["namespace"]))
+    current = read_release(helm, params["name"], params["namespace"])
     version = chart.get("version") or meta.get("version")
     action, reason = decide(current, version, params["values"], params["name"])
     return {
@@ -272,12 +270,15 @@ def apply(helm, params, values_file, checked):
     return dict(checked, release=after, msg="%s: %s; now %s" % (checked["action"], checked["reason"], _say(after)))
 
 
+def read_release(helm, name, namespace):
+    """The release's state with its values, or None when it is not installed."""
+    status = helm.status(name, namespace)
+    return release_state(status, helm.values(name, namespace) if status is not None else None)
+
+
 def _state_after(helm, name, namespace):
     try:
-        current = release_state(helm.status(name, namespace), None)
-        if current is not None:
-            current["values"] = normalised(helm.values(name, namespace))
-        return current
+        return read_release(helm, name, namespace)
     except HelmError:
         return None
 
