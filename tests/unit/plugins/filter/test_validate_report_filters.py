@@ -242,6 +242,7 @@ def test_report_role_builds_and_renders_from_hostvars():
     build = tasks["block"][0]
     (fact, expression), = build["ansible.builtin.set_fact"].items()
     variables = _role_vars("report", {})
+    variables.update(F._trusted(tasks["vars"]))  # pylint: disable=protected-access
     variables.update(F._trusted(build["vars"]))  # pylint: disable=protected-access
     variables.update({
         "hostvars": example_hostvars(),

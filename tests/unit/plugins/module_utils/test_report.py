@@ -213,6 +213,60 @@ def test_host_data_reads_only_the_report_variables_and_survives_broken_ones():
     assert R.host_data(["a", "missing"], hv) == {"a": {"gpufleet_nvidia": {"gpu_count": 0}}, "missing": {}}
 
 
+def _old_host_data(hosts, hostvars):
+    """host_data as it was: every host's cluster verdict read whole."""
+    return dict((h, dict((k, R.plain(hostvars[h][k])) for k in R.HOST_VARS if k in hostvars[h])) for h in hosts)
+
+
+class _CountedNodes(dict):
+    """A verdict's node verdicts that count how many of them are read."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        _CountedNodes.reads += 1
+        return dict.__getitem__(self, key)
+
+    def items(self):
+        _CountedNodes.reads += len(self)
+        return dict.items(self)
+
+
+def test_the_cluster_verdict_every_host_carries_is_read_once():
+    # As Ansible keeps it: one verdict object, set on every host of the play by a run_once task.
+    hv = example_hostvars()
+    verdicts = [h for h in HOSTS if "validate_cluster_verdict" in hv[h]]
+    assert len(verdicts) > 2
+    expected = R.build_report(HOSTS, None, generated_at=GENERATED_AT, run=RUN, data=_old_host_data(HOSTS, hv))
+    shared = hv[verdicts[0]]["validate_cluster_verdict"]
+    shared["nodes"] = _CountedNodes(shared["nodes"])
+    for h in verdicts:
+        hv[h]["validate_cluster_verdict"] = shared
+    _CountedNodes.reads = 0
+    data = R.host_data(HOSTS, hv)
+    # each node verdict read once, not once per host
+    assert _CountedNodes.reads == len(shared["nodes"])
+    assert [h for h in HOSTS if "validate_cluster_verdict" in data[h]] == verdicts[:1]
+    assert R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN) == expected
+
+
+def test_the_verdicts_of_several_batches_are_each_read():
+    # A play with serial: the hosts of each batch carry that batch's verdict, with its nodes only.
+    hv = example_hostvars()
+    verdicts = [h for h in HOSTS if "validate_cluster_verdict" in hv[h]]
+    batches = [verdicts[:2], verdicts[2:]]
+    whole = hv[verdicts[0]]["validate_cluster_verdict"]
+    for batch in batches:
+        verdict = dict(whole, nodes=dict((k, v) for k, v in whole["nodes"].items() if k in batch))
+        for h in batch:
+            hv[h]["validate_cluster_verdict"] = verdict
+    expected = R.build_report(HOSTS, None, generated_at=GENERATED_AT, run=RUN, data=_old_host_data(HOSTS, hv))
+    data = R.host_data(HOSTS, hv)
+    assert [h for h in HOSTS if "validate_cluster_verdict" in data[h]] == [batches[0][0], batches[1][0]]
+    assert R._cluster_of(data)["nodes"].keys() == whole["nodes"].keys()  # pylint: disable=protected-access
+    assert R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN) == expected
+
+
 # --- HTML ---------------------------------------------------------------------------------------
 
 
