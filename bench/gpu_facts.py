@@ -64,7 +64,7 @@ def _counting(run, calls: list):
 
 def bench_probes(runs: int, host_root: str, out: dict) -> dict:
     """Time gather_facts() in this process; count the commands it runs."""
-    from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts as gf
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gf
 
     times, commands, facts = [], 0, {}
     for _run in range(runs):

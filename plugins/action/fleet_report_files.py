@@ -16,9 +16,9 @@ import tempfile
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
 
-RENDER = {"json": _report.to_json, "html": _report.render_html}
+RENDER = {"json": fleet_report.to_json, "html": fleet_report.render_html}
 ARGUMENT_SPEC = dict(
     report=dict(type="dict", required=True),
     path=dict(type="path", required=True),

@@ -14,12 +14,12 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(_validate.ARGUMENT_SPEC)
+    _VALID_ARGS = frozenset(host_validate.ARGUMENT_SPEC)
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -28,13 +28,13 @@ class ActionModule(ActionBase):
             result.update(self._execute_module(module_name="gpufleet.nvidia.host_validate", task_vars=task_vars))
             return result
         try:
-            dummy, params = self.validate_argument_spec(argument_spec=_validate.ARGUMENT_SPEC)
+            dummy, params = self.validate_argument_spec(argument_spec=host_validate.ARGUMENT_SPEC)
         except AnsibleActionFail as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        validation, why_not = _validate.reusable(params["reuse"], params)
+        validation, why_not = host_validate.reusable(params["reuse"], params)
         if validation is not None:
-            result.update(_validate.reused_result(validation, params))
+            result.update(host_validate.reused_result(validation, params))
             return result
         args = dict((k, v) for k, v in self._task.args.items() if k != "reuse")
         result.update(self._execute_module(module_name="gpufleet.nvidia.host_validate", module_args=args, task_vars=task_vars))

@@ -14,13 +14,13 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _preflight
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(_preflight.ARGUMENT_SPEC)
+    _VALID_ARGS = frozenset(preflight.ARGUMENT_SPEC)
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -30,13 +30,13 @@ class ActionModule(ActionBase):
             return result
         try:
             dummy, params = self.validate_argument_spec(
-                argument_spec=_preflight.ARGUMENT_SPEC, required_if=_preflight.REQUIRED_IF
+                argument_spec=preflight.ARGUMENT_SPEC, required_if=preflight.REQUIRED_IF
             )
         except AnsibleActionFail as exc:
             result.update(failed=True, msg=str(exc))
             return result
         try:
-            result.update(_preflight.run(params["facts"], params))
+            result.update(preflight.run(params["facts"], params))
         except GpuFleetError as exc:
             result.update(exc.details)
             result.update(failed=True, msg=exc.msg)

@@ -85,11 +85,11 @@ _value:
       sample: [{msg: "no GPU: nothing to validate", hosts: [cpu-a, cpu-b]}]
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet
 
 
 def fleet_report(hosts, hostvars, generated_at=None, run=None, title=None):
-    return _report.build_report(list(hosts or []), hostvars, generated_at=generated_at, run=run, title=title)
+    return fleet.build_report(list(hosts or []), hostvars, generated_at=generated_at, run=run, title=title)
 
 
 class FilterModule(object):

@@ -35,11 +35,11 @@ _value:
   sample: "<!DOCTYPE html>\n<html lang=\"en\">..."
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
 
 
 def fleet_report_html(report):
-    return _report.render_html(_report.plain(report))
+    return fleet_report.render_html(fleet_report.plain(report))
 
 
 class FilterModule(object):

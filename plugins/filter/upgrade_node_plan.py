@@ -84,14 +84,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _upgrade
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import batches as upgrade
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def upgrade_node_plan(data):
     try:
-        return _upgrade.node_plan(_report.plain(data or {}))
+        return upgrade.node_plan(fleet_report.plain(data or {}))
     except GpuFleetError as exc:
         raise AnsibleFilterError(exc.msg) from exc
 

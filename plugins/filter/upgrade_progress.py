@@ -83,23 +83,23 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _upgrade
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import batches as upgrade
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 _KEYS = ("upgrade_result",)
 
 
 def upgrade_progress(hosts, hostvars, serial, reached=None):
     hosts = [str(h) for h in hosts or []]
-    data = _report.host_data(hosts, hostvars, _KEYS)
+    data = fleet_report.host_data(hosts, hostvars, _KEYS)
     results = dict((h, data.get(h, {}).get("upgrade_result")) for h in hosts)
     if isinstance(reached, str):
         reached = str(reached) or None
     elif reached is not None:
         reached = int(reached)
     try:
-        return _upgrade.progress(hosts, _report.plain(serial), results, reached=reached)
+        return upgrade.progress(hosts, fleet_report.plain(serial), results, reached=reached)
     except GpuFleetError as exc:
         raise AnsibleFilterError(exc.msg) from exc
 

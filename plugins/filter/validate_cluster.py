@@ -90,15 +90,15 @@ _value:
       sample: ["CUDA pod: not run in check mode (it would create a pod in the cluster)"]
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate_cluster
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as cluster_validate
 
 _KEYS = ("gpufleet_nvidia", "gpufleet_nvidia_validation")
 
 
 def validate_cluster(hosts, hostvars, cluster):
-    data = _report.host_data(hosts, hostvars, _KEYS)
-    return _validate_cluster.evaluate([str(h) for h in hosts or []], data, _report.plain(cluster or {}))
+    data = fleet_report.host_data(hosts, hostvars, _KEYS)
+    return cluster_validate.evaluate([str(h) for h in hosts or []], data, fleet_report.plain(cluster or {}))
 
 
 class FilterModule(object):

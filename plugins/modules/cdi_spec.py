@@ -245,26 +245,26 @@ spec:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _cdi
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
-            output=dict(type="path", default=_cdi.DEFAULT_OUTPUT, aliases=["path"]),
+            output=dict(type="path", default=cdi.DEFAULT_OUTPUT, aliases=["path"]),
             driver_root=dict(type="path", default="/"),
             dev_root=dict(type="path", default="/"),
-            device_name_strategy=dict(type="str", choices=list(_cdi.DEVICE_NAME_STRATEGIES), default="both"),
-            nvidia_cdi_hook_path=dict(type="path", default=_cdi.DEFAULT_HOOK_PATH, aliases=["nvidia_ctk_path"]),
-            disabled_hooks=dict(type="list", elements="str", choices=["all"] + list(_cdi.HOOK_NAMES), default=[]),
+            device_name_strategy=dict(type="str", choices=list(cdi.DEVICE_NAME_STRATEGIES), default="both"),
+            nvidia_cdi_hook_path=dict(type="path", default=cdi.DEFAULT_HOOK_PATH, aliases=["nvidia_ctk_path"]),
+            disabled_hooks=dict(type="list", elements="str", choices=["all"] + list(cdi.HOOK_NAMES), default=[]),
             mode=dict(type="raw"),
         ),
         supports_check_mode=True,
     )
     try:
-        result = _cdi.run(module)
+        result = cdi.run(module)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     module.exit_json(**result)

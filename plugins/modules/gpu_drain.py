@@ -211,16 +211,16 @@ waited:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _drain
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import drain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             node=dict(type="str", required=True),
-            state=dict(type="str", choices=list(_drain.STATES), default="drain"),
-            resources=dict(type="list", elements="str", default=list(_drain.DEFAULT_RESOURCES)),
+            state=dict(type="str", choices=list(drain.STATES), default="drain"),
+            resources=dict(type="list", elements="str", default=list(drain.DEFAULT_RESOURCES)),
             reason=dict(type="str", default="gpufleet.nvidia"),
             force=dict(type="bool", default=False),
             timeout=dict(type="int", default=600),
@@ -243,9 +243,9 @@ def main():
         supports_check_mode=True,
     )
     try:
-        _drain.check_params(module.params)
-        api = _drain.KubeApi(_drain.api_client(module.params["kubeconfig"], module.params["context"]), module.params["request_timeout"])
-        result = _drain.run(api, module.params, check_mode=module.check_mode)
+        drain.check_params(module.params)
+        api = drain.KubeApi(drain.api_client(module.params["kubeconfig"], module.params["context"]), module.params["request_timeout"])
+        result = drain.run(api, module.params, check_mode=module.check_mode)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     diff = result.pop("diff")

@@ -328,9 +328,9 @@ gpufleet_nvidia:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def main():
@@ -338,7 +338,7 @@ def main():
         argument_spec=dict(
             host_root=dict(type="path", default="/"),
             command_timeout=dict(type="int", default=60),
-            validate=dict(type="dict", options=_validate.GPU_FACTS_SPEC),
+            validate=dict(type="dict", options=host_validate.GPU_FACTS_SPEC),
         ),
         supports_check_mode=True,
     )
@@ -346,14 +346,14 @@ def main():
     result = dict(changed=False)
     try:
         if params["validate"] is None:
-            host = _gpu_facts.make_host(params["host_root"], params["command_timeout"])
-            facts = _gpu_facts.gather_facts(host)
+            host = gpu_facts.make_host(params["host_root"], params["command_timeout"])
+            facts = gpu_facts.gather_facts(host)
         else:
             validate = dict(params["validate"], host_root=params["host_root"], command_timeout=params["command_timeout"])
-            validation, facts = _validate.validate_node(
+            validation, facts = host_validate.validate_node(
                 validate, params["host_root"], params["command_timeout"], option_prefix="validate."
             )
-            result.update(validation=validation, validate_params=_validate.read_params(validate))
+            result.update(validation=validation, validate_params=host_validate.read_params(validate))
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     module.exit_json(ansible_facts={"gpufleet_nvidia": facts}, gpufleet_nvidia=facts, **result)

@@ -149,8 +149,8 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _helm
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import helm as helm_cli
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def _params(module):
@@ -166,14 +166,14 @@ def _params(module):
 
 def run(module):
     params = _params(module)
-    helm = _helm.Helm(lambda argv: module.run_command(argv, handle_exceptions=False),
+    helm = helm_cli.Helm(lambda argv: module.run_command(argv, handle_exceptions=False),
                       module.params["binary_path"], module.params["kubeconfig"], module.params["context"])
-    values_file = _helm.write_values(module.tmpdir, params["values"])
-    checked = _helm.check(helm, params, values_file)
+    values_file = helm_cli.write_values(module.tmpdir, params["values"])
+    checked = helm_cli.check(helm, params, values_file)
     if module.params["state"] == "checked" or module.check_mode:
         result = dict(checked, msg=checked["reason"])
     else:
-        result = _helm.apply(helm, params, values_file, checked)
+        result = helm_cli.apply(helm, params, values_file, checked)
     if not module._diff:
         result.pop("diff")
     if module.params["state"] == "checked":

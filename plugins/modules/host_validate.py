@@ -306,26 +306,26 @@ gpufleet_nvidia:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def main():
-    module = AnsibleModule(argument_spec=_validate.ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=host_validate.ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     validation, why_not = (None, None)
     if params["reuse"] is not None:
-        validation, why_not = _validate.reusable(params["reuse"], params)
+        validation, why_not = host_validate.reusable(params["reuse"], params)
     if validation is not None:
-        module.exit_json(**_validate.reused_result(validation, params))
+        module.exit_json(**host_validate.reused_result(validation, params))
     try:
-        validation, facts = _validate.validate_node(params, params["host_root"], params["command_timeout"])
+        validation, facts = host_validate.validate_node(params, params["host_root"], params["command_timeout"])
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     result = dict(
         changed=False,
         validation=validation,
-        validate_params=_validate.read_params(params),
+        validate_params=host_validate.read_params(params),
         reused=False,
         gpufleet_nvidia=facts,
         ansible_facts={"gpufleet_nvidia": facts, "gpufleet_nvidia_validation": validation},

@@ -480,9 +480,9 @@ package:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _safe_write
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 class _AtomicWriter(object):
@@ -490,15 +490,15 @@ class _AtomicWriter(object):
         self.module = module
 
     def write(self, path, content, mode=0o644):
-        _safe_write.write_file(self.module, path, content, mode=mode)
+        safe_io.write_file(self.module, path, content, mode=mode)
 
     def remove(self, path):
-        _safe_write.remove_file(self.module, path)
+        safe_io.remove_file(self.module, path)
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=_driver.ARGUMENT_SPEC,
+        argument_spec=driver.ARGUMENT_SPEC,
         supports_check_mode=True,
     )
 
@@ -507,9 +507,9 @@ def main():
         environ.update(env or {})
         return module.run_command(argv, environ_update=environ)
 
-    system = _driver.System("/", runner=runner, tmpdir=module.tmpdir)
+    system = driver.System("/", runner=runner, tmpdir=module.tmpdir)
     try:
-        result = _driver.run(
+        result = driver.run(
             system, module.params, check_mode=module.check_mode, diff_mode=module._diff, writer=_AtomicWriter(module)
         )
     except GpuFleetError as exc:

@@ -223,23 +223,23 @@ resolved:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _preflight
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=_preflight.ARGUMENT_SPEC,
-        required_if=_preflight.REQUIRED_IF,
+        argument_spec=preflight.ARGUMENT_SPEC,
+        required_if=preflight.REQUIRED_IF,
         supports_check_mode=True,
     )
     params = module.params
     try:
         facts = params["facts"]
         if facts is None:
-            facts = _gpu_facts.gather_facts(_gpu_facts.make_host(params["host_root"]))
-        result = _preflight.run(facts, params)
+            facts = gpu_facts.gather_facts(gpu_facts.make_host(params["host_root"]))
+        result = preflight.run(facts, params)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     module.exit_json(changed=False, **result)

@@ -292,10 +292,10 @@ import time
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _runtime_config
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _safe_write
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toolkit_apt
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as runtime_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 class ModuleSystem(object):
@@ -308,10 +308,10 @@ class ModuleSystem(object):
         return self.module.run_command(argv, environ_update=environ_update or {})
 
     def read(self, path):
-        return _safe_write.read_file(path)
+        return safe_io.read_file(path)
 
     def write(self, path, text):
-        _safe_write.write_file(self.module, path, text)
+        safe_io.write_file(self.module, path, text)
 
     def fetch(self, url):
         # Imported here: only a key download needs it, and importing it (http.client, ssl) costs
@@ -328,7 +328,7 @@ class ModuleSystem(object):
         return to_native(response.read())
 
     def lists_age(self):
-        lists = [p for p in glob.glob(os.path.join(_toolkit_apt.LISTS_DIR, "*")) if os.path.isfile(p) and not p.endswith("lock")]
+        lists = [p for p in glob.glob(os.path.join(toolkit_apt.LISTS_DIR, "*")) if os.path.isfile(p) and not p.endswith("lock")]
         if not lists:
             return None
         return time.time() - max(os.path.getmtime(p) for p in lists)
@@ -336,7 +336,7 @@ class ModuleSystem(object):
 
 ARGUMENT_SPEC = dict(
     version=dict(type="str", required=True),
-    packages=dict(type="list", elements="str", default=list(_toolkit_apt.PACKAGES)),
+    packages=dict(type="list", elements="str", default=list(toolkit_apt.PACKAGES)),
     extra_packages=dict(type="list", elements="str", default=[]),
     hold=dict(type="bool", default=True),
     repo_manage=dict(type="bool", default=True),
@@ -344,39 +344,39 @@ ARGUMENT_SPEC = dict(
     repo_key_url=dict(type="str", default="https://nvidia.github.io/libnvidia-container/gpgkey", no_log=False),
     repo_key=dict(type="str", default="", no_log=False),
     repo_key_refresh=dict(type="bool", default=False, no_log=False),
-    keyring=dict(type="path", default=_toolkit_apt.KEYRING),
-    source_file=dict(type="path", default=_toolkit_apt.SOURCE_FILE),
-    pin_file=dict(type="path", default=_toolkit_apt.PIN_FILE),
+    keyring=dict(type="path", default=toolkit_apt.KEYRING),
+    source_file=dict(type="path", default=toolkit_apt.SOURCE_FILE),
+    pin_file=dict(type="path", default=toolkit_apt.PIN_FILE),
     update_cache=dict(type="bool", default=False),
     cache_valid_time=dict(type="int", default=3600),
-    runtime=dict(type="dict", options=_runtime_config.ARGUMENT_SPEC),
+    runtime=dict(type="dict", options=runtime_config.ARGUMENT_SPEC),
 )
 
 
 def configure_runtime(module, packages):
     """What the container_runtime module does, once the packages (and tomlkit) are in place."""
     params = module.params["runtime"]
-    if not _runtime_config.load_tomlkit() and params["runtime"] != "docker":
+    if not runtime_config.load_tomlkit() and params["runtime"] != "docker":
         module.fail_json(
             msg=missing_required_lib(
                 "tomlkit",
                 reason="to edit the configuration of %s%s" % (
                     params["runtime"], " (check mode installs nothing)" if module.check_mode else ""),
             ),
-            exception=_runtime_config.TOMLKIT_IMPORT_ERROR,
+            exception=runtime_config.TOMLKIT_IMPORT_ERROR,
             changed=packages["changed"],
             actions=packages["actions"],
         )
-    return _runtime_config.configure(params, _runtime_config.ModuleHost(module), module.check_mode, module._diff)
+    return runtime_config.configure(params, runtime_config.ModuleHost(module), module.check_mode, module._diff)
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     packages = None
     try:
-        result = packages = _toolkit_apt.converge(ModuleSystem(module), module.params, module.check_mode, module._diff)
+        result = packages = toolkit_apt.converge(ModuleSystem(module), module.params, module.check_mode, module._diff)
         if module.params["runtime"] is not None:
-            result = _toolkit_apt.with_runtime(packages, configure_runtime(module, packages))
+            result = toolkit_apt.with_runtime(packages, configure_runtime(module, packages))
     except GpuFleetError as exc:
         done = dict(changed=packages["changed"], actions=packages["actions"]) if packages else {}
         module.fail_json(msg="toolkit_packages: %s%s" % ("runtime: " if packages else "", exc.msg), **dict(exc.details, **done))

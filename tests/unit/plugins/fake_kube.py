@@ -1,6 +1,6 @@
 """A fake Kubernetes API server for the upgrade's tests: nodes, pods, evictions and PDBs in memory.
 
-It is not Kubernetes. It answers the requests that ``plugins/module_utils/_drain.py`` (the Python
+It is not Kubernetes. It answers the requests that ``plugins/module_utils/upgrade/drain.py`` (the Python
 kubernetes client: read / patch a node, list the pods of a node, read a pod, evict a pod, list the
 PodDisruptionBudgets of a namespace) and the validate role's ``kubernetes.core`` reads (API
 discovery, node list, pod list by namespace and label) make, and plays what the tests need:

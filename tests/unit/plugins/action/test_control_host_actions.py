@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.action import fleet_report_files as F
 from ansible_collections.gpufleet.nvidia.plugins.action import kube_client_info as K
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report as R
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
 
 REPORT = R.build_report(["n1"], {"n1": {}}, generated_at="2026-11-29T18:00:00Z", run={"notes": ["lab"]})
 

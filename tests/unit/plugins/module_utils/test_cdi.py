@@ -1,4 +1,4 @@
-"""Tests of module_utils/_cdi.py: the CDI spec built from a replay of the H200 test host.
+"""Tests of module_utils/cdi.py: the CDI spec built from a replay of the H200 test host.
 
 The H200 host is rebuilt under ``tmp_path`` from ``tests/unit/fixtures/cdi/h200/tree.txt`` (empty
 files, the host's symlinks, device nodes as plain files) with an ``/etc/ld.so.cache`` written
@@ -22,8 +22,8 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _cdi
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "cdi")
 H200 = os.path.join(FIXTURES, "h200")
@@ -131,7 +131,7 @@ def make_host(root, **kwargs):
     kwargs.setdefault("is_device_node", os.path.isfile)
     kwargs.setdefault("kernel_release", KERNEL)
     kwargs.setdefault("machine", "x86_64")
-    return _cdi.Host(**kwargs)
+    return cdi.Host(**kwargs)
 
 
 @pytest.fixture
@@ -201,7 +201,7 @@ def make_elf(soname, klass=2, little=True):
 
 
 def test_h200_counts_match_what_nvidia_ctk_found(h200):
-    result = _cdi.generate(make_host(h200))
+    result = cdi.generate(make_host(h200))
     assert result["driver_version"] == VERSION
     assert result["devices"] == ["0", UUID, "all"]
     # golden README: 26 driver libraries, 5 binaries, 2 vendor JSON, 2 GSP firmware, 6 hooks,
@@ -230,7 +230,7 @@ def test_h200_compare_script_finds_only_the_intended_differences(h200):
       today's before comparing (golden()).
     """
     compare = load_compare_script()
-    spec = _cdi.generate(make_host(h200))["spec"]
+    spec = cdi.generate(make_host(h200))["spec"]
     result = compare.compare(spec, golden(), strip_root=h200)
     assert result["differences"] == []
     assert result["counts"]["libraries"] == (26, 26)
@@ -246,9 +246,9 @@ def test_h200_compare_script_finds_only_the_intended_differences(h200):
 
 def test_h200_compare_script_exit_status(h200, tmp_path, capsys):
     compare = load_compare_script()
-    result = _cdi.generate(make_host(h200))
+    result = cdi.generate(make_host(h200))
     spec_file = tmp_path / "nvidia.yaml"
-    spec_file.write_text(_cdi.render(result["spec"], str(spec_file), VERSION))
+    spec_file.write_text(cdi.render(result["spec"], str(spec_file), VERSION))
     golden_file = tmp_path / "golden.yaml"
     golden_file.write_text(yaml.safe_dump(golden()))
     assert compare.main([str(spec_file), str(golden_file), "--strip-root", h200]) == 0
@@ -264,7 +264,7 @@ def test_h200_compare_script_exit_status(h200, tmp_path, capsys):
 
 def test_h200_mounts_hooks_and_env_equal_nvidia_ctk(h200):
     """Everything but the device nodes is the same as nvidia-ctk's, in the same order."""
-    spec = unroot(_cdi.generate(make_host(h200))["spec"], h200)
+    spec = unroot(cdi.generate(make_host(h200))["spec"], h200)
     expected = golden()
     assert spec["cdiVersion"] == expected["cdiVersion"] == "0.5.0"
     assert spec["kind"] == expected["kind"]
@@ -275,7 +275,7 @@ def test_h200_mounts_hooks_and_env_equal_nvidia_ctk(h200):
 
 
 def test_h200_device_nodes_are_nvidia_ctks_without_numbers(h200):
-    spec = unroot(_cdi.generate(make_host(h200))["spec"], h200)
+    spec = unroot(cdi.generate(make_host(h200))["spec"], h200)
     expected = golden()
 
     def strip(nodes):
@@ -288,7 +288,7 @@ def test_h200_device_nodes_are_nvidia_ctks_without_numbers(h200):
 
 def test_h200_host_and_container_paths(h200):
     """Host paths keep the driver root, container paths drop it; device nodes get a hostPath."""
-    spec = _cdi.generate(make_host(h200))["spec"]
+    spec = cdi.generate(make_host(h200))["spec"]
     mount = [m for m in spec["containerEdits"]["mounts"] if m["containerPath"].endswith("libcuda.so." + VERSION)][0]
     assert mount == {
         "hostPath": h200 + LIBDIR + "/libcuda.so." + VERSION,
@@ -304,15 +304,15 @@ def test_h200_host_and_container_paths(h200):
 
 def test_h200_yaml_reads_back_and_is_stable(h200):
     host = make_host(h200)
-    first = _cdi.generate(host)
-    text = _cdi.render(first["spec"], "/etc/cdi/nvidia.yaml", first["driver_version"])
+    first = cdi.generate(host)
+    text = cdi.render(first["spec"], "/etc/cdi/nvidia.yaml", first["driver_version"])
     assert text.startswith("---\n# Managed by gpufleet.nvidia.cdi_spec (driver 580.159.04)")
     assert yaml.safe_load(text) == first["spec"]
     assert '  - name: "0"\n' in text  # a digit-only name is quoted
     assert "        - --link\n" in text  # plain where YAML reads it back as the same string
-    again = _cdi.generate(host)
-    assert _cdi.render(again["spec"], "/etc/cdi/nvidia.yaml", VERSION) == text
-    as_json = _cdi.render(first["spec"], "/etc/cdi/nvidia.json")
+    again = cdi.generate(host)
+    assert cdi.render(again["spec"], "/etc/cdi/nvidia.yaml", VERSION) == text
+    as_json = cdi.render(first["spec"], "/etc/cdi/nvidia.json")
     assert json.loads(as_json) == first["spec"]
 
 
@@ -320,8 +320,8 @@ def test_h200_without_ld_so_cache_scans_the_library_folders(tmp_path):
     """No /etc/ld.so.cache: libcuda is found by scanning LIBRARY_DIRS; same spec."""
     with_cache = materialize(str(tmp_path / "a"))
     without = materialize(str(tmp_path / "b"), ldcache=False)
-    spec_a = unroot(_cdi.generate(make_host(with_cache))["spec"], with_cache)
-    spec_b = unroot(_cdi.generate(make_host(without))["spec"], without)
+    spec_a = unroot(cdi.generate(make_host(with_cache))["spec"], with_cache)
+    spec_b = unroot(cdi.generate(make_host(without))["spec"], without)
     assert spec_a == spec_b
 
 
@@ -330,7 +330,7 @@ def test_separate_dev_root(h200, tmp_path):
     dev_root = str(tmp_path / "devroot")
     shutil.copytree(h200 + "/dev", dev_root + "/dev")
     shutil.rmtree(h200 + "/dev")
-    spec = _cdi.generate(make_host(h200, dev_root=dev_root))["spec"]
+    spec = cdi.generate(make_host(h200, dev_root=dev_root))["spec"]
     node = spec["devices"][0]["containerEdits"]["deviceNodes"][0]
     assert node == {"path": "/dev/nvidia0", "hostPath": dev_root + "/dev/nvidia0", "permissions": "rwm"}
 
@@ -338,7 +338,7 @@ def test_separate_dev_root(h200, tmp_path):
 def test_root_slash_writes_no_host_path_for_nodes(h200, monkeypatch):
     """With dev_root / a device node is only its path, as in nvidia-ctk's spec."""
     host = make_host(h200, dev_root="/", is_device_node=lambda p: os.path.isfile(h200 + p))
-    spec = _cdi.generate(host)["spec"]
+    spec = cdi.generate(host)["spec"]
     assert spec["containerEdits"]["deviceNodes"][0] == {"path": "/dev/nvidia-uvm", "permissions": "rwm"}
 
 
@@ -352,7 +352,7 @@ def test_root_slash_writes_no_host_path_for_nodes(h200, monkeypatch):
     [("index", ["0", "all"]), ("uuid", [UUID, "all"]), ("both", ["0", UUID, "all"])],
 )
 def test_device_name_strategy(h200, strategy, names):
-    assert _cdi.generate(make_host(h200), device_name_strategy=strategy)["devices"] == names
+    assert cdi.generate(make_host(h200), device_name_strategy=strategy)["devices"] == names
 
 
 @pytest.mark.parametrize(
@@ -368,7 +368,7 @@ def test_device_name_strategy(h200, strategy, names):
     ],
 )
 def test_disabled_hooks(h200, disabled, left):
-    result = _cdi.generate(make_host(h200), disabled_hooks=disabled)
+    result = cdi.generate(make_host(h200), disabled_hooks=disabled)
     hooks = result["spec"]["containerEdits"].get("hooks", [])
     assert [h["args"][1] for h in hooks] == left
     assert result["counts"]["hooks"] == len(left)
@@ -376,7 +376,7 @@ def test_disabled_hooks(h200, disabled, left):
 
 def test_nvidia_ctk_as_hook_program(h200):
     """A hook path named nvidia-ctk runs hooks as `nvidia-ctk hook NAME`, as nvidia-ctk does."""
-    spec = _cdi.generate(make_host(h200), hook_path="/usr/local/bin/nvidia-ctk")["spec"]
+    spec = cdi.generate(make_host(h200), hook_path="/usr/local/bin/nvidia-ctk")["spec"]
     ldcache = spec["containerEdits"]["hooks"][3]
     assert ldcache == {
         "hookName": "createContainer",
@@ -395,7 +395,7 @@ def test_nvidia_ctk_as_hook_program(h200):
 )
 def test_bad_arguments(h200, kwargs, message):
     with pytest.raises(GpuFleetError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        _cdi.generate(make_host(h200), **kwargs)
+        cdi.generate(make_host(h200), **kwargs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -424,7 +424,7 @@ def test_several_gpus_are_indexed_in_bus_order(h200):
     write(gpus + "0000:01:00.0/information", gpu_information("GPU-bbbb", "0000:01:00.0", 1))
     write(gpus + "0000:81:00.0/information", gpu_information("GPU-cccc", "0000:81:00.0", 2, excluded="Yes"))
     write(h200 + "/dev/nvidia1")
-    result = _cdi.generate(make_host(h200))
+    result = cdi.generate(make_host(h200))
     devices = {d["name"]: [n["path"] for n in d["containerEdits"]["deviceNodes"]] for d in result["spec"]["devices"]}
     assert devices == {
         "0": ["/dev/nvidia1"],
@@ -446,7 +446,7 @@ def test_drm_nodes_and_by_path_links(h200):
     os.symlink("../card1", h200 + "/dev/dri/by-path/pci-%s-card" % bus)
     os.symlink("../renderD128", h200 + "/dev/dri/by-path/pci-%s-render" % bus)
     os.symlink("../card0", h200 + "/dev/dri/by-path/pci-0000:00:02.0-card")  # another GPU's
-    result = _cdi.generate(make_host(h200))
+    result = cdi.generate(make_host(h200))
     device = result["spec"]["devices"][0]["containerEdits"]
     assert [n["path"] for n in device["deviceNodes"]] == ["/dev/nvidia0", "/dev/dri/card1", "/dev/dri/renderD128"]
     assert device["hooks"][0]["args"] == [
@@ -462,7 +462,7 @@ def test_drm_nodes_and_by_path_links(h200):
 def test_ipc_sockets_are_mounted_noexec(h200):
     write(h200 + "/run/nvidia-persistenced/socket")
     os.makedirs(h200 + "/tmp/nvidia-mps")
-    result = _cdi.generate(make_host(h200))
+    result = cdi.generate(make_host(h200))
     ipc = [m for m in result["spec"]["containerEdits"]["mounts"] if m["options"][0] != "ro"]
     assert [(m["containerPath"], m["options"]) for m in ipc] == [
         ("/tmp/nvidia-mps", ["nosuid", "nodev", "rbind", "rprivate", "noexec"]),
@@ -477,7 +477,7 @@ def test_graphics_extras(h200):
     os.symlink("libnvidia-egl-gbm.so.1.1.2", h200 + LIBDIR + "/libnvidia-egl-gbm.so.1")
     write(h200 + "/usr/lib/xorg/modules/drivers/nvidia_drv.so")
     write(h200 + "/usr/lib/xorg/modules/extensions/libglxserver_nvidia.so." + VERSION)
-    result = _cdi.generate(make_host(h200))
+    result = cdi.generate(make_host(h200))
     paths = [m["containerPath"] for m in result["spec"]["containerEdits"]["mounts"]]
     assert LIBDIR + "/libnvidia-egl-gbm.so.1.1.2" in paths
     assert "/usr/lib/xorg/modules/drivers/nvidia_drv.so" in paths
@@ -494,12 +494,12 @@ def test_vulkan_icd_in_the_driver_root_itself(h200):
     """GKE keeps the ICD at <driver root>/vulkan; the container still sees it under /etc."""
     os.remove(h200 + "/usr/share/vulkan/icd.d/nvidia_icd.json")
     write(h200 + "/vulkan/icd.d/nvidia_icd.json")
-    mounts = _cdi.generate(make_host(h200))["spec"]["containerEdits"]["mounts"]
+    mounts = cdi.generate(make_host(h200))["spec"]["containerEdits"]["mounts"]
     vulkan = [m for m in mounts if "vulkan" in m["containerPath"]]
     assert vulkan == [{
         "hostPath": h200 + "/vulkan/icd.d/nvidia_icd.json",
         "containerPath": "/etc/vulkan/icd.d/nvidia_icd.json",
-        "options": list(_cdi.MOUNT_OPTIONS),
+        "options": list(cdi.MOUNT_OPTIONS),
     }]
 
 
@@ -507,14 +507,14 @@ def test_firmware_in_lib_firmware_without_a_custom_path(h200):
     os.remove(h200 + "/sys/module/firmware_class/parameters/path")
     for name in ("gsp_ga10x.bin", "gsp_tu10x.bin"):
         write(h200 + "/usr/lib/firmware/nvidia/%s/%s" % (VERSION, name))
-    result = _cdi.generate(make_host(h200))
+    result = cdi.generate(make_host(h200))
     firmware = [m["containerPath"] for m in result["spec"]["containerEdits"]["mounts"] if "firmware" in m["containerPath"]]
     assert firmware == ["/lib/firmware/nvidia/%s/gsp_ga10x.bin" % VERSION, "/lib/firmware/nvidia/%s/gsp_tu10x.bin" % VERSION]
 
 
 def test_mig_instances_give_a_warning(h200):
     os.makedirs(h200 + "/proc/driver/nvidia/capabilities/gpu0/mig/gi1")
-    assert "MIG is enabled" in _cdi.generate(make_host(h200))["warnings"][0]
+    assert "MIG is enabled" in cdi.generate(make_host(h200))["warnings"][0]
 
 
 def test_nvidia_smi_fallback(h200):
@@ -528,7 +528,7 @@ def test_nvidia_smi_fallback(h200):
         calls.append(argv)
         return 0, xml, ""
 
-    result = _cdi.generate(make_host(h200, run_command=run))
+    result = cdi.generate(make_host(h200, run_command=run))
     assert calls == [["chroot", h200, "/usr/local/nvidia/bin/nvidia-smi", "-q", "-x"]]
     assert result["devices"] == ["0", UUID, "all"]
 
@@ -537,13 +537,13 @@ def test_nvidia_smi_fallback_failing(h200):
     shutil.rmtree(h200 + "/proc/driver/nvidia/gpus")
     host = make_host(h200, run_command=lambda argv: (9, "", "NVIDIA-SMI has failed because it couldn't communicate"))
     with pytest.raises(GpuFleetError, match=r"no GPU under .* and `chroot .* -q -x` failed \(rc 9\): NVIDIA-SMI has failed"):
-        _cdi.generate(host)
+        cdi.generate(host)
 
 
 def test_no_gpu(h200):
     shutil.rmtree(h200 + "/proc/driver/nvidia/gpus")
     with pytest.raises(GpuFleetError) as err:
-        _cdi.generate(make_host(h200))
+        cdi.generate(make_host(h200))
     assert err.value.msg == (
         "cdi_spec: no NVIDIA GPU found: %s/proc/driver/nvidia/gpus lists none (is the nvidia kernel "
         "module loaded?)" % h200
@@ -553,7 +553,7 @@ def test_no_gpu(h200):
 def test_no_driver_libraries(h200):
     os.remove(h200 + LIBDIR + "/libcuda.so." + VERSION)
     with pytest.raises(GpuFleetError) as err:
-        _cdi.generate(make_host(h200))
+        cdi.generate(make_host(h200))
     assert err.value.msg == (
         "cdi_spec: no NVIDIA driver library found under driver_root %s: looked for libcuda.so.%s in "
         "%s/etc/ld.so.cache; install the driver's user-space libraries or point driver_root at them"
@@ -566,7 +566,7 @@ def test_no_driver_libraries_nor_cache(h200):
     os.remove(h200 + LIBDIR + "/libcuda.so." + VERSION)
     os.remove(h200 + "/proc/driver/nvidia/version")
     with pytest.raises(GpuFleetError) as err:
-        _cdi.generate(make_host(h200))
+        cdi.generate(make_host(h200))
     assert err.value.msg.startswith(
         "cdi_spec: %s/proc/driver/nvidia/version names no driver (is the nvidia kernel module loaded?) and no "
         "NVIDIA driver library found under driver_root %s: looked for libcuda.so.*.* in /lib64, /usr/lib64, " % (h200, h200)
@@ -579,24 +579,24 @@ def test_kernel_module_and_libraries_of_different_versions(h200):
           "NVRM version: NVIDIA UNIX x86_64 Kernel Module  590.44.01  Tue Nov 18 2025\n")
     with pytest.raises(GpuFleetError, match=r"kernel module is driver 590.44.01 but the user-space library .* "
                                             r"is /usr/local/nvidia/lib64/libcuda.so.580.159.04 \(driver/library version mismatch\)"):
-        _cdi.generate(make_host(h200))
+        cdi.generate(make_host(h200))
 
 
 def test_version_from_libcuda_when_proc_has_none(h200):
     os.remove(h200 + "/proc/driver/nvidia/version")
-    assert _cdi.generate(make_host(h200))["driver_version"] == VERSION
+    assert cdi.generate(make_host(h200))["driver_version"] == VERSION
 
 
 @pytest.mark.parametrize("node", ["/dev/nvidia0", "/dev/nvidiactl"])
 def test_missing_device_node(h200, node):
     os.remove(h200 + node)
     with pytest.raises(GpuFleetError, match="%s%s" % (h200, node)):
-        _cdi.generate(make_host(h200))
+        cdi.generate(make_host(h200))
 
 
 def test_missing_uvm_node_gives_a_warning(h200):
     os.remove(h200 + "/dev/nvidia-uvm")
-    result = _cdi.generate(make_host(h200))
+    result = cdi.generate(make_host(h200))
     assert result["warnings"] == [
         "%s/dev/nvidia-uvm does not exist, so the spec does not give it to containers and CUDA will "
         "fail in them: create it (nvidia-modprobe -u -c=0) and run this again" % h200
@@ -606,7 +606,7 @@ def test_missing_uvm_node_gives_a_warning(h200):
 def test_optional_control_nodes(h200):
     os.remove(h200 + "/dev/nvidia-uvm-tools")
     write(h200 + "/dev/nvidia-modeset")
-    nodes = _cdi.generate(make_host(h200))["spec"]["containerEdits"]["deviceNodes"]
+    nodes = cdi.generate(make_host(h200))["spec"]["containerEdits"]["deviceNodes"]
     assert [n["path"] for n in nodes] == ["/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidiactl"]
 
 
@@ -627,7 +627,7 @@ def test_optional_control_nodes(h200):
     ],
 )
 def test_parse_nvrm_version(text, version):
-    assert _cdi.parse_nvrm_version(text) == version
+    assert cdi.parse_nvrm_version(text) == version
 
 
 @pytest.mark.parametrize(
@@ -635,12 +635,12 @@ def test_parse_nvrm_version(text, version):
     [("00000000:00:06.0", "0000:00:06.0"), ("0000:41:00.0", "0000:41:00.0"), ("0001:1A:00.0", "0001:1a:00.0"), ("41:00.0", "0000:41:00.0")],
 )
 def test_normalise_bus_id(bus, expected):
-    assert _cdi.normalise_bus_id(bus) == expected
+    assert cdi.normalise_bus_id(bus) == expected
 
 
 def test_parse_gpu_information():
     with open(os.path.join(H200, "gpu-information.txt"), encoding="utf-8") as handle:
-        info = _cdi.parse_gpu_information(handle.read())
+        info = cdi.parse_gpu_information(handle.read())
     assert (info["GPU UUID"], info["Bus Location"], info["Device Minor"]) == (UUID, "0000:00:06.0", "0")
 
 
@@ -655,7 +655,7 @@ def test_parse_gpu_information():
     ],
 )
 def test_so_link_name(name, link):
-    assert _cdi.so_link_name(name) == link
+    assert cdi.so_link_name(name) == link
 
 
 @pytest.mark.parametrize(
@@ -672,14 +672,14 @@ def test_so_link_name(name, link):
 )
 def test_resolve_in_root(h200, path, resolved):
     os.symlink("/loop", h200 + "/loop")
-    assert _cdi.resolve_in_root(h200, path) == resolved
+    assert cdi.resolve_in_root(h200, path) == resolved
 
 
 def test_sonames_from_the_hosts_links(h200):
     host = make_host(h200)
-    assert _cdi.sonames_for(host, LIBDIR + "/libcuda.so." + VERSION) == ("libcuda.so.1", "links")
-    assert _cdi.sonames_for(host, LIBDIR + "/libnvidia-nvvm.so." + VERSION) == ("libnvidia-nvvm.so.4", "links")
-    assert _cdi.sonames_for(host, LIBDIR + "/libnvidia-tls.so." + VERSION) == ("libnvidia-tls.so." + VERSION, "links")
+    assert cdi.sonames_for(host, LIBDIR + "/libcuda.so." + VERSION) == ("libcuda.so.1", "links")
+    assert cdi.sonames_for(host, LIBDIR + "/libnvidia-nvvm.so." + VERSION) == ("libnvidia-nvvm.so.4", "links")
+    assert cdi.sonames_for(host, LIBDIR + "/libnvidia-tls.so." + VERSION) == ("libnvidia-tls.so." + VERSION, "links")
 
 
 def test_sonames_from_elf(h200):
@@ -689,10 +689,10 @@ def test_sonames_from_elf(h200):
     with open(h200 + LIBDIR + "/libnvidia-tls.so." + VERSION, "wb") as handle:
         handle.write(make_elf(""))
     host = make_host(h200)
-    assert _cdi.sonames_for(host, LIBDIR + "/libcuda.so." + VERSION) == ("libcuda.so.1", "elf")
-    assert _cdi.sonames_for(host, LIBDIR + "/libnvidia-tls.so." + VERSION) == ("libnvidia-tls.so." + VERSION, "elf")
+    assert cdi.sonames_for(host, LIBDIR + "/libcuda.so." + VERSION) == ("libcuda.so.1", "elf")
+    assert cdi.sonames_for(host, LIBDIR + "/libnvidia-tls.so." + VERSION) == ("libnvidia-tls.so." + VERSION, "elf")
     # And the spec is unchanged by it.
-    spec = unroot(_cdi.generate(host)["spec"], h200)
+    spec = unroot(cdi.generate(host)["spec"], h200)
     assert spec["containerEdits"]["hooks"] == golden()["containerEdits"]["hooks"]
 
 
@@ -710,14 +710,14 @@ def test_sonames_from_elf(h200):
     ],
 )
 def test_elf_soname(data, soname):
-    assert _cdi.elf_soname(io.BytesIO(data)) == soname
+    assert cdi.elf_soname(io.BytesIO(data)) == soname
 
 
 def test_elf_soname_of_a_real_library():
     for candidate in ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib64/libz.so.1", "/lib/aarch64-linux-gnu/libz.so.1"):
         if os.path.exists(candidate):
             with open(candidate, "rb") as handle:
-                assert _cdi.elf_soname(handle) == "libz.so.1"
+                assert cdi.elf_soname(handle) == "libz.so.1"
             return
     pytest.skip("no libz.so.1 on this machine")
 
@@ -728,7 +728,7 @@ def test_parse_ldcache_new_format(tmp_path):
                          ("libcuda.so.1", "/usr/lib/libcuda.so.1", 0x0003),  # 32-bit: left out
                          ("libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1", 0x0A03)])
     with open(path, "rb") as handle:
-        assert _cdi.parse_ldcache(handle.read()) == [
+        assert cdi.parse_ldcache(handle.read()) == [
             ("libcuda.so.1", "/usr/lib64/libcuda.so.1"),
             ("libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1"),
         ]
@@ -741,13 +741,13 @@ def test_parse_ldcache_old_then_new_and_old_only(tmp_path):
     write_ldcache(old, entries, old_only=True)
     for path in (both, old):
         with open(path, "rb") as handle:
-            assert _cdi.parse_ldcache(handle.read()) == [("libcuda.so.1", "/usr/lib64/libcuda.so.1")]
+            assert cdi.parse_ldcache(handle.read()) == [("libcuda.so.1", "/usr/lib64/libcuda.so.1")]
 
 
 @pytest.mark.parametrize("data", [b"", b"garbage" * 10, b"glibc-ld.so.cache1.1" + struct.pack("<II", 1000, 0) + b"\0" * 24])
 def test_parse_ldcache_rejects(data):
     with pytest.raises(ValueError):
-        _cdi.parse_ldcache(data)
+        cdi.parse_ldcache(data)
 
 
 def test_parse_ldcache_matches_ldconfig_on_this_machine():
@@ -764,7 +764,7 @@ def test_parse_ldcache_matches_ldconfig_on_this_machine():
         pytest.skip("no 64-bit flag name known for %s" % machine)
     expected = [(n, p) for n, p, _f in parse_ldconfig_p("\n".join(l for l in out.splitlines() if arch in l))]
     with open("/etc/ld.so.cache", "rb") as handle:
-        assert _cdi.parse_ldcache(handle.read()) == expected
+        assert cdi.parse_ldcache(handle.read()) == expected
 
 
 @pytest.mark.parametrize(
@@ -778,8 +778,8 @@ def test_parse_ldcache_matches_ldconfig_on_this_machine():
     ],
 )
 def test_yaml_scalar_reads_back_as_the_same_string(value):
-    assert yaml.safe_load("k: %s\n" % _cdi.yaml_scalar(value)) == {"k": value}
-    assert yaml.safe_load("- %s\n" % _cdi.yaml_scalar(value)) == [value]
+    assert yaml.safe_load("k: %s\n" % cdi.yaml_scalar(value)) == {"k": value}
+    assert yaml.safe_load("- %s\n" % cdi.yaml_scalar(value)) == [value]
 
 
 @pytest.mark.parametrize(
@@ -790,12 +790,12 @@ def test_yaml_scalar_reads_back_as_the_same_string(value):
     ],
 )
 def test_yaml_scalar_style(value, text):
-    assert _cdi.yaml_scalar(value) == text
+    assert cdi.yaml_scalar(value) == text
 
 
 def test_to_yaml_nested_and_empty():
     data = {"a": [{"b": [1, "x"], "c": {}}, [], {}, ["y", ["z"]]], "d": {"e": {"f": []}}, "g": "0"}
-    text = _cdi.to_yaml(data)
+    text = cdi.to_yaml(data)
     assert yaml.safe_load(text) == data
 
 
@@ -809,11 +809,11 @@ def test_to_yaml_nested_and_empty():
 )
 def test_check_output_path(path, message):
     with pytest.raises(GpuFleetError, match=message):
-        _cdi.check_output_path(path)
+        cdi.check_output_path(path)
 
 
 def test_binary_search_dirs():
-    assert _cdi.binary_search_dirs("/usr/local/nvidia/lib64")[0] == "/usr/local/nvidia/bin"
-    assert _cdi.binary_search_dirs("/usr/lib/x86_64-linux-gnu") == list(_cdi.BIN_DIRS)
-    assert _cdi.binary_search_dirs("/usr/lib64") == list(_cdi.BIN_DIRS)
-    assert _cdi.binary_search_dirs("/opt/nvidia/driver/lib")[0] == "/opt/nvidia/driver/bin"
+    assert cdi.binary_search_dirs("/usr/local/nvidia/lib64")[0] == "/usr/local/nvidia/bin"
+    assert cdi.binary_search_dirs("/usr/lib/x86_64-linux-gnu") == list(cdi.BIN_DIRS)
+    assert cdi.binary_search_dirs("/usr/lib64") == list(cdi.BIN_DIRS)
+    assert cdi.binary_search_dirs("/opt/nvidia/driver/lib")[0] == "/opt/nvidia/driver/bin"

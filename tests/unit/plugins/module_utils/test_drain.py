@@ -1,4 +1,4 @@
-"""Cordon, GPU-pod drain and uncordon (module_utils/_drain.py), with the Python kubernetes client
+"""Cordon, GPU-pod drain and uncordon (module_utils/drain.py), with the Python kubernetes client
 against the fake API server of ``tests/unit/plugins/fake_kube.py``."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _drain
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import drain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import fake_kube as K
 
 pytest.importorskip("kubernetes")
@@ -43,8 +43,8 @@ def make(tmp_path, **kwargs):
     kwargs.setdefault("pods", gpu_a_pods())
     kwargs.setdefault("pdbs", [K.pdb("train", match_labels={"app": "train"})])
     fake = K.FakeKube(**kwargs)
-    client = _drain.api_client(fake.kubeconfig(str(tmp_path / "kubeconfig")))
-    return fake, _drain.KubeApi(client, request_timeout=5)
+    client = drain.api_client(fake.kubeconfig(str(tmp_path / "kubeconfig")))
+    return fake, drain.KubeApi(client, request_timeout=5)
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ class Clock(object):
 
 def run(api, check_mode=False, clock=None, **extra):
     clock = clock or Clock()
-    return _drain.run(api, params(**extra), check_mode=check_mode, clock=clock.clock, sleep=clock.sleep)
+    return drain.run(api, params(**extra), check_mode=check_mode, clock=clock.clock, sleep=clock.sleep)
 
 
 def evictions(fake):
@@ -293,7 +293,7 @@ def test_no_kubeconfig(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nothing"))
     with pytest.raises(GpuFleetError) as err:
-        _drain.api_client()
+        drain.api_client()
     assert err.value.msg == (
         "gpu_drain: no kubeconfig: %s (KUBECONFIG) does not exist; set kubeconfig (gpufleet_kubeconfig), "
         "K8S_AUTH_KUBECONFIG or KUBECONFIG to the cluster's kubeconfig" % (tmp_path / "nothing"))
@@ -303,10 +303,10 @@ def test_k8s_auth_kubeconfig_and_context(tmp_path, monkeypatch):
     fake = K.FakeKube([K.node("gpu-a")])
     try:
         monkeypatch.setenv("K8S_AUTH_KUBECONFIG", fake.kubeconfig(str(tmp_path / "kc")))
-        api = _drain.KubeApi(_drain.api_client(), 5)
+        api = drain.KubeApi(drain.api_client(), 5)
         assert api.node("gpu-a")["metadata"]["name"] == "gpu-a"
         with pytest.raises(GpuFleetError) as err:
-            _drain.api_client(context="prod")
+            drain.api_client(context="prod")
         assert err.value.msg.startswith("gpu_drain: the kubeconfig %s cannot be used with context 'prod': " % (tmp_path / "kc"))
     finally:
         fake.close()
@@ -319,7 +319,7 @@ def test_a_cluster_that_does_not_answer(tmp_path):
     config = {"apiVersion": "v1", "kind": "Config", "current-context": "x",
               "clusters": [{"name": "x", "cluster": {"server": "http://127.0.0.1:%d" % port}}],
               "users": [{"name": "x", "user": {"token": "x"}}], "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}
-    api = _drain.KubeApi(_drain.api_client(config), 2)
+    api = drain.KubeApi(drain.api_client(config), 2)
     api.core.api_client.configuration.retries = 0
     with pytest.raises(GpuFleetError) as err:
         run(api)
@@ -352,7 +352,7 @@ def container_pod(requests=None, limits=None, init=None):
     (container_pod(limits={"example.com/fpga": "1"}), ["nvidia.com/gpu", "example.com/fpga"], ["example.com/fpga"]),
 ])
 def test_gpu_resources(pod, resources, found):
-    assert _drain.gpu_resources(pod, resources) == found
+    assert drain.gpu_resources(pod, resources) == found
 
 
 @pytest.mark.parametrize("selector, labels, selected", [
@@ -371,7 +371,7 @@ def test_gpu_resources(pod, resources, found):
 ])
 def test_pdb_selects(selector, labels, selected):
     budget = {"spec": {"selector": selector}} if selector is not None else {"spec": {}}
-    assert _drain.pdb_selects(budget, labels) is selected
+    assert drain.pdb_selects(budget, labels) is selected
 
 
 @pytest.mark.parametrize("body, name", [
@@ -382,7 +382,7 @@ def test_pdb_selects(selector, labels, selected):
     ({}, None),
 ])
 def test_refusing_budget(body, name):
-    assert _drain.refusing_budget(body) == name
+    assert drain.refusing_budget(body) == name
 
 
 def test_the_budget_is_found_by_its_selector_when_the_api_does_not_name_it(kube, monkeypatch):

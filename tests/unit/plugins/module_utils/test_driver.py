@@ -1,4 +1,4 @@
-"""Tests of module_utils/_driver.py and the Debian backend, replayed from the recorded hosts.
+"""Tests of module_utils/driver.py and the Debian backend, replayed from the recorded hosts.
 
 ``Replay`` rebuilds one folder of ``tests/unit/fixtures/driver`` (see its README): ``root/`` is
 the host's files, ``commands.json`` answers the read-only commands the module runs, and a command
@@ -24,9 +24,9 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt as apt
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 
 FIXTURES = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "driver"))
@@ -125,7 +125,7 @@ class Replay(object):
         raise AssertionError("%s: command not recorded in the fixture: %s" % (self.name, " ".join(normal)))
 
     def system(self):
-        return _driver.System(
+        return driver.System(
             self.root, runner=self.runner, kernel_root=self.root, kernel_release=self.host["kernel"], path_env="",
             tmpdir=self.tmp,
         )
@@ -214,7 +214,7 @@ class Replay(object):
 
 
 def run(replay, check_mode=True, diff_mode=False, **params):
-    return _driver.run(replay.system(), _driver.default_params(**params), check_mode=check_mode, diff_mode=diff_mode)
+    return driver.run(replay.system(), driver.default_params(**params), check_mode=check_mode, diff_mode=diff_mode)
 
 
 def plan_of(result):
@@ -353,7 +353,7 @@ def test_d12_execute_writes_and_runs_in_order(tmp_path):
         "nvidia-smi\nPin: version 535.261.03-1\nPin-Priority: 1001\n" in pin
     assert "Package: nvidia-persistenced\nPin: version 535.171.04-1~deb12u1\nPin-Priority: 1001\n" in pin
     assert '    "^libcuda1$";\n' in replay.read(apt.UU_FILE)
-    assert replay.read(_driver.NOUVEAU_FILE) == _driver.NOUVEAU_CONTENT
+    assert replay.read(driver.NOUVEAU_FILE) == driver.NOUVEAU_CONTENT
 
 
 def test_d12_diff_shows_packages_and_files(tmp_path):
@@ -364,7 +364,7 @@ def test_d12_diff_shows_packages_and_files(tmp_path):
         "/etc/apt/sources.list",
         apt.PIN_FILE,
         apt.UU_FILE,
-        _driver.NOUVEAU_FILE,
+        driver.NOUVEAU_FILE,
     ]
     packages = result["diff"][0]
     assert packages["before"] == ""
@@ -442,7 +442,7 @@ def test_d12_absent_removes_everything_it_installed(tmp_path):
         "remove /etc/apt/apt.conf.d/51gpufleet-nvidia-driver (no driver to keep back)",
         "remove /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf (nouveau no longer blacklisted by this module)",
     ]
-    assert replay.read(apt.PIN_FILE) is None and replay.read(_driver.NOUVEAU_FILE) is None
+    assert replay.read(apt.PIN_FILE) is None and replay.read(driver.NOUVEAU_FILE) is None
     assert result["reboot_required"] is False  # nothing was loaded
 
 
@@ -509,7 +509,7 @@ def test_d13_switch_flavour(tmp_path):
 def test_module_state(kmod, desired, container, state, expected):
     base = {"loaded": False, "loaded_version": None, "installed_version": None, "proc_modules": True}
     base.update(kmod)
-    mstate, reboot, reason = _driver.module_state(base, desired, container, state)
+    mstate, reboot, reason = driver.module_state(base, desired, container, state)
     assert (mstate, reboot) == expected
     if expected[0] == "not_loaded":
         assert reason.startswith("module not loaded")
@@ -541,7 +541,7 @@ def test_loaded_module_is_read(tmp_path):
                                              ("560", "open"), ("580.95.05", "open")])
 def test_flavor_auto_without_gpus_follows_nvidias_default(tmp_path, version, flavor):
     system = Replay(D12_PRISTINE, tmp_path).system()
-    chosen, reason = _driver.resolve_flavor(system, "auto", _driver.versions.parse_driver_version(version))
+    chosen, reason = driver.resolve_flavor(system, "auto", driver.versions.parse_driver_version(version))
     assert chosen == flavor and reason.startswith("flavor auto")
 
 
@@ -655,7 +655,7 @@ DEBIAN_FM_MESSAGE = (
     ],
 )
 def test_fabric_manager_package_names(names, expected):
-    assert _driver.fabric_manager_packages(*names) == expected
+    assert driver.fabric_manager_packages(*names) == expected
 
 
 @pytest.mark.parametrize(
@@ -668,7 +668,7 @@ def test_fabric_manager_package_names(names, expected):
     ],
 )
 def test_fabric_manager_family(name, family):
-    assert bool(_driver.FABRIC_MANAGER_FAMILY.match(name)) is family
+    assert bool(driver.FABRIC_MANAGER_FAMILY.match(name)) is family
 
 
 @pytest.mark.parametrize(
@@ -681,13 +681,13 @@ def test_fabric_manager_family(name, family):
     ],
 )
 def test_fabric_manager_need(mode, nvswitches, required, reason):
-    need = _driver.FabricManagerNeed(mode, nvswitches)
+    need = driver.FabricManagerNeed(mode, nvswitches)
     assert (need.required, need.reason) == (required, reason)
 
 
 def test_nvswitches_are_read_from_sysfs(tmp_path):
     replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
-    need = _driver.read_fabric_manager_need(replay.system(), "auto")
+    need = driver.read_fabric_manager_need(replay.system(), "auto")
     assert need.nvswitches == ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"]
     assert need.required is True
     assert replay.calls == []  # sysfs only, no command

@@ -1,4 +1,4 @@
-"""Tests of module_utils/_driver_apt.py: apt's answers parsed, the sources edited, and Ubuntu's plans.
+"""Tests of module_utils/driver/apt.py: apt's answers parsed, the sources edited, and Ubuntu's plans.
 
 The parsers run on the real Debian outputs of tests/unit/fixtures/driver; the Ubuntu hosts there
 are BUILT from Canonical's documentation and package pages (see the fixtures' README), so the
@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt as apt
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
     FIXTURES,
     Replay,

@@ -1,4 +1,4 @@
-"""Tests of module_utils/_driver_dnf.py: RHEL-family plans against DOCUMENTED outputs.
+"""Tests of module_utils/driver/dnf.py: RHEL-family plans against DOCUMENTED outputs.
 
 NVIDIA's CUDA repository cannot be reached from the development machine: the Rocky Linux 9 hosts
 of tests/unit/fixtures/driver are built from NVIDIA's driver installation guide and issue threads
@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_dnf as dnf
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import Replay, plan_of, run
 
 PRISTINE = "rocky9/pristine"

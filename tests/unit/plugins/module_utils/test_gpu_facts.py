@@ -1,4 +1,4 @@
-"""Tests of module_utils/_gpu_facts.py, replayed from the host captures in tests/unit/fixtures/hosts.
+"""Tests of module_utils/discovery/facts.py, replayed from the host captures in tests/unit/fixtures/hosts.
 
 ``CaptureHost`` (also used by the preflight and module tests) reads a capture's ``root/``
 (rebuilt from its frozen form by ``tests/unit/hostfs.py``) as the host's file system and answers commands from its ``commands/<name>.txt`` / ``.rc``.
@@ -13,8 +13,8 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts as gf
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 
 HOSTS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hosts")

@@ -1,4 +1,4 @@
-"""_helm against the real helm binaries (Helm 3.18 and 4.1, from scripts/fetch-helm.sh) where they
+"""cluster.helm against the real helm binaries (Helm 3.18 and 4.1, from scripts/fetch-helm.sh) where they
 are needed: the version, a chart repository served on 127.0.0.1 with a chart of this test's own
 (not NVIDIA's), a version the repository lacks, and a cluster that does not answer. The decision
 (install, upgrade, repair, refuse) is tested on release states as ``helm status`` reports them.
@@ -14,8 +14,8 @@ import threading
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _helm
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import helm as helm_lib
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 BINARIES = dict((m, os.path.join(ROOT, ".cache", "helm", str(m), "helm")) for m in (3, 4))
@@ -57,19 +57,19 @@ def repo(tmp_path, helm_binary):
 
 
 def test_the_real_binaries_are_told_apart(helm_binary):
-    helm = _helm.Helm(_run, helm_binary[1])
+    helm = helm_lib.Helm(_run, helm_binary[1])
     assert helm.version() == helm_binary[0] and helm.version_text.startswith("v%d." % helm_binary[0])
 
 
 def test_a_chart_version_is_found_rendered_or_refused_with_helms_words(tmp_path, helm_binary, repo):
     url, run = repo
-    helm = _helm.Helm(run, helm_binary[1])
+    helm = helm_lib.Helm(run, helm_binary[1])
     helm.version()
     chart = {"ref": "gpu-operator", "repo_url": url, "version": "v25.10.0"}
     assert helm.show_chart(chart)["version"] == "v25.10.0"
-    values = _helm.write_values(str(tmp_path), {"driver": {"enabled": False}})
+    values = helm_lib.write_values(str(tmp_path), {"driver": {"enabled": False}})
     assert 'driver: "false"' in helm.template("r", "ns", chart, values)
-    with pytest.raises(_helm.HelmError) as info:
+    with pytest.raises(helm_lib.HelmError) as info:
         helm.show_chart(dict(chart, version="v99.0.0"))
     assert 'chart "gpu-operator" version "v99.0.0" not found in %s repository' % url in info.value.msg
 
@@ -79,15 +79,15 @@ def test_a_cluster_that_does_not_answer_is_named(tmp_path, helm_binary):
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
         "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n")
-    helm = _helm.Helm(_run, helm_binary[1], str(kubeconfig))
-    with pytest.raises(_helm.HelmError) as info:
+    helm = helm_lib.Helm(_run, helm_binary[1], str(kubeconfig))
+    with pytest.raises(helm_lib.HelmError) as info:
         helm.status("gpu-operator", "gpu-operator")
     assert "cluster unreachable" in info.value.msg.lower() and "127.0.0.1:1" in info.value.msg
 
 
 def test_a_helm_of_another_major_version_is_refused():
-    helm = _helm.Helm(lambda argv: (0, "v5.0.0", ""), "helm")
-    with pytest.raises(_helm.HelmError, match=r"helm is Helm 5 \(v5.0.0\); the collection drives Helm 3 and 4"):
+    helm = helm_lib.Helm(lambda argv: (0, "v5.0.0", ""), "helm")
+    with pytest.raises(helm_lib.HelmError, match=r"helm is Helm 5 \(v5.0.0\); the collection drives Helm 3 and 4"):
         helm.version()
 
 
@@ -106,19 +106,19 @@ def _state(status, version="v25.10.0", values=None, revision=2):
     (_state("superseded", values={"a": 1}), "repair"),
 ])
 def test_only_a_deployed_release_with_the_planned_chart_and_values_is_left(current, action):
-    assert _helm.decide(current, "v25.10.0", {"a": 1}, "r")[0] == action
+    assert helm_lib.decide(current, "v25.10.0", {"a": 1}, "r")[0] == action
 
 
 @pytest.mark.parametrize("status", ["pending-install", "pending-upgrade", "pending-rollback"])
 def test_a_pending_release_is_refused_with_the_way_out(status):
     with pytest.raises(GpuFleetError, match="helm rollback r REVISION"):
-        _helm.decide(_state(status), "v25.10.0", {}, "r")
+        helm_lib.decide(_state(status), "v25.10.0", {}, "r")
 
 
 def test_helm_4_waits_with_a_strategy_and_helm_3_with_a_switch():
     calls = []
     for major in (3, 4):
-        helm = _helm.Helm(lambda argv: (calls.append(argv), (0, "", ""))[1], "helm")
+        helm = helm_lib.Helm(lambda argv: (calls.append(argv), (0, "", ""))[1], "helm")
         helm.major = major
         helm.upgrade("r", "ns", {"ref": "c", "repo_url": "https://x", "version": "v1.0.0"}, "/v.json", True, "5m")
     assert "--wait" in calls[0] and "--wait=watcher" in calls[1]

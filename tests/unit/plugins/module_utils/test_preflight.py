@@ -1,4 +1,4 @@
-"""Tests of module_utils/_preflight.py: every rule passes on one case and fails on another.
+"""Tests of module_utils/discovery/preflight.py: every rule passes on one case and fails on another.
 
 The facts are those of the host captures (tests/unit/fixtures/hosts), replayed by
 ``CaptureHost``; a case that needs a host we have no capture of edits a copy of them.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _preflight as pf
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight as pf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import fixture_facts
 
 H200 = "ubuntu2404-h200-preinstalled"

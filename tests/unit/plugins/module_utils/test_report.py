@@ -1,8 +1,8 @@
-"""Tests of module_utils/_report.py: the fleet report of example fleets, as data, JSON and HTML.
+"""Tests of module_utils/report/fleet.py: the fleet report of example fleets, as data, JSON and HTML.
 
 The example fleet is described in ``tests/unit/fixtures/report/README.md``: the H200 host's facts
 are the real output in ``docs/h200/gpu_facts.txt``, the other hosts replay host captures, and
-their checks are run by ``_validate`` and ``_validate_cluster`` as the validate role runs them.
+their checks are run by ``validate.host`` and ``validate.cluster`` as the validate role runs them.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _report as R
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate as V
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate_cluster as C
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as C
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import CaptureHost, fixture_facts
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import node, pod, read
 

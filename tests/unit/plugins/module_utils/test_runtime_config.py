@@ -1,4 +1,4 @@
-"""Tests of module_utils/_runtime_config.py (the shared part of the runtime editors).
+"""Tests of module_utils/runtime/config.py (the shared part of the runtime editors).
 
 Also the helpers the other ``test_runtime_config_*`` files import: the fixture corpus and
 the real containerd binaries found on this machine.
@@ -14,8 +14,8 @@ import subprocess
 import pytest
 import tomlkit
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _runtime_config as rc
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))

@@ -1,4 +1,4 @@
-"""Tests of module_utils/_containerd_config.py over a corpus of real containerd configs.
+"""Tests of module_utils/runtime/containerd.py over a corpus of real containerd configs.
 
 The corpus (tests/unit/fixtures/runtime-configs/, origins in its README.md): the
 ``containerd config default`` of containerd 1.6.20, 1.7.24 and 2.1.9, Debian's shipped
@@ -17,8 +17,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _containerd_config as ctd
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
     FIXTURES,
     fixture_text,

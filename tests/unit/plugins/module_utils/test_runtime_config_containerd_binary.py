@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _containerd_config as ctd
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import dump_problems
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import dump_problems
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
     FIXTURES,
     WANTED_BINARIES,

@@ -1,4 +1,4 @@
-"""Tests of module_utils/_crio_config.py and _docker_config.py."""
+"""Tests of module_utils/runtime/crio.py and docker.py."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _crio_config as crio
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _docker_config as docker
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import docker
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
     fixture_text,
     toml_plain,

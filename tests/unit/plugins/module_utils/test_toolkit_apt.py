@@ -1,4 +1,4 @@
-"""Tests of module_utils/_toolkit_apt.py: the toolkit's packages on Debian / Ubuntu in one pass.
+"""Tests of module_utils/runtime/toolkit_apt.py: the toolkit's packages on Debian / Ubuntu in one pass.
 
 ``FakeApt`` keeps the node's files and dpkg database in memory and answers the commands the
 module runs (dpkg-query in DPKG_QUERY's format, apt-get update / install, apt-mark) the way
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toolkit_apt as T
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt as T
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZabc\n-----END PGP PUBLIC KEY BLOCK-----\n"
 URL = "http://127.0.0.1:8088/stable/deb/$(ARCH)"

@@ -3,7 +3,7 @@
 The packages part runs against ``FakeApt`` (test_toolkit_apt.py: the node's apt files and dpkg
 database in memory); the runtime part is the container_runtime module's own code on real files in
 a temporary directory, as in test_container_runtime.py. The runtime's options are the container
-runtime module's, from one argument spec in module_utils/_runtime_config.py.
+runtime module's, from one argument spec in module_utils/runtime_config_lib.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import yaml
 
 from ansible.module_utils import basic
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _runtime_config
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _toolkit_apt as T
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as runtime_config_lib
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt as T
 from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime, toolkit_packages
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import fixture_text
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_toolkit_apt import KEY_URL, URL, FakeApt, converged
@@ -73,13 +73,13 @@ def run(monkeypatch, system, module_args, **kwargs):
 
 @pytest.fixture
 def without_tomlkit(monkeypatch):
-    """The state of a node without python3-tomlkit: _runtime_config was loaded without it, and
+    """The state of a node without python3-tomlkit: runtime_config_lib was loaded without it, and
     ``import tomlkit`` fails until the fake apt installs it. Gives the real module back."""
     real = sys.modules.get("tomlkit")
     monkeypatch.setitem(sys.modules, "tomlkit", None)  # None in sys.modules: the import raises ImportError
     for name, value in (("tomlkit", None), ("tk_items", None), ("TkContainer", None), ("TkProxy", None),
                         ("TomlParseError", ValueError), ("HAS_TOMLKIT", False), ("TOMLKIT_IMPORT_ERROR", "ImportError")):
-        monkeypatch.setattr(_runtime_config, name, value)
+        monkeypatch.setattr(runtime_config_lib, name, value)
     return real
 
 
@@ -189,7 +189,7 @@ def test_only_the_runtime_changed(monkeypatch, node):
 
 
 def test_runtime_omitted_touches_no_runtime_file(monkeypatch, node):
-    monkeypatch.setattr(_runtime_config, "configure", mock.Mock(side_effect=AssertionError("configure called")))
+    monkeypatch.setattr(runtime_config_lib, "configure", mock.Mock(side_effect=AssertionError("configure called")))
     before = snapshot(node["dir"])
     result = run(monkeypatch, FakeApt(lists_age=None), args())
     assert result["changed"] and "runtime" not in result
@@ -231,12 +231,12 @@ def test_the_runtime_option_is_checked_like_container_runtime(monkeypatch, node)
 
 def test_tomlkit_is_imported_after_the_install(monkeypatch, node, without_tomlkit):
     system = TomlkitApt(without_tomlkit, lists_age=None)
-    invalidated = mock.Mock(wraps=_runtime_config.importlib.invalidate_caches)
-    monkeypatch.setattr(_runtime_config.importlib, "invalidate_caches", invalidated)
+    invalidated = mock.Mock(wraps=runtime_config_lib.importlib.invalidate_caches)
+    monkeypatch.setattr(runtime_config_lib.importlib, "invalidate_caches", invalidated)
     result = run(monkeypatch, system, args(node["runtime"]))
     assert any(a.startswith("apt-get install") and a.endswith("python3-tomlkit") for a in result["actions"])
     assert result["runtime"]["changed"] and os.path.exists(node["runtime"]["dropin_path"])
-    assert _runtime_config.HAS_TOMLKIT and _runtime_config.tomlkit is without_tomlkit
+    assert runtime_config_lib.HAS_TOMLKIT and runtime_config_lib.tomlkit is without_tomlkit
     assert invalidated.called
 
 
@@ -260,7 +260,7 @@ def test_check_mode_on_a_node_without_tomlkit_fails_as_container_runtime_does(mo
     assert "Failed to import the required Python library (tomlkit)" in info.value.result["msg"]
     assert "check mode installs nothing" in info.value.result["msg"]
     assert snapshot(node["dir"]) == before and system.files == {}
-    assert not _runtime_config.HAS_TOMLKIT
+    assert not runtime_config_lib.HAS_TOMLKIT
 
 
 def test_docker_needs_no_tomlkit(monkeypatch, tmp_path, without_tomlkit):
@@ -276,8 +276,8 @@ def test_docker_needs_no_tomlkit(monkeypatch, tmp_path, without_tomlkit):
 
 
 def test_one_argument_spec_for_both_modules():
-    assert container_runtime.ARGUMENT_SPEC is _runtime_config.ARGUMENT_SPEC
-    assert toolkit_packages.ARGUMENT_SPEC["runtime"]["options"] is _runtime_config.ARGUMENT_SPEC
+    assert container_runtime.ARGUMENT_SPEC is runtime_config_lib.ARGUMENT_SPEC
+    assert toolkit_packages.ARGUMENT_SPEC["runtime"]["options"] is runtime_config_lib.ARGUMENT_SPEC
 
 
 def test_the_runtime_suboptions_are_documented_as_container_runtime_options():
@@ -285,8 +285,8 @@ def test_the_runtime_suboptions_are_documented_as_container_runtime_options():
     other = yaml.safe_load(container_runtime.DOCUMENTATION)
     assert set(doc["options"]) == set(toolkit_packages.ARGUMENT_SPEC)
     suboptions = doc["options"]["runtime"]["suboptions"]
-    assert set(suboptions) == set(_runtime_config.ARGUMENT_SPEC) == set(other["options"])
-    for name, spec in _runtime_config.ARGUMENT_SPEC.items():
+    assert set(suboptions) == set(runtime_config_lib.ARGUMENT_SPEC) == set(other["options"])
+    for name, spec in runtime_config_lib.ARGUMENT_SPEC.items():
         for field in ("type", "default", "choices", "required"):
             assert suboptions[name].get(field) == spec.get(field) == other["options"][name].get(field), (name, field)
     returns = yaml.safe_load(toolkit_packages.RETURN)

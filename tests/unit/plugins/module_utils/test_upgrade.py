@@ -1,4 +1,4 @@
-"""The rolling upgrade's decisions (module_utils/_upgrade.py): batches, node plans, stop on failure."""
+"""The rolling upgrade's decisions (module_utils/upgrade.py): batches, node plans, stop on failure."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from ansible.executor.playbook_executor import PlaybookExecutor
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _upgrade
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import batches as upgrade
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def ansible_batches(hosts, serial_list):
@@ -48,23 +48,23 @@ BATCHES = [
 @pytest.mark.parametrize("spec, count, sizes", BATCHES)
 def test_batches_are_the_ones_ansible_cuts(spec, count, sizes):
     hosts = names(count)
-    got = _upgrade.batches(hosts, spec)
+    got = upgrade.batches(hosts, spec)
     assert [len(b) for b in got] == sizes
     assert [h for b in got for h in b] == hosts
-    assert got == ansible_batches(hosts, _upgrade.parse_serial(spec))
+    assert got == ansible_batches(hosts, upgrade.parse_serial(spec))
 
 
 @pytest.mark.parametrize("spec", [True, False, None, "abc", "2.5%", "%", 1.5, [1, "x"], [None], {"size": 1}])
 def test_a_batch_size_that_is_not_one_is_refused_naming_it(spec):
     with pytest.raises(GpuFleetError) as err:
-        _upgrade.batches(names(3), spec)
+        upgrade.batches(names(3), spec)
     assert err.value.msg.startswith("upgrade_batch: ")
     assert "is not a batch size (expected a number of nodes (2), a percentage of the GPU nodes ('25%'), or a list of them" in err.value.msg
 
 
 @pytest.mark.parametrize("spec, text", [(1, "1 at a time"), ("25%", "25% at a time"), ([1, "50%"], "1, then 50%"), ([], "all at once")])
 def test_describe_serial(spec, text):
-    assert _upgrade.describe_serial(spec) == text
+    assert upgrade.describe_serial(spec) == text
 
 
 # --- one node's plan ------------------------------------------------------------------------------
@@ -160,13 +160,13 @@ PLANS = [
 
 @pytest.mark.parametrize("case, overrides, state, reason", PLANS, ids=[p[0] for p in PLANS])
 def test_node_plan(case, overrides, state, reason):  # pylint: disable=unused-argument
-    plan = _upgrade.node_plan(node(**overrides))
+    plan = upgrade.node_plan(node(**overrides))
     assert (plan["state"], plan["reason"]) == (state, reason)
     assert plan["action"] == ("upgrade" if state == "planned" else "skip")
 
 
 def test_node_plan_gives_every_reason():
-    plan = _upgrade.node_plan(node(validation=validation(loaded="570.86.15", status="drift", version_status="drift"),
+    plan = upgrade.node_plan(node(validation=validation(loaded="570.86.15", status="drift", version_status="drift"),
                                    drain=drain_read(ready=False, gpus="0")))
     assert plan["reason"] == (
         "declared driver 580, loaded 570.86.15; node gpu-a is not Ready (container runtime down); "
@@ -176,15 +176,15 @@ def test_node_plan_gives_every_reason():
 
 def test_node_plan_keeps_what_the_drain_and_the_wait_need():
     read = drain_read(gpus="8", pods=["ml/a", "ml/b"], blocked=[{"pod": "ml/b", "pdb": "ml/pdb"}])
-    plan = _upgrade.node_plan(node(replicas=2, drain=read))
+    plan = upgrade.node_plan(node(replicas=2, drain=read))
     assert plan["expect"] == {"resource": "nvidia.com/gpu", "count": 16, "mig": False}
     assert plan["pods"] == ["ml/a", "ml/b"]
-    assert _upgrade.actions(plan) == (
+    assert upgrade.actions(plan) == (
         "cordon, evict 2 GPU pods (ml/a, ml/b) - blocked now: ml/b by PodDisruptionBudget ml/pdb, "
         "install driver 580 and reboot if the driver needs it, wait until it is Ready and advertises 16 nvidia.com/gpu, "
         "validate, uncordon"
     )
-    assert _upgrade.actions(dict(plan, cluster=False)) == "install driver 580 and reboot if the driver needs it, validate"
+    assert upgrade.actions(dict(plan, cluster=False)) == "install driver 580 and reboot if the driver needs it, validate"
 
 
 @pytest.mark.parametrize("overrides, msg", [
@@ -194,7 +194,7 @@ def test_node_plan_keeps_what_the_drain_and_the_wait_need():
 ])
 def test_node_plan_refuses_what_cannot_be_upgraded(overrides, msg):
     with pytest.raises(GpuFleetError) as err:
-        _upgrade.node_plan(node(**overrides))
+        upgrade.node_plan(node(**overrides))
     assert err.value.msg.startswith(msg)
 
 
@@ -219,7 +219,7 @@ UP_TO_DATE = planned(state="up_to_date", action="skip", reason="driver 580.95.05
 def test_a_failure_in_batch_2_of_3_stops_batch_3():
     hosts = ["gpu-a", "gpu-b", "gpu-c"]
     results = {"gpu-a": UPGRADED, "gpu-b": failed("drain", "1 GPU pod still on the node after 900 s"), "gpu-c": planned()}
-    got = _upgrade.progress(hosts, 1, results)
+    got = upgrade.progress(hosts, 1, results)
     assert got["batches"] == [["gpu-a"], ["gpu-b"], ["gpu-c"]]
     assert got["stopped"] == {"host": "gpu-b", "batch": 2, "stage": "drain", "task": "Evict the node's GPU pods",
                               "msg": "1 GPU pod still on the node after 900 s"}
@@ -245,11 +245,11 @@ def test_the_node_of_the_next_batch_sees_the_stop_when_its_batch_starts():
     hosts = ["gpu-a", "gpu-b", "gpu-c"]
     results = {"gpu-a": failed("validation", "gpu-a: validation failed: nvidia-smi failed", task="Fail the node as validate_fail_on asks"),
                "gpu-b": planned(), "gpu-c": planned()}
-    got = _upgrade.progress(hosts, 1, results, reached="gpu-b")
+    got = upgrade.progress(hosts, 1, results, reached="gpu-b")
     assert got["nodes"]["gpu-b"]["state"] == "not_started"
     assert got["nodes"]["gpu-b"]["msg"] == "not started: the upgrade stopped at gpu-a: validation"
     # and no stop before it: the node goes on
-    got = _upgrade.progress(hosts, 1, {"gpu-a": UPGRADED, "gpu-b": planned(), "gpu-c": planned()}, reached="gpu-b")
+    got = upgrade.progress(hosts, 1, {"gpu-a": UPGRADED, "gpu-b": planned(), "gpu-c": planned()}, reached="gpu-b")
     assert got["stopped"] is None
     assert got["nodes"]["gpu-b"]["state"] == "planned"
 
@@ -258,7 +258,7 @@ def test_nodes_of_the_same_batch_go_on_and_later_batches_stop():
     hosts = ["gpu-a", "gpu-b", "gpu-c", "gpu-d", "gpu-e"]
     results = {"gpu-a": UPGRADED, "gpu-b": UPGRADED, "gpu-c": failed("node ready", "gpu_drain: node gpu-c did not come back within 900 s"),
                "gpu-d": planned(), "gpu-e": UP_TO_DATE}
-    got = _upgrade.progress(hosts, [1, 2], results)
+    got = upgrade.progress(hosts, [1, 2], results)
     assert got["batches"] == [["gpu-a"], ["gpu-b", "gpu-c"], ["gpu-d", "gpu-e"]]
     states = dict((h, e["state"]) for h, e in got["nodes"].items())
     assert states == {"gpu-a": "upgraded", "gpu-b": "upgraded", "gpu-c": "failed", "gpu-d": "not_started", "gpu-e": "up_to_date"}
@@ -269,7 +269,7 @@ def test_nodes_of_the_same_batch_go_on_and_later_batches_stop():
 def test_the_plan_stops_nothing():
     hosts = ["gpu-a", "gpu-b", "gpu-c"]
     results = {"gpu-a": planned(pods=["ml/train-0"]), "gpu-b": UP_TO_DATE, "gpu-c": planned(cluster=False)}
-    got = _upgrade.progress(hosts, 2, results, reached=1)
+    got = upgrade.progress(hosts, 2, results, reached=1)
     assert got["stopped"] is None and got["unfinished"] == []
     assert [e["state"] for e in got["nodes"].values()] == ["planned", "up_to_date", "planned"]
     assert got["lines"] == [
@@ -288,7 +288,7 @@ def test_the_plan_stops_nothing():
     (planned(), "not started", "did not run (unreachable, or it failed outside the upgrade's stages)"),
 ])
 def test_a_node_of_an_earlier_batch_that_did_not_finish_stops_the_run(earlier, stage, msg):
-    got = _upgrade.progress(["gpu-a", "gpu-b"], 1, {"gpu-a": earlier, "gpu-b": planned()}, reached=2)
+    got = upgrade.progress(["gpu-a", "gpu-b"], 1, {"gpu-a": earlier, "gpu-b": planned()}, reached=2)
     assert got["stopped"]["host"] == "gpu-a" and got["stopped"]["stage"] == stage
     assert got["nodes"]["gpu-a"]["msg"] == msg and got["nodes"]["gpu-a"]["error"] == msg
     assert got["nodes"]["gpu-b"]["state"] == "not_started"
@@ -299,7 +299,7 @@ def test_nodes_that_had_nothing_to_do_or_no_plan_stop_nothing():
     hosts = ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]
     results = {"gpu-a": UP_TO_DATE, "gpu-b": planned(state="not_applicable", action="skip", reason="preinstalled"), "gpu-c": None,
                "gpu-d": planned()}
-    got = _upgrade.progress(hosts, 1, results, reached="gpu-d")
+    got = upgrade.progress(hosts, 1, results, reached="gpu-d")
     assert got["stopped"] is None
     assert got["nodes"]["gpu-c"] == {"batch": 3, "state": "unplanned", "stage": None, "task": "", "error": "",
                                      "msg": "not upgraded: it was not planned (unreachable, or it failed before the plan)"}
@@ -309,7 +309,7 @@ def test_nodes_that_had_nothing_to_do_or_no_plan_stop_nothing():
 def test_check_mode_and_a_failed_cordon():
     results = {"gpu-a": planned(state="would_upgrade", stage=None), "gpu-b": failed("cordon", "gpu_drain: node gpu-b is not in the cluster",
                                                                                     task="Cordon the node"), "gpu-c": planned()}
-    got = _upgrade.progress(["gpu-a", "gpu-b", "gpu-c"], 1, results)
+    got = upgrade.progress(["gpu-a", "gpu-b", "gpu-c"], 1, results)
     assert got["lines"][3] == (
         "batch 2 of 3: gpu-b: failed at cordon (Cordon the node): gpu_drain: node gpu-b is not in the cluster; left as it is")
     assert got["lines"][2].startswith("batch 1 of 3: gpu-a: would be upgraded (check mode): cordon, evict 0 GPU pods, install driver 580")

@@ -1,4 +1,4 @@
-"""Tests of module_utils/_validate.py: the host checks, on replayed captures and small host trees.
+"""Tests of module_utils/validate/host.py: the host checks, on replayed captures and small host trees.
 
 GPUs and driver come from the host captures of ``tests/unit/fixtures/hosts`` (``CaptureHost``);
 runtime configurations and CDI specs from ``tests/unit/fixtures/runtime-configs`` and
@@ -23,9 +23,9 @@ try:
 except ImportError:  # pragma: no cover
     tomllib = None
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts as gf
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _validate as V
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import (
     CaptureHost,
     fixture_facts,

@@ -1,11 +1,11 @@
-"""Tests of module_utils/_versions.py."""
+"""Tests of module_utils/common/versions.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions as v
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions as v
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Tests of the cdi_spec module: check mode, idempotence, diff, mode, removal, failures.
 
 The node is the H200 test host rebuilt under tmp_path (see test_cdi.py); ``/proc`` and ``/sys``
-are read from that tree and its device nodes are plain files, by patching ``_cdi.Host``.
+are read from that tree and its device nodes are plain files, by patching ``cdi_lib.Host``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import yaml
 
 from ansible.module_utils import basic
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _cdi
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi as cdi_lib
 from ansible_collections.gpufleet.nvidia.plugins.modules import cdi_spec
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_cdi import (
     KERNEL,
@@ -31,13 +31,13 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import
 
 @pytest.fixture
 def node(tmp_path):
-    """(host root, output path) with _cdi.Host reading the replayed H200 tree."""
+    """(host root, output path) with cdi_lib.Host reading the replayed H200 tree."""
     root = materialize(str(tmp_path / "host"))
     host = functools.partial(
-        _cdi.Host, system_root=root, is_device_node=os.path.isfile, kernel_release=KERNEL, machine="x86_64"
+        cdi_lib.Host, system_root=root, is_device_node=os.path.isfile, kernel_release=KERNEL, machine="x86_64"
     )
     # Nothing is run in unit tests: the nvidia-smi fallback gets "command not found".
-    with mock.patch.object(_cdi, "Host", host), mock.patch.object(
+    with mock.patch.object(cdi_lib, "Host", host), mock.patch.object(
         basic.AnsibleModule, "run_command", return_value=(127, "", "nvidia-smi: command not found")
     ):
         yield root, str(tmp_path / "etc" / "cdi" / "nvidia.yaml")

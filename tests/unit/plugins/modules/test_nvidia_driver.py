@@ -1,7 +1,7 @@
 """Tests of the nvidia_driver module: check mode, real run, idempotence, diff, failures.
 
 The host is a replayed fixture of tests/unit/fixtures/driver (``Replay`` in
-test_driver.py); ``_driver.System`` is patched to it and the module's atomic writer to one that
+test_driver.py); ``driver_lib.System`` is patched to it and the module's atomic writer to one that
 writes under the replayed root, so nothing on this machine is touched.
 """
 
@@ -12,8 +12,8 @@ from unittest import mock
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt as apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver_lib
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvidia_driver
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
     D12_INSTALLED,
@@ -29,8 +29,8 @@ ARGS = {"version": "535.261.03", "flavor": "proprietary"}
 @contextlib.contextmanager
 def host(replay):
     system = replay.system()
-    with mock.patch.object(_driver, "System", lambda *args, **kwargs: system), mock.patch.object(
-        nvidia_driver, "_AtomicWriter", lambda module: _driver.LocalWriter(system)
+    with mock.patch.object(driver_lib, "System", lambda *args, **kwargs: system), mock.patch.object(
+        nvidia_driver, "_AtomicWriter", lambda module: driver_lib.LocalWriter(system)
     ):
         yield replay
 
@@ -51,7 +51,7 @@ def test_four_steps(tmp_path):
     # The host after that run, as captured in the lab: the files this run wrote are the ones the
     # module wrote there, so the next runs start from exactly this state.
     installed = Replay(D12_INSTALLED, tmp_path / "installed")
-    for path in ("/etc/apt/sources.list", apt.PIN_FILE, apt.UU_FILE, _driver.NOUVEAU_FILE):
+    for path in ("/etc/apt/sources.list", apt.PIN_FILE, apt.UU_FILE, driver_lib.NOUVEAU_FILE):
         assert pristine.read(path) == installed.read(path), path
     with host(installed):
         third = run_module(nvidia_driver, ARGS, check_mode=True)

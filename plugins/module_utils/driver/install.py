@@ -4,7 +4,7 @@
 
 :func:`run` is the whole of ``gpufleet.nvidia.nvidia_driver``: it reads the host through a
 :class:`System` (files under a root, commands through an injected runner), lets the backend of
-the OS family (:mod:`._driver_apt` for Debian and Ubuntu, :mod:`._driver_dnf` for RHEL and its
+the OS family (:mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt` for Debian and Ubuntu, :mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.dnf` for RHEL and its
 rebuilds) compute a :class:`Plan` -- the concrete files to write and commands to run -- and, only
 when the plan is not empty and check mode is off, executes it in order.
 
@@ -27,10 +27,10 @@ import re
 import shutil
 import tempfile
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions as versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._preflight import (  # the GPU rules, shared
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight import (  # the GPU rules, shared
     _needs_open,
     _pre_turing,
     installed_driver_flavor,
@@ -92,7 +92,7 @@ CONTAINER_MARKERS = ("/run/.containerenv", "/.dockerenv", "/run/systemd/containe
 # --- the host ---------------------------------------------------------------------------------
 
 
-class System(_gpu_facts.Host):
+class System(gpu_facts.Host):
     """The host as seen from here: files under ``root``, commands through ``runner``.
 
     ``runner(argv, env=None) -> (rc, stdout, stderr)`` never raises; ``env`` adds environment
@@ -302,7 +302,7 @@ class LocalWriter(object):
 
 
 def read_os(system):
-    facts = _gpu_facts.gather_os(system, _gpu_facts.Probes())
+    facts = gpu_facts.gather_os(system, gpu_facts.Probes())
     if not facts.get("id"):
         raise GpuFleetError("could not tell the OS: neither /etc/os-release nor /usr/lib/os-release is readable")
     return facts
@@ -342,13 +342,13 @@ def read_kernel_module(system):
     """What the kernel has loaded and what modinfo would load, for the running kernel."""
     modules = []
     try:
-        modules = _gpu_facts.parse_proc_modules(system.read_text("/proc/modules", kernel=True))
+        modules = gpu_facts.parse_proc_modules(system.read_text("/proc/modules", kernel=True))
         proc_modules = True
     except (IOError, OSError):
         proc_modules = False
     loaded_version = loaded_flavor = None
     try:
-        loaded_version, loaded_flavor = _gpu_facts.parse_nvrm_version(
+        loaded_version, loaded_flavor = gpu_facts.parse_nvrm_version(
             system.read_text("/proc/driver/nvidia/version", kernel=True)
         )
     except (IOError, OSError):
@@ -357,7 +357,7 @@ def read_kernel_module(system):
         loaded_version = system.read_text("/sys/module/nvidia/version", kernel=True).strip() or loaded_version
     except (IOError, OSError):
         pass
-    installed = _gpu_facts.gather_modinfo(system, _gpu_facts.Probes())
+    installed = gpu_facts.gather_modinfo(system, gpu_facts.Probes())
     return {
         "loaded": "nvidia" in modules or loaded_version is not None,
         "loaded_version": loaded_version,
@@ -419,7 +419,7 @@ def resolve_flavor(system, requested, declared):
     """``(flavor, reason)``: ``requested`` unless auto, else what the host's GPUs and the branch want."""
     if requested in ("open", "proprietary"):
         return requested, "asked for"
-    gpus, dummy = _gpu_facts.gather_pci(system, _gpu_facts.Probes())
+    gpus, dummy = gpu_facts.gather_pci(system, gpu_facts.Probes())
     needs_open = [g for g in gpus if _needs_open(g)]
     needs_prop = [g for g in gpus if _pre_turing(g)]
     if needs_open and needs_prop:
@@ -520,7 +520,7 @@ class FabricManagerNeed(object):
 
 def read_fabric_manager_need(system, mode):
     """The need of this host, its NVSwitches read from sysfs as gpu_facts reads them."""
-    dummy, nvswitches = _gpu_facts.gather_pci(system, _gpu_facts.Probes())
+    dummy, nvswitches = gpu_facts.gather_pci(system, gpu_facts.Probes())
     return FabricManagerNeed(mode, nvswitches)
 
 
@@ -802,9 +802,9 @@ def build_diff(plan, package_diff):
 
 def verify_preinstalled(system, params, os_facts, container):
     """Report the driver found on the host; change nothing. ``drift`` when it is not the declared one."""
-    probes = _gpu_facts.Probes()
-    dpkg = _gpu_facts.gather_dpkg(system, probes)
-    driver = _gpu_facts.gather_driver(system, probes, dpkg)
+    probes = gpu_facts.Probes()
+    dpkg = gpu_facts.gather_dpkg(system, probes)
+    driver = gpu_facts.gather_driver(system, probes, dpkg)
     facts = {"driver": driver}
     if driver["source"] == "absent":
         raise GpuFleetError(
@@ -905,7 +905,7 @@ def verify_fabric_manager(system, need, dpkg, version, container, drift, notes):
         report["detail"] = "%s: not checked" % need.reason
         return report
     report["action"] = "verify"
-    facts = _gpu_facts.gather_fabric_manager(system, _gpu_facts.Probes(), dpkg, len(need.nvswitches))
+    facts = gpu_facts.gather_fabric_manager(system, gpu_facts.Probes(), dpkg, len(need.nvswitches))
     report["installed_version"] = facts["version"]
     if facts["package"]:
         report["packages"] = {facts["package"]: (dpkg or {}).get(facts["package"])}
@@ -947,10 +947,10 @@ def packaged_driver(system):
     libraries' package the version.
     """
     if system.which("dpkg-query"):
-        from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt
+        from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
 
-        rc, out, dummy = system.run(_driver_apt.DPKG_QUERY)
-        installed = _driver_apt.parse_dpkg_query(out) if rc in (0, 1) else {}
+        rc, out, dummy = system.run(driver_apt.DPKG_QUERY)
+        installed = driver_apt.parse_dpkg_query(out) if rc in (0, 1) else {}
         names = sorted(installed)
         library = next((n for n in names if re.match(r"^(libcuda1|libnvidia-compute-\d+(-server)?)$", n)), None)
         module_re = re.compile(r"^(nvidia(-open)?-kernel-dkms|nvidia-dkms-\d+.*|linux-modules-nvidia-\d+.*)$")
@@ -966,10 +966,10 @@ def packaged_driver(system):
             "flavor": flavor,
         }
     if system.which("rpm"):
-        from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_dnf
+        from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
 
-        rc, out, dummy = system.run(["rpm", "-q", "--qf", _driver_dnf.RPM_QF] + _driver_dnf.DRIVER_RPMS)
-        installed = _driver_dnf.parse_rpm_q(out)
+        rc, out, dummy = system.run(["rpm", "-q", "--qf", driver_dnf.RPM_QF] + driver_dnf.DRIVER_RPMS)
+        installed = driver_dnf.parse_rpm_q(out)
         if not installed:
             return None
         flavor = "open" if "kmod-nvidia-open-dkms" in installed else (
@@ -995,12 +995,12 @@ def _os_summary(os_facts):
 def backend_for(os_facts):
     """The backend module for the OS (imported here to keep the core free of both)."""
     if os_facts.get("family") == "debian":
-        from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_apt
+        from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
 
-        return _driver_apt.AptBackend
-    from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver_dnf
+        return driver_apt.AptBackend
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
 
-    return _driver_dnf.DnfBackend
+    return driver_dnf.DnfBackend
 
 
 def check_params(params):

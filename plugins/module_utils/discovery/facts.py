@@ -28,9 +28,9 @@ try:  # Python >= 3.11; the regex fallback below covers older targets
 except ImportError:  # pragma: no cover - depends on the target's Python
     tomllib = None
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_table
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 NVIDIA_VENDOR = "0x10de"
 FACTS_SCHEMA = 1
@@ -483,7 +483,7 @@ def gather_pci(host, probes):
         sub_device = _hex_id(attr("subsystem_device") or "")
         dev = int(device_id, 16) if device_id else None
         name, name_source, arch = None, "unknown", None
-        table_name, table_arch = _gpu_table.lookup(
+        table_name, table_arch = gpu_table.lookup(
             dev,
             int(sub_vendor, 16) if sub_vendor else None,
             int(sub_device, 16) if sub_device else None,
@@ -492,7 +492,7 @@ def gather_pci(host, probes):
             name, name_source = names[dev], "pci.ids"
         elif table_name:
             name, name_source = table_name, "table"
-        arch = table_arch or _gpu_table.architecture_from_name(name)
+        arch = table_arch or gpu_table.architecture_from_name(name)
         try:
             driver = posixpath.basename(host.readlink(posixpath.join(device_dir, "driver"), kernel=True))
         except (IOError, OSError):
@@ -607,7 +607,7 @@ def parse_nvidia_smi_xml(text):
                 "name": _text(gpu, "product_name"),
                 "uuid": _text(gpu, "uuid"),
                 "bus_id": _normalise_bus_id(gpu.get("id") or _text(gpu, "pci/pci_bus_id")),
-                "architecture": _gpu_table.normalise_architecture(_text(gpu, "product_architecture")),
+                "architecture": gpu_table.normalise_architecture(_text(gpu, "product_architecture")),
                 "memory_total_mib": memory,
                 # nvidia-smi answers "N/A" for a GPU that cannot do MIG, Enabled/Disabled otherwise.
                 "mig_capable": _mode(_text(gpu, "mig_mode/current_mig")) is not None,

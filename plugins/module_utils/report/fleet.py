@@ -17,8 +17,8 @@ import json
 
 from collections.abc import Mapping
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
 
 SCHEMA = 1
 
@@ -48,7 +48,7 @@ _RANK = {"skipped": 0, "ok": 1, "drift": 2, "failed": 3}
 
 def plain(value):
     """``value`` rebuilt from builtin types; anything else as its text, so the report always serialises."""
-    return _plain.plain(value, unknown=str)
+    return common_data.plain(value, unknown=str)
 
 
 # The validate role's cluster verdict: one object, set on every host of the play by a run_once

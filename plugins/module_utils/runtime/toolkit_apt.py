@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 MANAGED_BY = "Managed by gpufleet.nvidia.container_toolkit"
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1")

@@ -3,7 +3,7 @@
 """Add (or remove) the ``nvidia`` runtime in Docker's ``/etc/docker/daemon.json``.
 
 A plain function over the file's text; :func:`plan_docker` returns a
-:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config.Plan`.
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config.Plan`.
 
 The JSON is merged, never replaced: the user's other keys and their order survive, the
 file's indentation is kept (compact one-line files stay on one line), and nothing is
@@ -25,8 +25,8 @@ import copy
 import json
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import (
     FileChange,
     Plan,
     parse_json,

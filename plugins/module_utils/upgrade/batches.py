@@ -22,9 +22,9 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig, plural as _plural
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 SERIAL_HINT = "expected a number of nodes (2), a percentage of the GPU nodes ('25%'), or a list of them ([1, '25%'])"
 
@@ -196,7 +196,7 @@ def node_plan(data):
             host=host,
         )
     try:
-        _versions.parse_driver_version(version)
+        versions.parse_driver_version(version)
     except GpuFleetError as exc:
         raise GpuFleetError("upgrade: %s: nvidia_driver_version: %s" % (host, exc.msg), host=host) from exc
 

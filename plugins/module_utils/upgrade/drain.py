@@ -34,8 +34,8 @@ import re
 import sys
 import time
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig, plural as _plural
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 ANNOTATION = "gpufleet.nvidia/cordoned"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Host validation: what NVIDIA's validator checks on a node, read only, in one pass.
 
-:func:`validate_host` takes a :class:`~._gpu_facts.Host`, gathers fresh ``gpufleet_nvidia``
+:func:`validate_host` takes a :class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.facts.Host`, gathers fresh ``gpufleet_nvidia``
 facts and checks, in order:
 
 - ``gpus``: the node has the GPUs it is declared to have (``gpu_count``); a node without GPU
@@ -46,10 +46,10 @@ except ImportError:  # pragma: no cover - depends on the node's Python
     except ImportError:
         _toml = None
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig, plural as _plural
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_facts
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 SCHEMA = 1
 OK = "ok"
@@ -206,7 +206,7 @@ def _tail(text, limit=_TAIL):
 
 
 def _first_line(text):
-    return _gpu_facts._first_line(text)  # pylint: disable=protected-access
+    return gpu_facts._first_line(text)  # pylint: disable=protected-access
 
 
 def deep_merge(base, extra):
@@ -480,7 +480,7 @@ def check_prepared_driver(checks, facts, declared, driver_method):
         checks.add("driver_version", FAILED, "no NVIDIA driver is installed (driver_method package)")
     elif not declared:
         checks.add("driver_version", OK, "driver %s installed (none declared), not loaded: no GPU" % installed)
-    elif _versions.matches(declared, installed):
+    elif versions.matches(declared, installed):
         checks.add(
             "driver_version", OK, "installed driver %s is the declared %s (not loaded: no GPU)" % (installed, declared)
         )
@@ -496,7 +496,7 @@ def installed_driver_version(facts):
         return installed
     package = driver.get("package") or {}
     upstream = str(package.get("version") or "").split("-", maxsplit=1)[0]
-    version = _versions.try_parse_driver_version(upstream.split(":")[-1])
+    version = versions.try_parse_driver_version(upstream.split(":")[-1])
     if version is not None:
         return version.text
     return (driver.get("nvidia_smi") or {}).get("driver_version")
@@ -512,9 +512,9 @@ def check_driver_version(checks, facts, declared, driver_method):
         checks.add("driver_version", SKIPPED, "driver version: none declared (nvidia_driver_version)")
     elif not loaded:
         checks.add("driver_version", SKIPPED, "driver version: no driver loaded to compare with %s" % declared)
-    elif _versions.try_parse_driver_version(loaded) is None:
+    elif versions.try_parse_driver_version(loaded) is None:
         checks.add("driver_version", DRIFT, "declared driver %s, loaded %r (not a driver version)" % (declared, loaded))
-    elif _versions.matches(declared, loaded):
+    elif versions.matches(declared, loaded):
         checks.add("driver_version", OK, "loaded driver %s is the declared %s" % (loaded, declared))
     else:
         checks.add("driver_version", DRIFT, "declared driver %s, loaded %s" % (declared, loaded))
@@ -637,7 +637,7 @@ def check_containerd(host, facts, flavor, handler):
     """``(status, msg, info)`` of the handler in containerd's (or k3s / RKE2's) merged config."""
     info = {"config": None, "source": None, "cdi": False, "default_runtime": None}
     if flavor == "containerd":
-        path = _gpu_facts.CONTAINERD_CONFIG
+        path = gpu_facts.CONTAINERD_CONFIG
         binary = host.which("containerd")
         if binary is None:
             return FAILED, "containerd is not installed (container_runtime containerd)", info
@@ -705,10 +705,10 @@ def check_containerd(host, facts, flavor, handler):
 
 
 def check_docker(host, facts, handler):
-    info = {"config": _gpu_facts.DOCKER_CONFIG, "source": _gpu_facts.DOCKER_CONFIG, "cdi": False, "default_runtime": None}
+    info = {"config": gpu_facts.DOCKER_CONFIG, "source": gpu_facts.DOCKER_CONFIG, "cdi": False, "default_runtime": None}
     if not (_dig(facts, "container", "docker", "installed") or host.which("dockerd")):
         return FAILED, "dockerd is not installed (container_runtime docker)", info
-    path = _gpu_facts.DOCKER_CONFIG
+    path = gpu_facts.DOCKER_CONFIG
     if not host.exists(path):
         return FAILED, "%s does not exist: Docker has no runtime %r" % (path, handler), info
     text, error = _read(host, path)
@@ -732,16 +732,16 @@ def check_docker(host, facts, handler):
 
 
 def check_crio(host, facts, handler):
-    info = {"config": _gpu_facts.CRIO_CONFIG, "source": None, "cdi": False, "default_runtime": None}
+    info = {"config": gpu_facts.CRIO_CONFIG, "source": None, "cdi": False, "default_runtime": None}
     if not (_dig(facts, "container", "crio", "installed") or host.which("crio")):
         return FAILED, "crio is not installed (container_runtime crio)", info
-    files = [_gpu_facts.CRIO_CONFIG] if host.exists(_gpu_facts.CRIO_CONFIG) else []
-    if host.isdir(_gpu_facts.CRIO_DROPIN_DIR):
+    files = [gpu_facts.CRIO_CONFIG] if host.exists(gpu_facts.CRIO_CONFIG) else []
+    if host.isdir(gpu_facts.CRIO_DROPIN_DIR):
         try:
-            names = host.listdir(_gpu_facts.CRIO_DROPIN_DIR)
+            names = host.listdir(gpu_facts.CRIO_DROPIN_DIR)
         except OSError as exc:
-            return FAILED, "%s: %s" % (_gpu_facts.CRIO_DROPIN_DIR, exc), info
-        files += [posixpath.join(_gpu_facts.CRIO_DROPIN_DIR, n) for n in names if not n.startswith(".")]
+            return FAILED, "%s: %s" % (gpu_facts.CRIO_DROPIN_DIR, exc), info
+        files += [posixpath.join(gpu_facts.CRIO_DROPIN_DIR, n) for n in names if not n.startswith(".")]
     merged = {}
     for path in files:
         data, error = _read_toml_file(host, path)
@@ -1034,7 +1034,7 @@ def check_params(params):
     version = params.get("driver_version")
     if version:
         try:
-            _versions.parse_driver_version(version)
+            versions.parse_driver_version(version)
         except GpuFleetError as exc:
             raise GpuFleetError("driver_version: " + exc.msg, **exc.details)
     count = params.get("gpu_count")
@@ -1131,7 +1131,7 @@ def validate_host(host, params=None, facts=None, cuda_runner=None):
     p = merged_params(params)
     check_params(p)
     if facts is None:
-        facts = _gpu_facts.gather_facts(host)
+        facts = gpu_facts.gather_facts(host)
     checks = Checks()
     declared = {
         "driver_version": p["driver_version"] or None,
@@ -1218,13 +1218,13 @@ def validate_node(params, host_root="/", command_timeout=60, option_prefix=""):
     A bad option fails before anything is read, named with ``option_prefix`` (gpu_facts passes
     ``validate.``, the name of the option that holds them).
     """
-    host = _gpu_facts.make_host(host_root, command_timeout)
+    host = gpu_facts.make_host(host_root, command_timeout)
     try:
         check_options(params)
     except GpuFleetError as exc:
         raise GpuFleetError(option_prefix + exc.msg, **exc.details)
     timeout = params.get("cuda_test_timeout") or ARGUMENT_SPEC["cuda_test_timeout"]["default"]
-    return validate_host(host, params, cuda_runner=_gpu_facts.subprocess_runner(host.root, timeout))
+    return validate_host(host, params, cuda_runner=gpu_facts.subprocess_runner(host.root, timeout))
 
 
 def summary_line(result):

@@ -3,7 +3,7 @@
 """Add (or remove) the ``nvidia`` runtime handler of CRI-O.
 
 Plain functions over file texts; :func:`plan_crio` returns a
-:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config.Plan`.
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config.Plan`.
 
 * Drop-in mode (default): ``/etc/crio/crio.conf.d/99-nvidia.toml`` holds only
   ``[crio.runtime.runtimes.nvidia]`` (and ``crio.runtime.default_runtime`` when asked):
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import copy
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import (
     OWNER_MARK,
     FileChange,
     Plan,

@@ -15,7 +15,7 @@ import tempfile
 
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def write_file(module, path: str, content: str, backup: bool = False, mode: int = 0o644):

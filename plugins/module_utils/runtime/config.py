@@ -3,7 +3,7 @@
 """Shared pieces of the container runtime configuration editors.
 
 The editors for containerd (and k3s / RKE2), CRI-O and Docker live in
-``_containerd_config``, ``_crio_config`` and ``_docker_config``. They are plain functions
+``runtime.containerd``, ``runtime.crio`` and ``runtime.docker``. They are plain functions
 over file contents: they take the current text of each file and return a :class:`Plan`
 (the new text of each file, a diff and a message) without touching the disk, so they can
 be unit-tested without Ansible. This file holds what they share:
@@ -32,8 +32,8 @@ import sys
 import tempfile
 import traceback
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._safe_write import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.io import (
     read_file,
     remove_file,
     write_file,
@@ -84,7 +84,7 @@ def load_tomlkit() -> bool:
         loaded, loaded_items, LoadedContainer, LoadedProxy, LoadedParseError
     )
     HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR = True, None
-    editor = sys.modules.get(__name__.rpartition(".")[0] + "._containerd_config")
+    editor = sys.modules.get(__name__.rpartition(".")[0] + ".containerd")
     if editor is not None and getattr(editor, "tomlkit", None) is None:
         editor.tomlkit = loaded
     return True
@@ -1083,10 +1083,10 @@ def _mode(params, default: str, allowed) -> str:
 def build_plan(params: dict, host):
     """Read the host's files and plan the change; returns ``(plan, context)``."""
     # The editors import this file; importing them here keeps the layering one-way.
-    from ansible_collections.gpufleet.nvidia.plugins.module_utils import (  # pylint: disable=import-outside-toplevel
-        _containerd_config as ctd,
-        _crio_config as crio,
-        _docker_config as docker,
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import (  # pylint: disable=import-outside-toplevel
+        containerd as ctd,
+        crio,
+        docker,
     )
 
     runtime = params["runtime"]

@@ -5,7 +5,7 @@
 Plain functions over file texts, no Ansible: :func:`plan_containerd` for
 ``/etc/containerd/config.toml`` (+ drop-in) and :func:`plan_k3s` for the
 ``config.toml.tmpl`` of k3s / RKE2. Both return a
-:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config.Plan`.
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config.Plan`.
 
 What is written, and why (NVIDIA Container Toolkit 1.20.0 ``nvidia-ctk`` is the reference;
 the places where this does better are marked *beats nvidia-ctk*):
@@ -37,8 +37,8 @@ from __future__ import annotations
 import copy
 import os
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._runtime_config import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import (
     OWNER_MARK,
     FileChange,
     GoTemplateMask,

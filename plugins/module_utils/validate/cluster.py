@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import hashlib
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._plain import dig as _dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._validate import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import (
     DRIFT,
     FAILED,
     OK,

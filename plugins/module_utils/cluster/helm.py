@@ -19,7 +19,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 try:
     import yaml

@@ -32,10 +32,10 @@ import os
 import re
 import time
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver as core
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions as versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as core
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 PIN_FILE = "/etc/apt/preferences.d/gpufleet-nvidia-driver.pref"
 UU_FILE = "/etc/apt/apt.conf.d/51gpufleet-nvidia-driver"

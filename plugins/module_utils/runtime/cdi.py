@@ -39,7 +39,7 @@ import stat
 import struct
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 CDI_VERSION = "0.5.0"
 CDI_KIND = "nvidia.com/gpu"

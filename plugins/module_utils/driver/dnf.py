@@ -17,15 +17,15 @@ for a compute-only ("headless") node, ``nvidia-driver-cuda`` with ``kmod-nvidia-
 - on hosts that need NVIDIA's fabric manager (NVSwitches), installs and locks its packages from the
   same repository at exactly the driver's version (``nvidia-fabric-manager`` and
   ``libnvidia-nscq-<branch>`` before R580, ``nvidia-fabricmanager`` and ``libnvidia-nscq`` from
-  R580: :func:`._driver.fabric_manager_packages`), and removes those of another branch or naming.
+  R580: :func:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.install.fabric_manager_packages`), and removes those of another branch or naming.
 """
 
 from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _driver as core
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as core
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 REPO_DIR = "/etc/yum.repos.d"
 DEFAULT_BASEURL = "https://developer.download.nvidia.com/compute/cuda/repos/rhel%(major)s/%(arch)s"

@@ -20,7 +20,8 @@ import copy
 import json
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _mig_fit, _plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
 
 try:
     import yaml
@@ -120,8 +121,8 @@ _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")
 
 # --- Small helpers ------------------------------------------------------------------------------
 def plain(value):
-    """``value`` rebuilt from builtin types only (see :mod:`._plain`)."""
-    return _plain.plain(value)
+    """``value`` rebuilt from builtin types only (see :mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data`)."""
+    return common_data.plain(value)
 
 
 def _q(value):
@@ -921,9 +922,9 @@ def _toolkit_runtime(nodes, problems):
 
 
 def _check_mig_fit(node, mig_configs, problems, notes):
-    """The node's MIG config against the GPUs discovery found on it (see :mod:`._mig_fit`)."""
+    """The node's MIG config against the GPUs discovery found on it (see :mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.mig_fit`)."""
     name = node["mig_config"]
-    entries = _mig_fit.config_entries(name, mig_configs)
+    entries = mig_fit.config_entries(name, mig_configs)
     gpus = node.get("gpus")
     if entries is None:
         return
@@ -936,7 +937,7 @@ def _check_mig_fit(node, mig_configs, problems, notes):
             notes.append("host %s: MIG config %s not checked against its GPUs: nvidia-smi did not answer there"
                          % (_q(node["host"]), _q(name)))
         return
-    for problem in _mig_fit.fit(name, entries, gpus["smi"]):
+    for problem in mig_fit.fit(name, entries, gpus["smi"]):
         problems.append("gpu_operator: host %s: gpufleet_mig_config: %s (expected a config whose profiles the "
                         "node's GPUs have, or no gpufleet_mig_config)" % (_q(node["host"]), problem))
 

@@ -11,9 +11,9 @@ after the user's waivers. Nothing here touches the host.
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _gpu_table as table
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import _versions as versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table as table
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 BLOCKING = "blocking"
 WARNING = "warning"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils._errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 DRIVER_VERSION_HINT = "expected e.g. 580 or 580.95.05"
 CUDA_VERSION_HINT = "expected e.g. 12.4, 12.4.1 or 13.0"
