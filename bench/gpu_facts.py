@@ -64,11 +64,12 @@ def _counting(run, calls: list):
 
 def bench_probes(runs: int, host_root: str, out: dict) -> dict:
     """Time gather_facts() in this process; count the commands it runs."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gf
 
     times, commands, facts = [], 0, {}
     for _run in range(runs):
-        host = gf.make_host(host_root)
+        host = common_host.make_host(host_root)
         calls = []
         host.run = _counting(host.run, calls)
         start = time.perf_counter()

@@ -328,6 +328,7 @@ gpufleet_nvidia:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -346,7 +347,7 @@ def main():
     result = dict(changed=False)
     try:
         if params["validate"] is None:
-            host = gpu_facts.make_host(params["host_root"], params["command_timeout"])
+            host = common_host.make_host(params["host_root"], params["command_timeout"])
             facts = gpu_facts.gather_facts(host)
         else:
             validate = dict(params["validate"], host_root=params["host_root"], command_timeout=params["command_timeout"])

@@ -223,6 +223,7 @@ resolved:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -238,7 +239,7 @@ def main():
     try:
         facts = params["facts"]
         if facts is None:
-            facts = gpu_facts.gather_facts(gpu_facts.make_host(params["host_root"]))
+            facts = gpu_facts.gather_facts(common_host.make_host(params["host_root"]))
         result = preflight.run(facts, params)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)

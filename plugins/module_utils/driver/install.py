@@ -27,6 +27,7 @@ import re
 import shutil
 import tempfile
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -92,7 +93,7 @@ CONTAINER_MARKERS = ("/run/.containerenv", "/.dockerenv", "/run/systemd/containe
 # --- the host ---------------------------------------------------------------------------------
 
 
-class System(gpu_facts.Host):
+class System(common_host.Host):
     """The host as seen from here: files under ``root``, commands through ``runner``.
 
     ``runner(argv, env=None) -> (rc, stdout, stderr)`` never raises; ``env`` adds environment

@@ -46,6 +46,7 @@ except ImportError:  # pragma: no cover - depends on the node's Python
     except ImportError:
         _toml = None
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
@@ -1218,13 +1219,13 @@ def validate_node(params, host_root="/", command_timeout=60, option_prefix=""):
     A bad option fails before anything is read, named with ``option_prefix`` (gpu_facts passes
     ``validate.``, the name of the option that holds them).
     """
-    host = gpu_facts.make_host(host_root, command_timeout)
+    host = common_host.make_host(host_root, command_timeout)
     try:
         check_options(params)
     except GpuFleetError as exc:
         raise GpuFleetError(option_prefix + exc.msg, **exc.details)
     timeout = params.get("cuda_test_timeout") or ARGUMENT_SPEC["cuda_test_timeout"]["default"]
-    return validate_host(host, params, cuda_runner=gpu_facts.subprocess_runner(host.root, timeout))
+    return validate_host(host, params, cuda_runner=common_host.subprocess_runner(host.root, timeout))
 
 
 def summary_line(result):

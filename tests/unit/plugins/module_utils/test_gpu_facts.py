@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
@@ -43,7 +44,7 @@ def _read(path, default=None):
         return default
 
 
-class CaptureHost(gf.Host):
+class CaptureHost(common_host.Host):
     """A :class:`Host` replaying ``tests/unit/fixtures/hosts/<name>``.
 
     Executables: files in ``root/``, the paths listed by ``commands/which*.txt`` and
@@ -681,7 +682,7 @@ def test_resolve_keeps_absolute_links_inside_the_root(tmp_path):
     os.symlink("/usr/src/headers", str(tmp_path / "lib" / "modules" / "r" / "build"))
     os.symlink("../../../usr/src/headers", str(tmp_path / "lib" / "modules" / "r" / "rel"))
     os.symlink("/loop", str(tmp_path / "loop"))
-    host = gf.Host(str(tmp_path), runner=lambda argv: (0, "", ""), kernel_root=str(tmp_path))
+    host = common_host.Host(str(tmp_path), runner=lambda argv: (0, "", ""), kernel_root=str(tmp_path))
     assert host.resolve("/lib/modules/r/build") == "/usr/src/headers"
     assert host.resolve("/lib/modules/r/rel") == "/usr/src/headers"
     assert host.exists("/lib/modules/r/build")
@@ -692,7 +693,7 @@ def test_which_looks_under_the_root(tmp_path):
     (tmp_path / "usr" / "local" / "nvidia" / "bin").mkdir(parents=True)
     binary = tmp_path / "usr" / "local" / "nvidia" / "bin" / "nvidia-smi"
     binary.write_text("")
-    host = gf.Host(str(tmp_path), runner=lambda argv: (0, "", ""), kernel_root=str(tmp_path))
+    host = common_host.Host(str(tmp_path), runner=lambda argv: (0, "", ""), kernel_root=str(tmp_path))
     assert host.which("nvidia-smi") is None  # not executable
     binary.chmod(0o755)
     assert host.which("nvidia-smi") == "/usr/local/nvidia/bin/nvidia-smi"
@@ -700,30 +701,30 @@ def test_which_looks_under_the_root(tmp_path):
 
 def test_make_host_checks_its_arguments(tmp_path):
     with pytest.raises(GpuFleetError) as exc:
-        gf.make_host(str(tmp_path / "missing"))
+        common_host.make_host(str(tmp_path / "missing"))
     assert exc.value.msg == "host_root: '%s' is not a directory" % (tmp_path / "missing")
     with pytest.raises(GpuFleetError) as exc:
-        gf.make_host(str(tmp_path), 0)
+        common_host.make_host(str(tmp_path), 0)
     assert exc.value.msg == "command_timeout: 0 is not a number of seconds (expected 1 or more)"
-    host = gf.make_host(str(tmp_path) + "/")
+    host = common_host.make_host(str(tmp_path) + "/")
     assert host.root == str(tmp_path)
     assert host.kernel_root == "/"  # an empty host root: /proc and /sys of this machine
 
 
 def test_default_kernel_root(tmp_path):
-    assert gf.default_kernel_root("/") == "/"
-    assert gf.default_kernel_root(str(tmp_path)) == "/"
+    assert common_host.default_kernel_root("/") == "/"
+    assert common_host.default_kernel_root(str(tmp_path)) == "/"
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc" / "modules").write_text("")
-    assert gf.default_kernel_root(str(tmp_path)) == str(tmp_path)
+    assert common_host.default_kernel_root(str(tmp_path)) == str(tmp_path)
 
 
 def test_subprocess_runner_never_raises():
-    run = gf.subprocess_runner("/", timeout=5)
+    run = common_host.subprocess_runner("/", timeout=5)
     assert run(["sh", "-c", "echo out; echo err >&2; exit 3"]) == (3, "out\n", "err\n")
     rc, out, err = run(["/nonexistent/binary"])
     assert rc == 127 and "nonexistent" in err
-    rc, out, err = gf.subprocess_runner("/", timeout=1)(["sleep", "5"])
+    rc, out, err = common_host.subprocess_runner("/", timeout=1)(["sleep", "5"])
     assert (rc, err) == (124, "sleep 5 timed out after 1 seconds")
 
 
@@ -741,14 +742,14 @@ def test_subprocess_runner_chroots_under_a_host_root(monkeypatch):
         return Done()
 
     monkeypatch.setattr(subprocess, "run", fake_run)
-    assert gf.subprocess_runner("/host", timeout=5)(["/usr/bin/nvidia-smi", "-q", "-x"]) == (0, "ok", "")
+    assert common_host.subprocess_runner("/host", timeout=5)(["/usr/bin/nvidia-smi", "-q", "-x"]) == (0, "ok", "")
     assert seen["cmd"] == ["chroot", "/host", "/usr/bin/nvidia-smi", "-q", "-x"]
     assert seen["env"]["LC_ALL"] == "C"
 
 
 def test_live_machine_does_not_crash():
     """Whatever this machine is, gathering ends in facts, not an exception."""
-    facts = gf.gather_facts(gf.make_host("/", 30))
+    facts = gf.gather_facts(common_host.make_host("/", 30))
     assert set(facts["probes"]) == ALL_PROBES
 
 

@@ -23,7 +23,7 @@ try:
 except ImportError:  # pragma: no cover
     tomllib = None
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import (
@@ -55,7 +55,7 @@ def check(result, name):
     return found[0]
 
 
-class TreeHost(gf.Host):
+class TreeHost(common_host.Host):
     """A host whose files are a temporary tree; commands answered by ``commands[basename]``."""
 
     def __init__(self, root, commands=None):
@@ -712,10 +712,10 @@ def test_cuda_test_turned_off(tmp_path):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
 def test_the_vector_add_source_builds_with_the_real_nvcc(tmp_path):
     """Builds with this machine's nvcc and runs; without a GPU it must say Test FAILED and why."""
-    host = gf.make_host("/")
+    host = common_host.make_host("/")
     checks = V.Checks()
     before = set(glob.glob("/tmp/gpufleet-vectoradd-*"))
-    result = V.check_cuda(checks, host, True, shutil.which("nvcc"), True, gf.subprocess_runner("/", 300))
+    result = V.check_cuda(checks, host, True, shutil.which("nvcc"), True, common_host.subprocess_runner("/", 300))
     assert result["ran"] is True, checks.items  # built
     if result["passed"]:
         assert checks.items[0]["status"] == "ok" and "Test PASSED" in result["output"]

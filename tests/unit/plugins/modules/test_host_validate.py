@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts_lib
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.modules import host_validate
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import CaptureHost
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
@@ -21,7 +21,7 @@ def replay(monkeypatch):
             seen["host"] = CaptureHost(name)
             return seen["host"]
 
-        monkeypatch.setattr(gpu_facts_lib, "make_host", make_host)
+        monkeypatch.setattr(common_host, "make_host", make_host)
         return seen
 
     return use

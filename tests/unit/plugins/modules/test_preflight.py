@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts_lib
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.modules import preflight
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import (
     CaptureHost,
@@ -119,7 +119,7 @@ def test_gathers_the_facts_itself_without_facts(monkeypatch):
         seen["root"] = host_root
         return CaptureHost("debian12-nogpu")
 
-    monkeypatch.setattr(gpu_facts_lib, "make_host", make_host)
+    monkeypatch.setattr(common_host, "make_host", make_host)
     result = run_module(preflight, {"driver_version": "580", "host_root": "/host", "waive": ["kernel_headers"]})
     assert seen["root"] == "/host"
     assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 0 blocking, 0 warnings, 1 waived"

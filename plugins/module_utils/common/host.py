@@ -1,0 +1,196 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The host as the modules see it: files under ``host_root``, commands through a runner.
+
+Every module that reads or changes a node goes through :class:`Host`: paths are host paths
+(``/etc/os-release``), resolved inside ``host_root`` (a host mounted into a container) so that an
+absolute symbolic link on the host never escapes into this machine's files, and commands run
+through an injected runner (``chroot host_root`` by default), so the code can be tested, and
+replayed from a capture of a real host, without Ansible and without the host.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import subprocess
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+
+# Where binaries are looked for under host_root (plus the module's PATH when host_root is /).
+SEARCH_DIRS = (
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+    "/usr/local/nvidia/bin",
+    "/var/lib/rancher/rke2/bin",
+    "/opt/bin",
+)
+
+def default_kernel_root(host_root: str) -> str:
+    """Where /proc and /sys are read: under host_root when it has them, else this machine's.
+
+    A container that mounts the host at /host often gets an empty /host/proc; /proc/modules and
+    sysfs are the kernel's, so the container's own show the same kernel.
+    """
+    if host_root in ("", "/"):
+        return "/"
+    if os.path.exists(os.path.join(host_root, "proc", "modules")) or os.path.isdir(
+        os.path.join(host_root, "sys", "bus", "pci")
+    ):
+        return host_root
+    return "/"
+
+
+def subprocess_runner(host_root: str = "/", timeout: int = 60):
+    """A runner ``run(argv) -> (rc, stdout, stderr)``; under ``chroot host_root`` when not /.
+
+    Never raises: a command that cannot start answers rc 127, one that times out rc 124.
+    """
+
+    def run(argv):
+        cmd = list(argv)
+        if host_root not in ("", "/"):
+            cmd = ["chroot", host_root] + cmd
+        env = dict(os.environ)
+        env.update({"LC_ALL": "C", "LANG": "C"})
+        try:
+            proc = subprocess.run(  # noqa: S603 - fixed argv, no shell
+                cmd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return 124, "", "%s timed out after %s seconds" % (" ".join(argv), timeout)
+        except (OSError, ValueError) as exc:
+            return 127, "", str(exc)
+        return (
+            proc.returncode,
+            proc.stdout.decode("utf-8", "replace"),
+            proc.stderr.decode("utf-8", "replace"),
+        )
+
+    return run
+
+
+class Host(object):
+    """The host as seen from here: files under ``root``, commands through ``runner``.
+
+    Paths given to its methods are host paths (``/etc/os-release``). Symbolic links are resolved
+    inside ``root``, so an absolute link on the host does not escape into this machine's files.
+    """
+
+    def __init__(self, root="/", runner=None, kernel_root=None, kernel_release=None, path_env=None):
+        self.root = root or "/"
+        # Commands run through `chroot root` when the host is mounted elsewhere; what talks to
+        # the host's own daemons (systemctl) cannot work from there.
+        self.chrooted = self.root != "/"
+        self.kernel_root = kernel_root if kernel_root is not None else default_kernel_root(self.root)
+        self.runner = runner if runner is not None else subprocess_runner(self.root)
+        self._kernel_release = kernel_release
+        if path_env is None and self.root == "/":
+            path_env = os.environ.get("PATH", "")
+        self.path_env = path_env or ""
+
+    # --- paths ----------------------------------------------------------------------------
+    def _join(self, base, path):
+        if base == "/":
+            return path
+        return os.path.join(base, path.lstrip("/"))
+
+    def resolve(self, path):
+        """The host path with every symbolic link followed, within root."""
+        if self.root == "/":
+            return os.path.realpath(path)
+        parts = [p for p in path.split("/") if p]
+        resolved = "/"
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                resolved = posixpath.dirname(resolved) or "/"
+                continue
+            candidate = posixpath.join(resolved, part)
+            local = self._join(self.root, candidate)
+            if os.path.islink(local):
+                hops += 1
+                if hops > 40:
+                    return candidate
+                target = os.readlink(local)
+                if target.startswith("/"):
+                    resolved = "/"
+                parts = [p for p in target.split("/") if p] + parts
+            else:
+                resolved = candidate
+        return resolved
+
+    def local(self, path):
+        """The path on this machine of a host file."""
+        return self._join(self.root, self.resolve(path))
+
+    def klocal(self, path):
+        """The path on this machine of a /proc or /sys file."""
+        return self._join(self.kernel_root, path)
+
+    # --- reads ----------------------------------------------------------------------------
+    def read_text(self, path, kernel=False):
+        local = self.klocal(path) if kernel else self.local(path)
+        with open(local, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+
+    def read_bytes(self, path, kernel=False):
+        local = self.klocal(path) if kernel else self.local(path)
+        with open(local, "rb") as handle:
+            return handle.read()
+
+    def exists(self, path, kernel=False):
+        return os.path.exists(self.klocal(path) if kernel else self.local(path))
+
+    def isdir(self, path, kernel=False):
+        return os.path.isdir(self.klocal(path) if kernel else self.local(path))
+
+    def listdir(self, path, kernel=False):
+        return sorted(os.listdir(self.klocal(path) if kernel else self.local(path)))
+
+    def readlink(self, path, kernel=False):
+        return os.readlink(self.klocal(path) if kernel else self._join(self.root, path))
+
+    # --- commands -------------------------------------------------------------------------
+    def which(self, name, extra_dirs=()):
+        """The host path of an executable ``name``, or None."""
+        dirs = [d for d in self.path_env.split(os.pathsep) if d.startswith("/")]
+        for directory in list(dirs) + list(SEARCH_DIRS) + list(extra_dirs):
+            candidate = posixpath.join(directory, name)
+            local = self.local(candidate)
+            if os.path.isfile(local) and os.access(local, os.X_OK):
+                return candidate
+        return None
+
+    def run(self, argv):
+        return self.runner(list(argv))
+
+    def kernel_release(self):
+        if self._kernel_release is None:
+            self._kernel_release = os.uname()[2]
+        return self._kernel_release
+
+
+def make_host(host_root="/", timeout=60):
+    """A :class:`Host` for ``host_root`` whose commands run under chroot with ``timeout``."""
+    root = os.path.abspath(host_root or "/")
+    if not os.path.isdir(root):
+        raise GpuFleetError("host_root: '%s' is not a directory" % host_root, host_root=host_root)
+    if timeout is None or timeout < 1:
+        raise GpuFleetError(
+            "command_timeout: %s is not a number of seconds (expected 1 or more)" % timeout,
+            command_timeout=timeout,
+        )
+    return Host(root, runner=subprocess_runner(root, timeout))
