@@ -9,7 +9,7 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
 
-STAGES=${STAGES:-"lint sanity unit integration package molecule"}
+STAGES=${STAGES:-"lint sanity unit playbook integration package molecule"}
 
 stage "setup: host" "$ROOT/scripts/setup-host.sh"
 stage "setup: venv" "$ROOT/scripts/setup-venv.sh"
@@ -24,12 +24,15 @@ for s in $STAGES; do
   case $s in
     lint) stage "ansible-lint" "$ROOT/scripts/run-lint.sh" ;;
     sanity) stage "ansible-test sanity" "$ROOT/scripts/run-sanity.sh" ;;
+    # Functions against captured fixtures, in process: fast.
     unit) stage "unit tests" python -m pytest -q tests/unit ;;
+    # The roles and playbooks run by ansible-playbook on local hosts (fake cluster, captured hosts).
+    playbook) stage "playbook tests" python -m pytest -q tests/playbook ;;
     # Against the cluster that KUBECONFIG names; each test says why it is skipped without one.
     integration) stage "integration tests" python -m pytest -m integration -rs tests/integration ;;
     package) stage "build and install" "$ROOT/scripts/run-package.sh" ;;
     molecule) stage "molecule" "$ROOT/scripts/run-molecule.sh" ;;
-    *) die "unknown stage '$s' (known: lint sanity unit integration package molecule)" ;;
+    *) die "unknown stage '$s' (known: lint sanity unit playbook integration package molecule)" ;;
   esac
 done
 print_stage_times

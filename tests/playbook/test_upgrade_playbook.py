@@ -26,7 +26,7 @@ import yaml
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import fake_kube as K
 
-from . import fleets as F
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 
 pytest.importorskip("kubernetes")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

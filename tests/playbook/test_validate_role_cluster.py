@@ -28,7 +28,7 @@ from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_http import JsonServer
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import OPERATOR_PODS, node
 
-from . import fleets as F
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 
 pytest.importorskip("kubernetes")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

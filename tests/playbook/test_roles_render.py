@@ -18,8 +18,8 @@ import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.gpu_node_label_patches import gpu_node_label_patches
 
-from . import fleets as F
-from . import validate
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import validate
 
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 # The operator path mixed and on k3s, the standalone path with time-slicing.

@@ -23,7 +23,7 @@ import yaml
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.cluster_fake import FakeCluster, node
 
-from . import fleets as F
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 
 pytest.importorskip("kubernetes")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
 LINK = os.path.join(COLLECTIONS, "ansible_collections", "gpufleet", "nvidia")
 

@@ -23,7 +23,7 @@ import yaml
 
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 
-from . import fleets as F
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 H200_ROOT = os.path.join(F.FIXTURES, "hosts", "ubuntu2404-h200-preinstalled", "root")
