@@ -11,10 +11,14 @@ replayed from a capture of a real host, without Ansible and without the host.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
+import stat
 import subprocess
+import tempfile
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 # Where binaries are looked for under host_root (plus the module's PATH when host_root is /).
@@ -51,18 +55,19 @@ def subprocess_runner(host_root: str = "/", timeout: int = 60):
     Never raises: a command that cannot start answers rc 127, one that times out rc 124.
     """
 
-    def run(argv):
+    def run(argv, env=None):
         cmd = list(argv)
         if host_root not in ("", "/"):
             cmd = ["chroot", host_root] + cmd
-        env = dict(os.environ)
-        env.update({"LC_ALL": "C", "LANG": "C"})
+        environ = dict(os.environ)
+        environ.update({"LC_ALL": "C", "LANG": "C"})
+        environ.update(env or {})
         try:
             proc = subprocess.run(  # noqa: S603 - fixed argv, no shell
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=env,
+                env=environ,
                 timeout=timeout,
                 check=False,
             )
@@ -86,17 +91,35 @@ class Host(object):
     inside ``root``, so an absolute link on the host does not escape into this machine's files.
     """
 
-    def __init__(self, root="/", runner=None, kernel_root=None, kernel_release=None, path_env=None):
+    def __init__(self, root="/", runner=None, kernel_root=None, kernel_release=None, path_env=None,
+                 dev_root="/", module=None, tmpdir=None, is_device_node=None):
         self.root = root or "/"
         # Commands run through `chroot root` when the host is mounted elsewhere; what talks to
         # the host's own daemons (systemctl) cannot work from there.
         self.chrooted = self.root != "/"
         self.kernel_root = kernel_root if kernel_root is not None else default_kernel_root(self.root)
+        # Device nodes are looked for under dev_root: a driver root mounted from a container
+        # (/run/nvidia/driver) holds the driver's files, not /dev.
+        self.dev_root = dev_root or "/"
         self.runner = runner if runner is not None else subprocess_runner(self.root)
         self._kernel_release = kernel_release
         if path_env is None and self.root == "/":
             path_env = os.environ.get("PATH", "")
         self.path_env = path_env or ""
+        # The AnsibleModule that writes (write, remove) and owns the temporary folder.
+        self.module = module
+        self._tmpdir = tmpdir
+        self.is_device_node = is_device_node or is_char_device
+
+    @classmethod
+    def for_module(cls, module, root="/", timeout=None, **kwargs):
+        """The host of ``module``: its commands through ``module.run_command`` when ``root`` is /."""
+        if (root or "/") == "/":
+            def runner(argv, env=None):
+                return module.run_command(list(argv), environ_update=dict(env or {}))
+        else:
+            runner = subprocess_runner(root, timeout or 60)
+        return cls(root, runner=runner, module=module, **kwargs)
 
     # --- paths ----------------------------------------------------------------------------
     def _join(self, base, path):
@@ -163,6 +186,65 @@ class Host(object):
     def readlink(self, path, kernel=False):
         return os.readlink(self.klocal(path) if kernel else self._join(self.root, path))
 
+    def isfile(self, path, kernel=False):
+        return os.path.isfile(self.klocal(path) if kernel else self.local(path))
+
+    def islink(self, path):
+        """True when ``path`` itself (not what it points to) is a symbolic link on the host."""
+        return os.path.islink(self._join(self.root, path))
+
+    def is_executable(self, path):
+        try:
+            mode = os.stat(self.local(path)).st_mode
+        except OSError:
+            return False
+        return stat.S_ISREG(mode) and bool(mode & 0o111)
+
+    def read(self, path, kernel=False):
+        """The text of a host file, or None when it does not exist; other errors are raised."""
+        try:
+            return self.read_text(path, kernel=kernel)
+        except FileNotFoundError:
+            return None
+        except (IOError, OSError) as exc:
+            if not self.exists(path, kernel=kernel):
+                return None
+            raise GpuFleetError("could not read %s: %s" % (path, exc), path=path)
+
+    def mtime(self, path):
+        """The host file's modification time, or None when it cannot be read."""
+        try:
+            return os.stat(self.local(path)).st_mtime
+        except (IOError, OSError):
+            return None
+
+    def names(self, path, kernel=False):
+        """The sorted names in a host folder; [] when it does not exist or cannot be read."""
+        try:
+            return self.listdir(path, kernel=kernel)
+        except (IOError, OSError):
+            return []
+
+    def glob(self, pattern):
+        """The host paths of the regular files matching ``pattern`` (a pattern in its last part only)."""
+        folder, name = posixpath.split(pattern)
+        return [posixpath.join(folder, n) for n in self.names(folder)
+                if fnmatch.fnmatchcase(n, name) and self.isfile(posixpath.join(folder, n))]
+
+    # --- devices --------------------------------------------------------------------------
+    def dlocal(self, path):
+        """The path on this machine of a host device node."""
+        return self._join(self.dev_root, path)
+
+    def device_exists(self, path):
+        return self.is_device_node(self.dlocal(path))
+
+    def read_dev_link(self, path):
+        try:
+            return os.readlink(self.dlocal(path))
+        except OSError:
+            return None
+
     # --- commands -------------------------------------------------------------------------
     def which(self, name, extra_dirs=()):
         """The host path of an executable ``name``, or None."""
@@ -174,13 +256,52 @@ class Host(object):
                 return candidate
         return None
 
-    def run(self, argv):
+    def run(self, argv, env=None):
+        """``(rc, stdout, stderr)`` of ``argv`` on the host; ``env`` adds environment variables."""
+        if env:
+            return self.runner(list(argv), env)
         return self.runner(list(argv))
 
     def kernel_release(self):
         if self._kernel_release is None:
             self._kernel_release = os.uname()[2]
         return self._kernel_release
+
+    # --- changes --------------------------------------------------------------------------
+    @property
+    def tmpdir(self):
+        """The temporary folder of this machine that a change builds its files in."""
+        if self._tmpdir is None:
+            self._tmpdir = self.module.tmpdir if self.module is not None else tempfile.gettempdir()
+        return self._tmpdir
+
+    @tmpdir.setter
+    def tmpdir(self, value):
+        self._tmpdir = value
+
+    def mkdtemp(self, prefix):
+        return tempfile.mkdtemp(prefix=prefix, dir=self.tmpdir)
+
+    def _writer(self, path):
+        if self.module is None:
+            raise GpuFleetError("%s: this host was opened without a module and cannot be changed" % path, path=path)
+        return self.module
+
+    def write(self, path, text, backup=False, mode=0o644):
+        """Replace a host file with ``text``, atomically; returns the backup's path or None."""
+        return safe_io.write_file(self._writer(path), self.local(path), text, backup=backup, mode=mode)
+
+    def remove(self, path, backup=False):
+        """Remove a host file if it exists; returns the backup's path or None."""
+        return safe_io.remove_file(self._writer(path), self._join(self.root, path), backup=backup)
+
+
+def is_char_device(path):
+    """True when ``path`` is a character device (not following a final symlink, as CDI does)."""
+    try:
+        return stat.S_ISCHR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def make_host(host_root="/", timeout=60):
