@@ -29,10 +29,20 @@ backend
 from __future__ import annotations
 
 import os
+import posixpath
 import re
+import shutil
 import time
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as core
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
+    MANAGED_BY,
+    choose_version,
+    lines,
+    run_checked,
+    sort_versions,
+    upstream_version,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -373,9 +383,9 @@ class Sources(object):
             paths.append((SOURCES_LIST, "oneline"))
         for name in system.glob_names(SOURCES_DIR):
             if name.endswith(".list"):
-                paths.append((core.join(SOURCES_DIR, name), "oneline"))
+                paths.append((posixpath.join(SOURCES_DIR, name), "oneline"))
             elif name.endswith(".sources"):
-                paths.append((core.join(SOURCES_DIR, name), "deb822"))
+                paths.append((posixpath.join(SOURCES_DIR, name), "deb822"))
         for path, fmt in paths:
             text = system.read(path)
             if text is None:
@@ -471,7 +481,7 @@ def parse_show_depends(text, branch):
         if version and depends:
             match = pattern.search(depends)
             if match:
-                found[version] = core.upstream_version(match.group(1).strip())
+                found[version] = upstream_version(match.group(1).strip())
     return found
 
 
@@ -488,7 +498,7 @@ def render_pin(packages, version, flavor):
         stanzas.append(
             "Explanation: %s: pinned with the NVIDIA driver %s (%s)\n"
             "Package: %s\nPin: version %s\nPin-Priority: 1001\n"
-            % (core.MANAGED_BY, version, flavor, " ".join(names), pkg_version)
+            % (MANAGED_BY, version, flavor, " ".join(names), pkg_version)
         )
     return "\n".join(stanzas)
 
@@ -499,7 +509,7 @@ def render_unattended(names, version):
         "// %s: unattended-upgrades never upgrades the NVIDIA driver %s, so that an\n"
         "// automatic upgrade cannot leave its libraries at another version than the loaded kernel module\n"
         "// ('driver/library version mismatch'). Change the version with the module, not with apt.\n"
-        "Unattended-Upgrade::Package-Blacklist {\n%s};\n" % (core.MANAGED_BY, version, body)
+        "Unattended-Upgrade::Package-Blacklist {\n%s};\n" % (MANAGED_BY, version, body)
     )
 
 
@@ -515,7 +525,7 @@ class AptBackend(object):
         self.os = os_facts
         self.kernel = kernel
         self.check_mode = check_mode
-        self.fabric_manager = fabric_manager or core.FabricManagerNeed("never", [])
+        self.fabric_manager = fabric_manager or fabric_manager.Need("never", [])
         self.fm_required = self.fabric_manager.required
         self.layout = layout_for(os_facts, kernel, fabric_manager=self.fm_required)
         self.name = self.layout.name
@@ -527,7 +537,7 @@ class AptBackend(object):
     # -- reading --------------------------------------------------------------------------------
 
     def read(self):
-        out = core.run_checked(self.system, DPKG_QUERY, "list the installed packages", ok=(0, 1))
+        out = run_checked(self.system, DPKG_QUERY, "list the installed packages", ok=(0, 1))
         return {
             "installed": parse_dpkg_query(out),
             "sources": Sources(self.system, self.suites, self.layout.components),
@@ -539,7 +549,7 @@ class AptBackend(object):
         newest = None
         for name in self.system.glob_names(LISTS_DIR):
             if "_Packages" in name:
-                mtime = self.system.mtime(core.join(LISTS_DIR, name)) or 0
+                mtime = self.system.mtime(posixpath.join(LISTS_DIR, name)) or 0
                 newest = mtime if newest is None or mtime > newest else newest
         if newest is None:
             return False
@@ -564,7 +574,7 @@ class AptBackend(object):
                 "-o", "APT::Sandbox::User=root",
                 "-o", "Acquire::Languages=none",
             ]
-            core.run_checked(
+            run_checked(
                 self.system,
                 ["apt-get"] + self.apt_options + ["update", "-q"],
                 "read %s through a temporary apt configuration with the components added (the host's "
@@ -582,10 +592,10 @@ class AptBackend(object):
                 % ", ".join(self.layout.components)
             )
         if self.params.get("update_cache", True) and not self.check_mode and not self._lists_fresh():
-            core.run_checked(self.system, ["apt-get", "update", "-q"], "update the apt lists")
+            run_checked(self.system, ["apt-get", "update", "-q"], "update the apt lists")
 
     def _apt(self, args, what):
-        return core.run_checked(self.system, ["apt-cache"] + self.apt_options + list(args), what)
+        return run_checked(self.system, ["apt-cache"] + self.apt_options + list(args), what)
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -596,7 +606,7 @@ class AptBackend(object):
             return self._plan_present(plan, current, declared, flavor)
         finally:
             if self.tmp:
-                core.ensure_tmp_clean(self.tmp)
+                shutil.rmtree(self.tmp, ignore_errors=True)
                 self.tmp = None
 
     def _old_versions(self, installed):
@@ -622,8 +632,8 @@ class AptBackend(object):
         # another branch or naming move to the driver's version when the archive has them there.
         fm_names, fm_other = [], []
         if self.fm_required:
-            fm_names = core.fabric_manager_packages(self.layout.fm_repository, branch)
-            fm_other = sorted(n for n in installed if core.FABRIC_MANAGER_FAMILY.match(n) and n not in fm_names)
+            fm_names = fabric_manager.packages(self.layout.fm_repository, branch)
+            fm_other = sorted(n for n in installed if fabric_manager.FAMILY.match(n) and n not in fm_names)
             names |= set(fm_names)
         # Packages of the installed driver this module did not choose (libnvidia-encode1, a desktop
         # metapackage...): carried along to the new version when the archive has it, else removed.
@@ -634,7 +644,7 @@ class AptBackend(object):
                 and not self.layout.family(name)
                 and name not in names
                 and name not in self.layout.companions
-                and not (self.fm_required and core.FABRIC_MANAGER_FAMILY.match(name))
+                and not (self.fm_required and fabric_manager.FAMILY.match(name))
             ):
                 extras[name] = self.layout.map_extra(name, branch)
         headers = self.layout.headers() if self.params.get("kernel_headers", True) else []
@@ -701,7 +711,7 @@ class AptBackend(object):
             if (
                 self.layout.family(name)
                 or self.layout.stale_module_package(name, want)
-                or (self.fm_required and core.FABRIC_MANAGER_FAMILY.match(name))
+                or (self.fm_required and fabric_manager.FAMILY.match(name))
             ):
                 removals.append(name)
         header_installs = self._plan_headers(madison, installed, headers, notes) if chosen_modules == "dkms" else {}
@@ -730,7 +740,7 @@ class AptBackend(object):
             plan.run("hold", ["apt-mark", "hold"] + hold, "hold the driver's packages")
         return {
             "version": version,
-            "available_versions": core.sort_versions(available),
+            "available_versions": sort_versions(available),
             "packages": dict(sorted(want.items())),
             "kernel_modules": chosen_modules,
             "pin_file": PIN_FILE,
@@ -763,7 +773,7 @@ class AptBackend(object):
             or n in self.layout.companions
             or i["version"] in old_versions
             or self.layout.stale_module_package(n, {})
-            or (self.fm_required and core.FABRIC_MANAGER_FAMILY.match(n))
+            or (self.fm_required and fabric_manager.FAMILY.match(n))
         )
         held = sorted(n for n in removals if installed[n]["held"])
         if held:
@@ -800,7 +810,7 @@ class AptBackend(object):
         return out
 
     def _fabric_manager_report(self, installed, want, install, removals):
-        family = core.FABRIC_MANAGER_FAMILY.match
+        family = fabric_manager.FAMILY.match
         return {
             "packages": dict((n, v) for n, v in want.items() if family(n)) if self.fm_required else {},
             "installed": dict((n, i["version"]) for n, i in installed.items() if family(n)),
@@ -835,20 +845,20 @@ class AptBackend(object):
                 )
             return available
         where = "%s (%s %s)" % (self.layout.fm_archive, self.os.get("id"), self.os.get("version_id"))
-        return core.fabric_manager_choice(self.fabric_manager, declared, available, fm_available, fm_names, where,
+        return fabric_manager.choice(self.fabric_manager, declared, available, fm_available, fm_names, where,
                                           notes)
 
     @staticmethod
     def _preferred_version(madison, name, version, prefer):
         """The package version of ``name`` at upstream ``version``: ``prefer`` (the driver's own) when it has it."""
-        candidates = [v for v in madison.get(name, []) if core.upstream_version(v) == version]
+        candidates = [v for v in madison.get(name, []) if upstream_version(v) == version]
         if not candidates:
             raise GpuFleetError("%s has no version %s in the repositories" % (name, version), package=name)
         return prefer if prefer in candidates else candidates[0]
 
     @staticmethod
     def _common_upstreams(madison, names):
-        sets = [set(core.upstream_version(v) for v in madison.get(name, [])) for name in names]
+        sets = [set(upstream_version(v) for v in madison.get(name, [])) for name in names]
         if not sets:
             return []
         common = sets[0]
@@ -859,7 +869,7 @@ class AptBackend(object):
     @staticmethod
     def _package_version(madison, name, version, required=True):
         for pkg_version in madison.get(name, []):
-            if core.upstream_version(pkg_version) == version:
+            if upstream_version(pkg_version) == version:
                 return pkg_version
         if required:
             raise GpuFleetError("%s has no version %s in the repositories" % (name, version), package=name)
@@ -867,7 +877,7 @@ class AptBackend(object):
 
     def _choose(self, declared, flavor, available, where):
         try:
-            return core.choose_version(declared, available, flavor, where)
+            return choose_version(declared, available, flavor, where)
         except GpuFleetError as exc:
             hint = ""
             if isinstance(self.layout, DebianLayout) and not available:
@@ -893,10 +903,10 @@ class AptBackend(object):
 
     def _ubuntu_modules(self, requested, declared, flavor, available, pkg, precompiled_driver, where):
         """Precompiled signed modules when they carry the chosen driver for this kernel, else DKMS."""
-        carried = core.sort_versions(precompiled_driver.values())
+        carried = sort_versions(precompiled_driver.values())
         usable = [v for v in carried if v in available and versions.matches(declared, v)]
         if requested in ("auto", "precompiled") and usable:
-            return "precompiled", core.sort_versions(usable)[-1]
+            return "precompiled", sort_versions(usable)[-1]
         if requested == "precompiled":
             raise GpuFleetError(
                 "nvidia_driver: kernel_modules precompiled: %s carries %s for the running kernel %s, not %s; use "
@@ -920,6 +930,6 @@ def package_diff(installed, want, removals, headers):
     return {
         "before_header": "packages",
         "after_header": "packages",
-        "before": core.lines(before),
-        "after": core.lines(after),
+        "before": lines(before),
+        "after": lines(after),
     }

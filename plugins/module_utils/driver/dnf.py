@@ -17,14 +17,24 @@ for a compute-only ("headless") node, ``nvidia-driver-cuda`` with ``kmod-nvidia-
 - on hosts that need NVIDIA's fabric manager (NVSwitches), installs and locks its packages from the
   same repository at exactly the driver's version (``nvidia-fabric-manager`` and
   ``libnvidia-nscq-<branch>`` before R580, ``nvidia-fabricmanager`` and ``libnvidia-nscq`` from
-  R580: :func:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.install.fabric_manager_packages`), and removes those of another branch or naming.
+  R580: :func:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.fabric_manager.packages`), and removes those of another branch or naming.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as core
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
+    MANAGED_BY,
+    choose_version,
+    command_line,
+    lines,
+    run_checked,
+    sort_versions,
+    upstream_version,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 REPO_DIR = "/etc/yum.repos.d"
@@ -45,7 +55,7 @@ COMMON = (
 DRIVER_RPMS = ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms"]
 STREAM_SUFFIX = {"proprietary": "dkms", "open": "open"}
 RPM_QF = "%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n"
-# rpm -qa patterns matching every name of core.FABRIC_MANAGER_FAMILY on RHEL.
+# rpm -qa patterns matching every name of fabric_manager.FAMILY on RHEL.
 FABRIC_MANAGER_GLOBS = ["nvidia-fabric*", "libnvidia-nscq*", "cuda-drivers-fabricmanager*"]
 
 _STREAM_ROW = re.compile(r"^nvidia-driver\s+(?P<stream>\S+)(?P<flags>(?:\s+\[[a-z]\])*)\s")
@@ -139,7 +149,7 @@ def render_repo(repo_id, baseurl):
     return (
         "# %s: NVIDIA's CUDA repository, for the NVIDIA driver.\n"
         "[%s]\nname=%s\nbaseurl=%s\nenabled=1\ngpgcheck=1\ngpgkey=%s/%s\n"
-        % (core.MANAGED_BY, repo_id, repo_id, baseurl, baseurl, GPG_KEY)
+        % (MANAGED_BY, repo_id, repo_id, baseurl, baseurl, GPG_KEY)
     )
 
 
@@ -148,7 +158,7 @@ class DnfBackend(object):
 
     def __init__(self, system, params, os_facts, kernel, check_mode=False, fabric_manager=None):
         self.system = system
-        self.fabric_manager = fabric_manager or core.FabricManagerNeed("never", [])
+        self.fabric_manager = fabric_manager or fabric_manager.Need("never", [])
         self.fm_required = self.fabric_manager.required
         self.params = params
         self.os = os_facts
@@ -158,7 +168,7 @@ class DnfBackend(object):
         self.arch = self._arch(kernel)
         self.baseurl = (params.get("cuda_repo_baseurl") or DEFAULT_BASEURL % {"major": self.major, "arch": self.arch}).rstrip("/")
         self.repo_id = "cuda-rhel%s-%s" % (self.major, self.arch)
-        self.repo_file = core.join(REPO_DIR, "cuda-rhel%s.repo" % self.major)
+        self.repo_file = posixpath.join(REPO_DIR, "cuda-rhel%s.repo" % self.major)
         self.repo_options = []
 
     @staticmethod
@@ -180,24 +190,24 @@ class DnfBackend(object):
         rc, out, err = self.system.run(argv)
         if rc < 0 or (rc > 0 and not out and "is not installed" not in out + err):
             raise GpuFleetError("could not list the installed packages: `%s` exited %s: %s"
-                                % (core.command_line(argv), rc, err.strip()))
+                                % (command_line(argv), rc, err.strip()))
         installed = parse_rpm_q(out)
         if self.fm_required:
             # every package of the fabric manager, whatever its branch or naming
-            installed.update(parse_rpm_q(core.run_checked(
+            installed.update(parse_rpm_q(run_checked(
                 self.system, ["rpm", "-qa", "--qf", RPM_QF] + FABRIC_MANAGER_GLOBS,
                 "list the installed fabric manager packages",
             )))
         texts = {}
         for name in self.system.glob_names(REPO_DIR):
             if name.endswith(".repo"):
-                texts[core.join(REPO_DIR, name)] = self.system.read(core.join(REPO_DIR, name)) or ""
+                texts[posixpath.join(REPO_DIR, name)] = self.system.read(posixpath.join(REPO_DIR, name)) or ""
         repos = parse_repo_files(texts)
         configured = [r for r in repos if r[3] and r[2] == self.baseurl]
         locks = {}
         if VERSIONLOCK_PLUGIN in installed:
             locks = parse_versionlock(
-                core.run_checked(self.system, ["dnf", "-q", "versionlock", "list"], "list the version locks")
+                run_checked(self.system, ["dnf", "-q", "versionlock", "list"], "list the version locks")
             )
         return {
             "installed": installed,
@@ -208,7 +218,7 @@ class DnfBackend(object):
         }
 
     def _dnf(self, args, what):
-        return core.run_checked(self.system, ["dnf", "-q"] + self.repo_options + list(args), what)
+        return run_checked(self.system, ["dnf", "-q"] + self.repo_options + list(args), what)
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -226,8 +236,8 @@ class DnfBackend(object):
         streams = parse_module_list(self._dnf(["module", "list", "nvidia-driver"], "list the nvidia-driver streams"))
         fm_names, fm_other = [], []
         if self.fm_required:
-            fm_names = core.fabric_manager_packages("cuda-rpm", declared.branch)
-            fm_other = sorted(n for n in installed if core.FABRIC_MANAGER_FAMILY.match(n) and n not in fm_names)
+            fm_names = fabric_manager.packages("cuda-rpm", declared.branch)
+            fm_other = sorted(n for n in installed if fabric_manager.FAMILY.match(n) and n not in fm_names)
         query = self._names() + fm_names + ["dkms", current["devel"]]
         available_pkgs = parse_repoquery(
             self._dnf(
@@ -239,7 +249,7 @@ class DnfBackend(object):
         names = sorted(set(COMMON) | {KERNEL_PACKAGES[flavor]})
         upstreams = None
         for name in names:
-            found = set(core.upstream_version(evr) for evr in available_pkgs.get(name, []))
+            found = set(upstream_version(evr) for evr in available_pkgs.get(name, []))
             upstreams = found if upstreams is None else upstreams & found
         available = sorted(upstreams or [])
         where = "NVIDIA's CUDA repository (%s)" % self.baseurl
@@ -247,12 +257,12 @@ class DnfBackend(object):
         if fm_names:
             fm_available = None
             for name in fm_names:
-                found = set(core.upstream_version(evr) for evr in available_pkgs.get(name, []))
+                found = set(upstream_version(evr) for evr in available_pkgs.get(name, []))
                 fm_available = found if fm_available is None else fm_available & found
-            choosable = core.fabric_manager_choice(self.fabric_manager, declared, available, sorted(fm_available),
+            choosable = fabric_manager.choice(self.fabric_manager, declared, available, sorted(fm_available),
                                                    fm_names, where, notes)
         try:
-            version = core.choose_version(declared, choosable, flavor, where)
+            version = choose_version(declared, choosable, flavor, where)
         except GpuFleetError as exc:
             raise GpuFleetError("nvidia_driver: " + exc.msg, **exc.details)
         stream = "%d-%s" % (declared.branch, STREAM_SUFFIX[flavor])
@@ -270,7 +280,7 @@ class DnfBackend(object):
             )
         want = {}
         for name in names + fm_names:
-            want[name] = next(evr for evr in available_pkgs[name] if core.upstream_version(evr) == version)
+            want[name] = next(evr for evr in available_pkgs[name] if upstream_version(evr) == version)
         other = [n for n in KERNEL_PACKAGES.values() if n != KERNEL_PACKAGES[flavor] and n in installed]
         install = dict((n, evr) for n, evr in want.items() if installed.get(n) != evr)
         if self.params.get("kernel_headers", True) and current["devel"] not in installed:
@@ -312,7 +322,7 @@ class DnfBackend(object):
                      "lock the driver's packages at their versions")
         return {
             "version": version,
-            "available_versions": core.sort_versions(available),
+            "available_versions": sort_versions(available),
             "packages": dict(sorted(want.items())),
             "kernel_modules": "dkms",
             "stream": stream,
@@ -332,7 +342,7 @@ class DnfBackend(object):
         installed = current["installed"]
         names = set(self._names())
         if self.fm_required:
-            names |= set(n for n in installed if core.FABRIC_MANAGER_FAMILY.match(n))
+            names |= set(n for n in installed if fabric_manager.FAMILY.match(n))
         ours = sorted(n for n in names if n in installed)
         locked = sorted(n for n in current["locks"] if n in names)
         if locked:
@@ -354,7 +364,7 @@ class DnfBackend(object):
         }
 
     def _fabric_manager_report(self, installed, want, install, removals):
-        family = core.FABRIC_MANAGER_FAMILY.match
+        family = fabric_manager.FAMILY.match
         return {
             "packages": dict((n, v) for n, v in want.items() if family(n)),
             "installed": dict((n, v) for n, v in installed.items() if family(n)),
@@ -369,5 +379,5 @@ class DnfBackend(object):
         after = sorted("%s-%s (locked)" % item for item in want.items())
         if before == after:
             return None
-        return {"before_header": "packages", "after_header": "packages", "before": core.lines(before),
-                "after": core.lines(after)}
+        return {"before_header": "packages", "after_header": "packages", "before": lines(before),
+                "after": lines(after)}

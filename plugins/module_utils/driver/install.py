@@ -14,31 +14,36 @@ the repositories do not carry, fails while reading, listing the versions that ar
 drifted from the declared one.
 
 Hosts whose GPUs are joined by NVSwitches also need NVIDIA's fabric manager at exactly the
-driver's version (:class:`FabricManagerNeed` says whether this host does, from the NVSwitches in
-sysfs); the backends add its packages to the driver's set, pinned and held with it, and
-:func:`plan_fabric_manager_service` enables and starts its service where systemd runs.
+driver's version (:mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.fabric_manager`
+says whether this host does, from the NVSwitches in sysfs); the backends add its packages to the
+driver's set, pinned and held with it, and its service is enabled and started where systemd runs.
 """
 
 from __future__ import annotations
 
 import os
-import posixpath
 import re
-import shutil
 import tempfile
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
+    MANAGED_BY,
+    command_line,
+    tail,
+    upstream_version,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight import (  # the GPU rules, shared
     _needs_open,
     _pre_turing,
     installed_driver_flavor,
     installed_driver_version,
 )
-
-MANAGED_BY = "Managed by gpufleet.nvidia.nvidia_driver"
 
 # The module's options (plugins/modules/nvidia_driver.py documents them).
 ARGUMENT_SPEC = dict(
@@ -146,36 +151,6 @@ class System(common_host.Host):
             handle.write(content)
 
 
-def command_line(argv):
-    """An argv as a shell would show it, for plans and messages."""
-    out = []
-    for arg in argv:
-        if arg == "" or re.search(r"[^A-Za-z0-9_./:=+@%,~-]", arg):
-            out.append("'%s'" % arg.replace("'", "'\"'\"'"))
-        else:
-            out.append(arg)
-    return " ".join(out)
-
-
-def run_checked(system, argv, what, env=None, ok=(0,)):
-    """Run a read-only command and return its stdout; raise GpuFleetError when it fails."""
-    rc, out, err = system.run(argv, env=env)
-    if rc not in ok:
-        raise GpuFleetError(
-            "could not %s: `%s` exited %s: %s"
-            % (what, command_line(argv), rc, _tail(err) or _tail(out) or "no output"),
-            command=list(argv),
-            rc=rc,
-            stderr=err,
-        )
-    return out
-
-
-def _tail(text, lines=6):
-    kept = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return " / ".join(kept[-lines:])
-
-
 # --- the plan ---------------------------------------------------------------------------------
 
 
@@ -257,7 +232,7 @@ class Executor(object):
                         % (
                             command_line(action["argv"]),
                             rc,
-                            _tail(err, 10) or _tail(out, 10) or "no output",
+                            tail(err, 10) or tail(out, 10) or "no output",
                             "; done before it: %s" % "; ".join(done) if done else "; nothing had been changed yet",
                         ),
                         command=action["argv"],
@@ -443,299 +418,6 @@ def resolve_flavor(system, requested, declared):
     )
 
 
-# --- fabric manager ---------------------------------------------------------------------------
-
-FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
-# Every package of NVIDIA's fabric manager and of its NVSwitch library, whatever the repository
-# and branch names them: nvidia-fabricmanager[-dev][-<branch>] (apt), nvidia-fabric-manager[-devel]
-# and nvidia-fabricmanager[-devel] (rpm), libnvidia-nscq[-<branch>], and NVIDIA's
-# cuda-drivers-fabricmanager[-<branch>] metapackages (which pull NVIDIA's whole driver in).
-FABRIC_MANAGER_FAMILY = re.compile(
-    r"^(nvidia-fabricmanager|nvidia-fabric-manager|libnvidia-nscq|cuda-drivers-fabricmanager)(-dev|-devel)?(-\d+)?$"
-)
-# NVIDIA renamed the fabric manager's packages in its CUDA repositories at R580 (no branch in the
-# name from there on).
-FABRIC_MANAGER_UNBRANCHED_FROM = 580
-# `systemctl is-enabled` answers that start the unit at boot.
-SERVICE_ENABLED = ("enabled", "static", "generated")
-
-
-def fabric_manager_packages(repository, branch):
-    """The packages of the fabric manager of driver ``branch`` as ``repository`` names them.
-
-    The fabric manager (``nv-fabricmanager``) and the NVSwitch Configuration and Query library
-    (NSCQ) go together, both at exactly the driver's version: NVIDIA's RHEL module streams install
-    the two with their ``fm`` profile (NVIDIA/yum-packaging-fabric-manager and
-    NVIDIA/yum-packaging-libnvidia-nscq, README: "the version of ... must match the NVIDIA driver
-    installed"; DCGM reads the NVSwitches through NSCQ), and NVIDIA's driver container installs
-    both on NVSwitch hosts (NVIDIA/gpu-driver-container, ``fabricmanager_install`` and
-    ``nscq_install``).
-
-    - ``ubuntu``: Canonical's archive (``multiverse``, source packages ``fabric-manager-<branch>``
-      and ``libnvidia-nscq-<branch>``, packages.ubuntu.com for jammy and noble): always
-      ``nvidia-fabricmanager-<branch>`` and ``libnvidia-nscq-<branch>``, 580 and 590 included.
-    - ``cuda-apt``: NVIDIA's CUDA repository for Debian and Ubuntu:
-      ``nvidia-fabricmanager-<branch>`` and ``libnvidia-nscq-<branch>`` (version
-      ``<driver>-1``) before R580, plain ``nvidia-fabricmanager`` and ``libnvidia-nscq`` from R580
-      (NVIDIA/gpu-driver-container ``ubuntu22.04/install.sh``; its pull request #451 quotes apt:
-      "Package nvidia-fabricmanager-580 is a virtual package provided by: nvidia-fabricmanager
-      580.65.06-1").
-    - ``cuda-rpm``: NVIDIA's CUDA repository for RHEL: ``nvidia-fabric-manager`` and
-      ``libnvidia-nscq-<branch>`` before R580, ``nvidia-fabricmanager`` and ``libnvidia-nscq``
-      from R580 (NVIDIA/gpu-driver-container ``rhel9/install.sh`` and ``rhel8/install.sh``).
-    """
-    if repository == "ubuntu":
-        return ["libnvidia-nscq-%d" % branch, "nvidia-fabricmanager-%d" % branch]
-    if branch >= FABRIC_MANAGER_UNBRANCHED_FROM:
-        return ["libnvidia-nscq", "nvidia-fabricmanager"]
-    if repository == "cuda-rpm":
-        return ["libnvidia-nscq-%d" % branch, "nvidia-fabric-manager"]
-    return ["libnvidia-nscq-%d" % branch, "nvidia-fabricmanager-%d" % branch]
-
-
-def _nvswitches(count):
-    return "%d NVSwitch%s" % (count, "" if count == 1 else "es")
-
-
-class FabricManagerNeed(object):
-    """Whether this run manages NVIDIA's fabric manager (``required``), and why (``reason``).
-
-    ``mode`` is the module's ``fabric_manager`` option: ``auto`` wherever the host has NVSwitches,
-    ``always``, or ``never``. ``nvswitches`` are the bus ids of the NVSwitches in sysfs.
-    """
-
-    def __init__(self, mode, nvswitches):
-        self.mode = mode or "auto"
-        self.nvswitches = list(nvswitches or ())
-        self.required = self.mode == "always" or (self.mode == "auto" and bool(self.nvswitches))
-
-    @property
-    def reason(self):
-        count = len(self.nvswitches)
-        if self.mode in ("always", "never"):
-            return "fabric_manager is %s%s" % (self.mode, " (the host has %s)" % _nvswitches(count) if count else "")
-        if count:
-            return "this host has %s" % _nvswitches(count)
-        return "no NVSwitch on this host"
-
-
-def read_fabric_manager_need(system, mode):
-    """The need of this host, its NVSwitches read from sysfs as gpu_facts reads them."""
-    dummy, nvswitches = gpu_facts.gather_pci(system, gpu_facts.Probes())
-    return FabricManagerNeed(mode, nvswitches)
-
-
-def fabric_manager_choice(need, declared, available, fm_available, names, where, notes):
-    """The driver versions to choose from when the fabric manager is needed: those it exists at.
-
-    ``available`` are the driver's versions, ``fm_available`` the fabric manager's (upstream
-    versions). Without a driver version that ``declared`` names, ``available`` is returned as it
-    is (the usual "not available" error follows); with some, but none with a fabric manager at
-    the same version, this fails before any change.
-    """
-    matching = [v for v in available if versions.try_parse_driver_version(v) and versions.matches(declared, v)]
-    if not matching:
-        return available
-    with_fm = [v for v in matching if v in fm_available]
-    if not with_fm:
-        raise GpuFleetError(
-            "nvidia_driver: fabric_manager: %s, and NVIDIA's fabric manager must run at exactly the driver's "
-            "version, but %s has no %s at %s (%s); choose a driver version that has one, or set fabric_manager to "
-            "never to install the driver alone"
-            % (
-                need.reason,
-                where,
-                " / ".join(names),
-                ", ".join(sort_versions(matching)),
-                "fabric manager versions there: %s" % ", ".join(sort_versions(fm_available))
-                if fm_available
-                else "no version of it at all",
-            ),
-            fabric_manager_packages=list(names),
-            fabric_manager_versions=sort_versions(fm_available),
-            available_versions=sort_versions(matching),
-        )
-    newest, newest_with_fm = sort_versions(matching)[-1], sort_versions(with_fm)[-1]
-    if newest != newest_with_fm:
-        notes.append(
-            "fabric manager: %s has no %s at %s; %s is the newest release of %s with one"
-            % (where, " / ".join(names), newest, newest_with_fm, declared)
-        )
-    return [v for v in available if v in fm_available]
-
-
-def fabric_manager_installed_version(installed):
-    """The upstream version of the fabric manager among ``{package: version}``, or None."""
-    for name in sorted(installed):
-        if FABRIC_MANAGER_FAMILY.match(name) and "fabric" in name and "-dev" not in name and "cuda-drivers" not in name:
-            return upstream_version(installed[name])
-    return None
-
-
-def read_fabric_manager_service(system, container):
-    """``{'name', 'managed', 'enabled', 'active', 'detail'}`` of the nvidia-fabricmanager unit.
-
-    ``managed`` is False, with the reason in ``detail``, where no systemd runs the host's
-    services: a container, a host booted without systemd, no systemctl.
-    """
-    service = {"name": FABRIC_MANAGER_UNIT, "managed": False, "enabled": None, "active": None, "detail": None}
-    if container:
-        service["detail"] = (
-            "this is a %s container, where no systemd runs the host's services: enable and start %s on the host"
-            % (container, FABRIC_MANAGER_UNIT)
-        )
-        return service
-    if not system.isdir("/run/systemd/system"):
-        service["detail"] = (
-            "systemd is not running on this host (no /run/systemd/system): start %s with the host's init system"
-            % FABRIC_MANAGER_UNIT
-        )
-        return service
-    if system.which("systemctl") is None:
-        service["detail"] = "systemctl is not installed: start %s with the host's init system" % FABRIC_MANAGER_UNIT
-        return service
-    enabled = _systemctl(system, "is-enabled")
-    active = _systemctl(system, "is-active")
-    service.update(managed=True, enabled=enabled, active=active, detail="%s, %s" % (enabled, active))
-    return service
-
-
-def _systemctl(system, verb):
-    rc, out, err = system.run(["systemctl", verb, FABRIC_MANAGER_UNIT])
-    first = next((line.strip() for line in (out or "").splitlines() if line.strip()), "")
-    if first:
-        return first
-    if "No such file" in (err or "") or "not found" in (err or "").lower():
-        return "not-found"
-    if rc:
-        return "unknown"
-    return "enabled" if verb == "is-enabled" else "active"
-
-
-def plan_fabric_manager_service(plan, service, moved, kmod_state, kmod_reason, version):
-    """Enable (and, with the driver of its version loaded, start) nvidia-fabricmanager. Returns the verbs."""
-    if not service["managed"]:
-        plan.note("%s is not enabled or started by this module: %s" % (FABRIC_MANAGER_UNIT, service["detail"]))
-        return []
-    verbs = []
-    if service["enabled"] not in SERVICE_ENABLED:
-        plan.run("fabric-manager", ["systemctl", "enable", FABRIC_MANAGER_UNIT], "start the fabric manager at every boot")
-        verbs.append("enable")
-    if kmod_state == "current":
-        if service["active"] != "active":
-            plan.run("fabric-manager", ["systemctl", "start", FABRIC_MANAGER_UNIT],
-                     "start the fabric manager: the driver %s is loaded" % version)
-            verbs.append("start")
-        elif moved:
-            plan.run("fabric-manager", ["systemctl", "restart", FABRIC_MANAGER_UNIT],
-                     "run the fabric manager at its new version")
-            verbs.append("restart")
-    elif service["active"] != "active" or moved:
-        # The fabric manager compares its version with the loaded driver's when it starts and
-        # exits when they differ: started now, it would fail.
-        plan.note(
-            "%s starts at the next boot, with the driver %s loaded (it refuses to run with a driver of another "
-            "version; now: %s)" % (FABRIC_MANAGER_UNIT, version, kmod_reason)
-        )
-    return verbs
-
-
-def fabric_manager_report(need, fm, service, verbs, version, check_mode, state):
-    """The ``fabric_manager`` return value of the package method."""
-    fm = fm or {}
-    installed = fm.get("installed") or {}
-    packages = fm.get("packages") or {}
-    actions = []
-    if fm.get("remove"):
-        actions.append("remove")
-    if fm.get("install"):
-        moved = [n for n in fm["install"] if n in installed]
-        actions.append("update" if moved and len(moved) == len(fm["install"]) else "install")
-    actions += verbs
-    report = {
-        "mode": need.mode,
-        "required": need.required,
-        "reason": need.reason,
-        "nvswitch_count": len(need.nvswitches),
-        "packages": dict(sorted(packages.items())),
-        "installed_version": fabric_manager_installed_version(installed),
-        "wanted_version": version if need.required and state == "present" else None,
-        "service": service,
-        "action": ", ".join(actions) or "none",
-    }
-    report["detail"] = _fabric_manager_detail(report, check_mode, state)
-    return report
-
-
-def _fabric_manager_detail(report, check_mode, state):
-    if not report["required"]:
-        if report["mode"] == "never" and report["nvswitch_count"]:
-            return (
-                "fabric_manager is never: not managed, although the host has %s (CUDA fails on its GPUs until a "
-                "fabric manager of the driver's version runs)" % _nvswitches(report["nvswitch_count"])
-            )
-        return "%s: not managed%s" % (
-            report["reason"],
-            " (fabric manager %s installed)" % report["installed_version"]
-            if report["installed_version"]
-            else "",
-        )
-    would = "would be " if check_mode else ""
-    if state == "absent":
-        if report["action"] == "none":
-            return "%s: no fabric manager installed" % report["reason"]
-        return "%s: the fabric manager's packages %sremoved with the driver" % (report["reason"], would)
-    done = {"install": "installed and pinned", "update": "moved and pinned", "enable": "enabled",
-            "start": "started", "restart": "restarted"}
-    steps = [done[a] for a in report["action"].split(", ") if a in done]
-    service = report["service"] or {}
-    if steps:
-        text = "fabric manager %s %s%s" % (report["wanted_version"], would, ", ".join(steps))
-    else:
-        text = "fabric manager %s installed and pinned, nothing to change" % report["wanted_version"]
-    if service.get("managed"):
-        text += " (%s now %s)" % (service["name"], service["detail"])
-        if service.get("active") != "active" and not set(report["action"].split(", ")) & {"start", "restart"}:
-            text += "; it starts at the next boot, with the driver of its version loaded"
-    else:
-        text += "; %s not managed: %s" % (service.get("name", FABRIC_MANAGER_UNIT), service.get("detail"))
-    return "%s: %s" % (report["reason"], text)
-
-
-# --- versions ---------------------------------------------------------------------------------
-
-
-def upstream_version(package_version):
-    """``535.261.03`` of a package version ``535.261.03-1``, ``3:580.95.05-1.el9`` or ``580.95.05-0ubuntu1``."""
-    text = package_version.split(":", 1)[1] if ":" in package_version else package_version
-    return text.split("-", 1)[0]
-
-
-def sort_versions(items):
-    """Driver versions (strings) sorted oldest first; those that do not parse go last."""
-
-    def key(text):
-        parsed = versions.try_parse_driver_version(text)
-        return (0, parsed.key()) if parsed else (1, (text,))
-
-    return sorted(set(items), key=key)
-
-
-def choose_version(requested, available, flavor, where):
-    """The newest of ``available`` (upstream versions) that ``requested`` names; or fail listing them."""
-    matching = [v for v in available if versions.try_parse_driver_version(v) and versions.matches(requested, v)]
-    if matching:
-        return sort_versions(matching)[-1]
-    listed = ", ".join(sort_versions(available)) or "none"
-    raise GpuFleetError(
-        "version %s (%s) is not available from %s; available: %s"
-        % (requested, flavor, where, listed),
-        version=str(requested),
-        flavor=flavor,
-        available_versions=sort_versions(available),
-    )
-
-
 # --- nouveau and the initramfs ----------------------------------------------------------------
 
 
@@ -775,10 +457,6 @@ def _initramfs_tool(family, kernel):
 
 
 # --- diff -------------------------------------------------------------------------------------
-
-
-def lines(items):
-    return "".join("%s\n" % item for item in items)
 
 
 def build_diff(plan, package_diff):
@@ -839,9 +517,9 @@ def verify_preinstalled(system, params, os_facts, container):
             drift.append("version %s, declared %s" % (version, declared))
     if params.get("flavor") in ("open", "proprietary") and flavor and flavor != params["flavor"]:
         drift.append("flavour %s, declared %s" % (flavor, params["flavor"]))
-    need = read_fabric_manager_need(system, params.get("fabric_manager") or "auto")
+    need = fabric_manager.read_need(system, params.get("fabric_manager") or "auto")
     notes = []
-    fabric_manager = verify_fabric_manager(system, need, dpkg, version, container, drift, notes)
+    fm_report = fabric_manager.verify(system, need, dpkg, version, container, drift, notes)
     kmod = read_kernel_module(system)
     mstate, reboot, reason = module_state(kmod, str(version) if version else None, container)
     if kmod["loaded"] and kmod["installed_version"] and kmod["loaded_version"] != kmod["installed_version"]:
@@ -877,67 +555,8 @@ def verify_preinstalled(system, params, os_facts, container):
         "container": container,
         "plan": [],
         "notes": notes,
-        "fabric_manager": fabric_manager,
+        "fabric_manager": fm_report,
     }
-
-
-def verify_fabric_manager(system, need, dpkg, version, container, drift, notes):
-    """The pre-installed fabric manager against the driver; what differs goes to ``drift``.
-
-    Needed (NVSwitches, or fabric_manager always): installed, at exactly the driver's version
-    (the loaded module's, else the installed one's), its service enabled and running where
-    systemd runs. Never changes anything.
-    """
-    report = {
-        "mode": need.mode,
-        "required": need.required,
-        "reason": need.reason,
-        "nvswitch_count": len(need.nvswitches),
-        "packages": {},
-        "installed_version": None,
-        "wanted_version": str(version) if version and need.required else None,
-        "service": None,
-        "action": "none",
-    }
-    if not need.required:
-        if need.nvswitches and need.mode == "never":
-            notes.append("fabric_manager is never: the fabric manager was not checked, although the host has %s"
-                         % _nvswitches(len(need.nvswitches)))
-        report["detail"] = "%s: not checked" % need.reason
-        return report
-    report["action"] = "verify"
-    facts = gpu_facts.gather_fabric_manager(system, gpu_facts.Probes(), dpkg, len(need.nvswitches))
-    report["installed_version"] = facts["version"]
-    if facts["package"]:
-        report["packages"] = {facts["package"]: (dpkg or {}).get(facts["package"])}
-    found = []
-    if not facts["installed"]:
-        found.append("fabric manager not installed (%s; CUDA fails on its GPUs until one of the driver's version "
-                     "runs)" % need.reason)
-    elif facts["version"] is None:
-        found.append("fabric manager installed (%s) but its version could not be read" % (facts["path"] or facts["package"]))
-    elif version is not None and versions.try_parse_driver_version(facts["version"]) != version:
-        found.append("fabric manager %s, the driver %s (they must be the same version)" % (facts["version"], version))
-    if facts["installed"]:
-        service = read_fabric_manager_service(system, container)
-        report["service"] = service
-        if not service["managed"]:
-            notes.append("%s not checked: %s" % (FABRIC_MANAGER_UNIT, service["detail"]))
-        else:
-            if service["active"] != "active":
-                found.append("fabric manager service %s is %s" % (FABRIC_MANAGER_UNIT, service["active"]))
-            if service["enabled"] not in SERVICE_ENABLED:
-                found.append("fabric manager service %s is %s (it does not start at boot)"
-                             % (FABRIC_MANAGER_UNIT, service["enabled"]))
-    drift.extend(found)
-    report["detail"] = "%s: %s" % (
-        need.reason,
-        "; ".join(found) if found else "fabric manager %s at the driver's version%s" % (
-            facts["version"],
-            ", %s %s" % (FABRIC_MANAGER_UNIT, report["service"]["detail"]) if report["service"]["managed"] else "",
-        ),
-    )
-    return report
 
 
 def packaged_driver(system):
@@ -948,8 +567,6 @@ def packaged_driver(system):
     libraries' package the version.
     """
     if system.which("dpkg-query"):
-        from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
-
         rc, out, dummy = system.run(driver_apt.DPKG_QUERY)
         installed = driver_apt.parse_dpkg_query(out) if rc in (0, 1) else {}
         names = sorted(installed)
@@ -967,8 +584,6 @@ def packaged_driver(system):
             "flavor": flavor,
         }
     if system.which("rpm"):
-        from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
-
         rc, out, dummy = system.run(["rpm", "-q", "--qf", driver_dnf.RPM_QF] + driver_dnf.DRIVER_RPMS)
         installed = driver_dnf.parse_rpm_q(out)
         if not installed:
@@ -994,13 +609,9 @@ def _os_summary(os_facts):
 
 
 def backend_for(os_facts):
-    """The backend module for the OS (imported here to keep the core free of both)."""
+    """The backend of the OS family: apt for Debian and Ubuntu, dnf for the RHEL family."""
     if os_facts.get("family") == "debian":
-        from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
-
         return driver_apt.AptBackend
-    from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
-
     return driver_dnf.DnfBackend
 
 
@@ -1045,7 +656,7 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
     if params["state"] == "present":
         flavor, flavor_reason = resolve_flavor(system, params.get("flavor") or "auto", declared)
 
-    need = read_fabric_manager_need(system, params.get("fabric_manager") or "auto")
+    need = fabric_manager.read_need(system, params.get("fabric_manager") or "auto")
     backend = backend_for(os_facts)(system, params, os_facts, kernel, check_mode, fabric_manager=need)
     current = backend.read()
     plan = Plan()
@@ -1056,29 +667,23 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
     fm = desired.get("fabric_manager") or {}
     service, verbs = None, []
     if need.required and params["state"] == "present":
-        service = read_fabric_manager_service(system, container)
-        if service["enabled"] == "masked":
-            raise GpuFleetError(
-                "nvidia_driver: fabric_manager: %s, and %s is masked, so it could never start; unmask it "
-                "(systemctl unmask %s) or set fabric_manager to never" % (need.reason, FABRIC_MANAGER_UNIT,
-                                                                          FABRIC_MANAGER_UNIT),
-                service=service,
-            )
+        service = fabric_manager.read_service(system, container)
+        fabric_manager.check_not_masked(need, service)
         loaded_state, dummy, loaded_reason = module_state(read_kernel_module(system), desired.get("version"), container)
-        verbs = plan_fabric_manager_service(
+        verbs = fabric_manager.plan_service(
             plan, service, bool(fm.get("install")), loaded_state, loaded_reason, desired.get("version")
         )
     elif need.nvswitches and need.mode == "never":
         plan.note(
             "fabric_manager is never: the fabric manager is not installed or checked, although the host has %s "
-            "(CUDA fails on its GPUs until a fabric manager of the driver's version runs)" % _nvswitches(len(need.nvswitches))
+            "(CUDA fails on its GPUs until a fabric manager of the driver's version runs)" % fabric_manager.nvswitches(len(need.nvswitches))
         )
     changed = bool(plan)
     done = []
     if changed and not check_mode:
         done = Executor(system, writer).execute(plan)
         if verbs:
-            service = _check_fabric_manager_started(system, container, verbs, done)
+            service = fabric_manager.check_started(system, container, verbs, done)
 
     # against the desired version: in check mode, what the host would need once the plan ran
     kmod = read_kernel_module(system)
@@ -1111,7 +716,7 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
         "notes": notes,
         "drift": False,
         "drift_detail": [],
-        "fabric_manager": fabric_manager_report(
+        "fabric_manager": fabric_manager.package_report(
             need, fm, service, verbs, desired.get("version"), check_mode, params["state"]
         ),
     }
@@ -1139,29 +744,3 @@ def _message(result, check_mode):
     if result["reboot_required"]:
         head += "; reboot required: %s" % result["reboot_reason"]
     return head
-
-
-def _check_fabric_manager_started(system, container, verbs, done):
-    """The service after the run; fail when a start or restart did not leave it running."""
-    service = read_fabric_manager_service(system, container)
-    if ("start" in verbs or "restart" in verbs) and service["active"] != "active":
-        raise GpuFleetError(
-            "nvidia_driver: %s is %s after `systemctl %s %s` (the fabric manager exits when the loaded driver is "
-            "not its version, or when it cannot configure the NVSwitches): see `journalctl -u %s`; done: %s"
-            % (FABRIC_MANAGER_UNIT, service["active"], "restart" if "restart" in verbs else "start",
-               FABRIC_MANAGER_UNIT, FABRIC_MANAGER_UNIT, "; ".join(done)),
-            service=service,
-            done=done,
-        )
-    return service
-
-
-# --- helpers shared by the backends -----------------------------------------------------------
-
-
-def ensure_tmp_clean(path):
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def join(*parts):
-    return posixpath.join(*parts)

@@ -26,6 +26,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 
@@ -655,7 +656,7 @@ DEBIAN_FM_MESSAGE = (
     ],
 )
 def test_fabric_manager_package_names(names, expected):
-    assert driver.fabric_manager_packages(*names) == expected
+    assert fabric_manager.packages(*names) == expected
 
 
 @pytest.mark.parametrize(
@@ -668,7 +669,7 @@ def test_fabric_manager_package_names(names, expected):
     ],
 )
 def test_fabric_manager_family(name, family):
-    assert bool(driver.FABRIC_MANAGER_FAMILY.match(name)) is family
+    assert bool(fabric_manager.FAMILY.match(name)) is family
 
 
 @pytest.mark.parametrize(
@@ -681,13 +682,13 @@ def test_fabric_manager_family(name, family):
     ],
 )
 def test_fabric_manager_need(mode, nvswitches, required, reason):
-    need = driver.FabricManagerNeed(mode, nvswitches)
+    need = fabric_manager.Need(mode, nvswitches)
     assert (need.required, need.reason) == (required, reason)
 
 
 def test_nvswitches_are_read_from_sysfs(tmp_path):
     replay = Replay(D12_INSTALLED, tmp_path).add_nvswitches()
-    need = driver.read_fabric_manager_need(replay.system(), "auto")
+    need = fabric_manager.read_need(replay.system(), "auto")
     assert need.nvswitches == ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0", "0000:08:00.0"]
     assert need.required is True
     assert replay.calls == []  # sysfs only, no command

@@ -1,0 +1,90 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The driver's packages as the orchestrator and both package backends handle them.
+
+Their versions (``535.261.03`` out of ``535.261.03-1`` or ``3:580.95.05-1.el9``, sorted and
+chosen), the read-only commands that list them (run, and shown as a shell would show them), the
+lines of a package diff, and the mark of every file the module writes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+
+MANAGED_BY = "Managed by gpufleet.nvidia.nvidia_driver"
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def command_line(argv):
+    """An argv as a shell would show it, for plans and messages."""
+    out = []
+    for arg in argv:
+        if arg == "" or re.search(r"[^A-Za-z0-9_./:=+@%,~-]", arg):
+            out.append("'%s'" % arg.replace("'", "'\"'\"'"))
+        else:
+            out.append(arg)
+    return " ".join(out)
+
+
+def run_checked(host, argv, what, env=None, ok=(0,)):
+    """Run a read-only command and return its stdout; raise GpuFleetError when it fails."""
+    rc, out, err = host.run(argv, env=env)
+    if rc not in ok:
+        raise GpuFleetError(
+            "could not %s: `%s` exited %s: %s"
+            % (what, command_line(argv), rc, tail(err) or tail(out) or "no output"),
+            command=list(argv),
+            rc=rc,
+            stderr=err,
+        )
+    return out
+
+
+def tail(text, count=6):
+    """The last ``count`` non-empty lines of a command's output, joined for a message."""
+    kept = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return " / ".join(kept[-count:])
+
+
+# --- versions ---------------------------------------------------------------------------------
+
+
+def upstream_version(package_version):
+    """``535.261.03`` of a package version ``535.261.03-1``, ``3:580.95.05-1.el9`` or ``580.95.05-0ubuntu1``."""
+    text = package_version.split(":", 1)[1] if ":" in package_version else package_version
+    return text.split("-", 1)[0]
+
+
+def sort_versions(items):
+    """Driver versions (strings) sorted oldest first; those that do not parse go last."""
+
+    def key(text):
+        parsed = versions.try_parse_driver_version(text)
+        return (0, parsed.key()) if parsed else (1, (text,))
+
+    return sorted(set(items), key=key)
+
+
+def choose_version(requested, available, flavor, where):
+    """The newest of ``available`` (upstream versions) that ``requested`` names; or fail listing them."""
+    matching = [v for v in available if versions.try_parse_driver_version(v) and versions.matches(requested, v)]
+    if matching:
+        return sort_versions(matching)[-1]
+    listed = ", ".join(sort_versions(available)) or "none"
+    raise GpuFleetError(
+        "version %s (%s) is not available from %s; available: %s"
+        % (requested, flavor, where, listed),
+        version=str(requested),
+        flavor=flavor,
+        available_versions=sort_versions(available),
+    )
+
+
+def lines(items):
+    """The lines of a package diff: one item a line."""
+    return "".join("%s\n" % item for item in items)
