@@ -16,15 +16,11 @@ import tempfile
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import argspec
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
 
 RENDER = {"json": fleet_report.to_json, "html": fleet_report.render_html}
-ARGUMENT_SPEC = dict(
-    report=dict(type="dict", required=True),
-    path=dict(type="path", required=True),
-    formats=dict(type="list", elements="str", choices=sorted(RENDER), default=["json", "html"]),
-    mode=dict(type="str", default="0644"),
-)
+ARGUMENT_SPEC = argspec.from_stub(__file__)  # the options documented in plugins/modules/fleet_report_files.py
 
 
 def write_report_files(report, path, formats, mode=0o644):

@@ -21,14 +21,13 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import argspec
+
 COLLECTION = "gpufleet.nvidia"
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 # Where Ansible looks for a role's argument specs, in its order.
 SPEC_FILES = ("argument_specs.yml", "argument_specs.yaml", "main.yml", "main.yaml")
-ARGUMENT_SPEC = dict(
-    roles=dict(type="list", elements="str", required=True),
-    entry_point=dict(type="str", default="main"),
-)
+ARGUMENT_SPEC = argspec.from_stub(__file__)  # the options documented in plugins/modules/role_arguments.py
 
 
 def role_names(roles_dir=ROLES_DIR):
