@@ -106,12 +106,6 @@ SUBSYSTEM_NAMES = {
     (0x25B6, 0x10DE, 0x157E): "A2",
 }
 
-# NVSwitch bridges (PCI class 0x0680).
-NVSWITCHES = {
-    0x1AF1: ("GA100", "A100 NVSwitch"),
-    0x22A3: ("GH100", "H100 NVSwitch"),
-}
-
 # --- driver requirements used by preflight -------------------------------------------------
 
 # The open kernel modules need the GSP, first in Turing: "Open GPU Kernel Modules are supported

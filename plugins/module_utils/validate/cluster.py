@@ -28,21 +28,17 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host impo
     DRIFT,
     FAILED,
     OK,
-    RANK,
     SKIPPED,
     Checks,
 )
 
 SCHEMA = 1
-STACKS = ("auto", "gpu_operator", "device_plugin", "none")
-CUDA_MODES = ("one", "per_node", "none")
 STACK_TITLES = {"gpu_operator": "GPU Operator", "device_plugin": "NVIDIA device plugin"}
 POD_PREFIX = "gpufleet-vectoradd-"
 POD_LABELS = {
     "app.kubernetes.io/name": "cuda-vectoradd",
     "app.kubernetes.io/managed-by": "gpufleet.nvidia",
 }
-POD_SELECTOR = "app.kubernetes.io/name=cuda-vectoradd,app.kubernetes.io/managed-by=gpufleet.nvidia"
 PASSED = "Test PASSED"
 LABEL_COUNT = "nvidia.com/gpu.count"
 LABEL_REPLICAS = "nvidia.com/gpu.replicas"
@@ -510,7 +506,3 @@ def _node_result(name, node, checks, skipped=None):
         "not_checked": checks.messages(SKIPPED),
     }
 
-
-def worst(*statuses):
-    ranked = [s for s in statuses if s in RANK and s != SKIPPED]
-    return max(ranked, key=lambda s: RANK[s]) if ranked else SKIPPED

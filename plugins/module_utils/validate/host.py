@@ -59,7 +59,6 @@ FAILED = "failed"
 SKIPPED = "skipped"
 RANK = {SKIPPED: 0, OK: 1, DRIFT: 2, FAILED: 3}
 
-CHECKS = ("gpus", "driver", "driver_version", "driver_installed", "toolkit_version", "runtime", "cdi", "cuda")
 RUNTIMES = ("containerd", "crio", "docker", "k3s", "rke2", "none")
 DRIVER_METHODS = ("package", "preinstalled", "operator")
 CDI_MODES = ("auto", "enabled", "disabled")
@@ -785,7 +784,6 @@ def check_runtime(checks, host, facts, runtime, handler):
 # --- CDI ----------------------------------------------------------------------------------------
 
 _YAML_TOP = re.compile(r"^([A-Za-z_][\w.-]*)\s*:\s*(.*?)\s*$")
-_YAML_NAME = re.compile(r"^(\s*)-\s+name\s*:\s*(.*?)\s*$|^(\s*)name\s*:\s*(.*?)\s*$")
 
 
 def _yaml_scalar(text):
