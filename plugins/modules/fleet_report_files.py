@@ -2,6 +2,9 @@
 # Copyright: (c) 2026, gpufleet.nvidia maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
+# Documentation only, as ansible.builtin.debug's: the action plugin of the same name does the work on
+# the control host and accepts exactly the options documented here (it reads them from this file).
+
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -80,24 +83,3 @@ unchanged:
   returned: success
   sample: [gpufleet-report/gpufleet-report.html]
 """
-
-from ansible.module_utils.basic import AnsibleModule
-
-
-def main():
-    # The work is done by the action plugin of the same name, on the control host; this file
-    # documents it. Reached only when the action plugin is bypassed.
-    module = AnsibleModule(
-        argument_spec=dict(
-            report=dict(type="dict", required=True),
-            path=dict(type="path", required=True),
-            formats=dict(type="list", elements="str", choices=["html", "json"], default=["json", "html"]),
-            mode=dict(type="str", default="0644"),
-        ),
-        supports_check_mode=True,
-    )
-    module.fail_json(msg="gpufleet.nvidia.fleet_report_files runs on the control host through its action plugin")
-
-
-if __name__ == "__main__":
-    main()

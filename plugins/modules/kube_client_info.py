@@ -2,6 +2,9 @@
 # Copyright: (c) 2026, gpufleet.nvidia maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
+# Documentation only, as ansible.builtin.debug's: the action plugin of the same name does the work on
+# the control host and accepts exactly the options documented here (it reads them from this file).
+
 from __future__ import annotations
 
 DOCUMENTATION = r"""
@@ -60,15 +63,3 @@ in_cluster:
   returned: success
   sample: false
 """
-
-from ansible.module_utils.basic import AnsibleModule
-
-
-def main():
-    # Answered by the action plugin of the same name on the control host; this file documents it.
-    module = AnsibleModule(argument_spec=dict(kubeconfig=dict(type="path", default="~/.kube/config")), supports_check_mode=True)
-    module.fail_json(msg="gpufleet.nvidia.kube_client_info runs on the control host through its action plugin")
-
-
-if __name__ == "__main__":
-    main()
