@@ -481,6 +481,7 @@ package:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -496,18 +497,23 @@ class _AtomicWriter(object):
         safe_io.remove_file(self.module, path)
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=driver.ARGUMENT_SPEC,
-        supports_check_mode=True,
-    )
+def module_host(module):
+    """This machine as the module sees it: its commands through run_command, in the C locale."""
 
     def runner(argv, env=None):
         environ = {"LC_ALL": "C", "LANG": "C", "LANGUAGE": "C"}
         environ.update(env or {})
         return module.run_command(argv, environ_update=environ)
 
-    system = driver.System("/", runner=runner, tmpdir=module.tmpdir)
+    return common_host.Host("/", runner=runner, module=module)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=driver.ARGUMENT_SPEC,
+        supports_check_mode=True,
+    )
+    system = module_host(module)
     try:
         result = driver.run(
             system, module.params, check_mode=module.check_mode, diff_mode=module._diff, writer=_AtomicWriter(module)

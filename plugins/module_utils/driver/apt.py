@@ -381,7 +381,7 @@ class Sources(object):
         paths = []
         if system.exists(SOURCES_LIST):
             paths.append((SOURCES_LIST, "oneline"))
-        for name in system.glob_names(SOURCES_DIR):
+        for name in system.names(SOURCES_DIR):
             if name.endswith(".list"):
                 paths.append((posixpath.join(SOURCES_DIR, name), "oneline"))
             elif name.endswith(".sources"):
@@ -513,6 +513,15 @@ def render_unattended(names, version):
     )
 
 
+def write_local(path, content):
+    """Write a file of the temporary apt configuration: a path of this machine, not of the host."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    with open(path, "w") as handle:
+        handle.write(content)
+
+
 # --- the backend --------------------------------------------------------------------------------
 
 
@@ -547,7 +556,7 @@ class AptBackend(object):
 
     def _lists_fresh(self):
         newest = None
-        for name in self.system.glob_names(LISTS_DIR):
+        for name in self.system.names(LISTS_DIR):
             if "_Packages" in name:
                 mtime = self.system.mtime(posixpath.join(LISTS_DIR, name)) or 0
                 newest = mtime if newest is None or mtime > newest else newest
@@ -562,8 +571,8 @@ class AptBackend(object):
         if manage and sources.changes:
             self.tmp = self.system.mkdtemp("gpufleet-apt-")
             oneline, deb822 = sources.query_files()
-            self.system.write_tmp(os.path.join(self.tmp, "sources.list"), oneline)
-            self.system.write_tmp(os.path.join(self.tmp, "sources.list.d", "gpufleet.sources"), deb822)
+            write_local(os.path.join(self.tmp, "sources.list"), oneline)
+            write_local(os.path.join(self.tmp, "sources.list.d", "gpufleet.sources"), deb822)
             for sub in ("lists/partial", "cache/archives/partial"):
                 os.makedirs(os.path.join(self.tmp, sub))
             self.apt_options = [

@@ -199,7 +199,7 @@ class DnfBackend(object):
                 "list the installed fabric manager packages",
             )))
         texts = {}
-        for name in self.system.glob_names(REPO_DIR):
+        for name in self.system.names(REPO_DIR):
             if name.endswith(".repo"):
                 texts[posixpath.join(REPO_DIR, name)] = self.system.read(posixpath.join(REPO_DIR, name)) or ""
         repos = parse_repo_files(texts)

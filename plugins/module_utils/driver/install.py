@@ -3,7 +3,8 @@
 """The NVIDIA driver on a host: read its state, compute a plan, then carry the plan out.
 
 :func:`run` is the whole of ``gpufleet.nvidia.nvidia_driver``: it reads the host through a
-:class:`System` (files under a root, commands through an injected runner), lets the backend of
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host.Host` (files under a
+root, commands through an injected runner), lets the backend of
 the OS family (:mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt` for Debian and Ubuntu, :mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.dnf` for RHEL and its
 rebuilds) compute a :class:`Plan` -- the concrete files to write and commands to run -- and, only
 when the plan is not empty and check mode is off, executes it in order.
@@ -23,9 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -90,66 +89,6 @@ NOUVEAU_CONTENT = (
     "blacklist nouveau\n"
     "options nouveau modeset=0\n" % MANAGED_BY
 )
-
-# Files that say "this is a container" (podman/docker write the first two, systemd the third).
-CONTAINER_MARKERS = ("/run/.containerenv", "/.dockerenv", "/run/systemd/container")
-
-
-# --- the host ---------------------------------------------------------------------------------
-
-
-class System(common_host.Host):
-    """The host as seen from here: files under ``root``, commands through ``runner``.
-
-    ``runner(argv, env=None) -> (rc, stdout, stderr)`` never raises; ``env`` adds environment
-    variables. ``tmpdir`` is where temporary apt configurations are built.
-    """
-
-    def __init__(self, root="/", runner=None, kernel_root=None, kernel_release=None, path_env=None, tmpdir=None):
-        super(System, self).__init__(
-            root, runner=runner, kernel_root=kernel_root, kernel_release=kernel_release, path_env=path_env
-        )
-        self.tmpdir = tmpdir or tempfile.gettempdir()
-
-    def run(self, argv, env=None):
-        if env:
-            return self.runner(list(argv), env)
-        return self.runner(list(argv))
-
-    def read(self, path):
-        """The text of a host file, or None when it does not exist."""
-        try:
-            return self.read_text(path)
-        except FileNotFoundError:
-            return None
-        except (IOError, OSError) as exc:
-            if not self.exists(path):
-                return None
-            raise GpuFleetError("could not read %s: %s" % (path, exc), path=path)
-
-    def mtime(self, path):
-        try:
-            return os.stat(self.local(path)).st_mtime
-        except (IOError, OSError):
-            return None
-
-    def glob_names(self, directory):
-        try:
-            return self.listdir(directory)
-        except (IOError, OSError):
-            return []
-
-    def mkdtemp(self, prefix):
-        return tempfile.mkdtemp(prefix=prefix, dir=self.tmpdir)
-
-    def write_tmp(self, path, content):
-        """Write a file of a temporary configuration (a path of this machine, not the host)."""
-        directory = os.path.dirname(path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        with open(path, "w") as handle:
-            handle.write(content)
-
 
 # --- the plan ---------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import shutil
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
@@ -126,7 +127,7 @@ class Replay(object):
         raise AssertionError("%s: command not recorded in the fixture: %s" % (self.name, " ".join(normal)))
 
     def system(self):
-        return driver.System(
+        return common_host.Host(
             self.root, runner=self.runner, kernel_root=self.root, kernel_release=self.host["kernel"], path_env="",
             tmpdir=self.tmp,
         )

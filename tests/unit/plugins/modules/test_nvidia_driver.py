@@ -1,7 +1,7 @@
 """Tests of the nvidia_driver module: check mode, real run, idempotence, diff, failures.
 
 The host is a replayed fixture of tests/unit/fixtures/driver (``Replay`` in
-test_driver.py); ``driver_lib.System`` is patched to it and the module's atomic writer to one that
+test_driver.py); ``nvidia_driver.module_host`` is patched to it and the module's atomic writer to one that
 writes under the replayed root, so nothing on this machine is touched.
 """
 
@@ -29,7 +29,7 @@ ARGS = {"version": "535.261.03", "flavor": "proprietary"}
 @contextlib.contextmanager
 def host(replay):
     system = replay.system()
-    with mock.patch.object(driver_lib, "System", lambda *args, **kwargs: system), mock.patch.object(
+    with mock.patch.object(nvidia_driver, "module_host", lambda module: system), mock.patch.object(
         nvidia_driver, "_AtomicWriter", lambda module: driver_lib.LocalWriter(system)
     ):
         yield replay
@@ -154,3 +154,20 @@ def test_preinstalled_fabric_manager_drift_through_the_module(tmp_path):
     ]
     assert result["fabric_manager"]["required"] is True
     assert replay.mutations() == []
+
+
+def test_module_host_runs_commands_in_the_c_locale(tmp_path):
+    calls = []
+
+    class Module(object):
+        tmpdir = str(tmp_path)
+
+        def run_command(self, argv, environ_update=None):
+            calls.append((argv, environ_update))
+            return 0, "out", ""
+
+    system = nvidia_driver.module_host(Module())
+    assert system.run(["apt-get", "update"], env={"DEBIAN_FRONTEND": "noninteractive"}) == (0, "out", "")
+    assert calls == [(["apt-get", "update"],
+                      {"LC_ALL": "C", "LANG": "C", "LANGUAGE": "C", "DEBIAN_FRONTEND": "noninteractive"})]
+    assert system.root == "/" and system.tmpdir == str(tmp_path)
