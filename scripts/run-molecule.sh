@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Run `molecule test` for every scenario under molecule/ (or those in $SCENARIOS).
+# Run `molecule test` for every scenario under extensions/molecule/ (or those in $SCENARIOS).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT"
-scenarios=${SCENARIOS:-$(for f in molecule/*/molecule.yml; do basename "$(dirname "$f")"; done)}
+scenarios=${SCENARIOS:-$(for f in extensions/molecule/*/molecule.yml; do basename "$(dirname "$f")"; done)}
 for s in $scenarios; do
   [ "$s" = shared ] && continue
   log "molecule scenario: $s"
