@@ -21,7 +21,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 
 try:
     import yaml
@@ -120,11 +120,6 @@ _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")
 
 
 # --- Small helpers ------------------------------------------------------------------------------
-def plain(value):
-    """``value`` rebuilt from builtin types only (see :mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data`)."""
-    return common_data.plain(value)
-
-
 def _q(value):
     """A value as it appears in a message: strings quoted, the rest as YAML would show them."""
     if isinstance(value, str):

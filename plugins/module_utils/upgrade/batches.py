@@ -25,6 +25,7 @@ from __future__ import annotations
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade.drain import allocatable_problem
 
 SERIAL_HINT = "expected a number of nodes (2), a percentage of the GPU nodes ('25%'), or a list of them ([1, '25%'])"
 
@@ -39,8 +40,6 @@ FAILED = "failed"  # stopped in a stage: left there (cordoned), the run stops be
 NOT_STARTED = "not_started"  # in a batch after the one that stopped
 UNPLANNED = "unplanned"  # no plan: unreachable, or failed before the plan
 STATES = (PLANNED, UP_TO_DATE, NOT_APPLICABLE, RUNNING, UPGRADED, WOULD_UPGRADE, FAILED, NOT_STARTED, UNPLANNED)
-DONE = (UP_TO_DATE, NOT_APPLICABLE, UPGRADED, WOULD_UPGRADE)
-STAGES = ("cordon", "drain", "driver upgrade", "node ready", "validation", "uncordon")
 _COUNT_TITLES = (
     (UPGRADED, "upgraded"),
     (WOULD_UPGRADE, "would be upgraded"),
@@ -124,25 +123,6 @@ def expected_allocatable(facts, resource, replicas):
     return {"resource": resource or "nvidia.com/gpu", "count": 0 if mig else count, "mig": mig}
 
 
-def _allocatable_problem(node, expect):
-    alloc = node.get("allocatable") or {}
-    resource = expect["resource"]
-
-    def number(value):
-        try:
-            return int(str(value))
-        except (TypeError, ValueError):
-            return 0
-
-    value = number(alloc.get(resource))
-    if expect["mig"]:
-        mig = sum(number(v) for k, v in alloc.items() if k.startswith("nvidia.com/mig-")) if resource == "nvidia.com/gpu" else 0
-        return None if value + mig > 0 else "advertises no %s or nvidia.com/mig-* (MIG enabled)" % resource
-    if expect["count"] > 0:
-        return None if value == expect["count"] else "advertises %d %s, expected %d" % (value, resource, expect["count"])
-    return None if value > 0 else "advertises no %s" % resource
-
-
 def _checks(validation):
     return dict((c.get("name"), c) for c in (validation or {}).get("checks") or [])
 
@@ -222,7 +202,7 @@ def node_plan(data):
         else:
             if not status.get("ready"):
                 why.append("node %s is not Ready (%s)" % (node, status.get("ready_reason") or "unknown"))
-            problem = _allocatable_problem(status, plan["expect"])
+            problem = allocatable_problem(status, plan["expect"])
             if problem:
                 why.append("node %s %s" % (node, problem))
             if status.get("cordoned_by") is not None:

@@ -317,7 +317,7 @@ def allocatable_problem(status, expect):
     """Why the node's allocatable GPUs are not what ``expect`` (resource, count, mig) says; None when they are."""
     resource = expect.get("resource") or "nvidia.com/gpu"
     count = _int(expect.get("count"))
-    alloc = status["allocatable"]
+    alloc = status.get("allocatable") or {}
     value = _int(alloc.get(resource))
     if expect.get("mig"):
         mig = sum(_int(v) for k, v in alloc.items() if k.startswith("nvidia.com/mig-")) if resource == "nvidia.com/gpu" else 0
