@@ -12,7 +12,7 @@ after the user's waivers. Nothing here touches the host.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table as table
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 BLOCKING = "blocking"
@@ -38,16 +38,6 @@ RULES = (
     ("fabric_manager_version", "the fabric manager is at the driver's version on a host with NVSwitches"),
 )
 RULE_IDS = tuple(rule[0] for rule in RULES)
-
-# driver_method=package: OS id -> supported releases (VERSION_ID, or its major for these ids).
-PACKAGE_OS = {
-    "debian": ("12", "13"),
-    "ubuntu": ("22.04", "24.04"),
-    "rhel": ("8", "9"),
-    "rocky": ("8", "9"),
-    "almalinux": ("8", "9"),
-}
-_MAJOR_ONLY = ("debian", "rhel", "rocky", "almalinux")
 
 # Rules about the GPUs themselves, skipped on a host without one.
 NO_GPU_SKIPPED = ("gpu_open_modules", "gpu_driver_branch", "nouveau")
@@ -183,19 +173,15 @@ def _check_os(report, facts, method):
     if method != "package":
         report.passed("os_supported", "driver_method %s works on any OS" % method)
         return
-    release = os_facts.get("version_id") or ""
-    if os_id in _MAJOR_ONLY:
-        release = os_facts.get("version_major") or release.split(".")[0]
-    supported = PACKAGE_OS.get(os_id or "", ())
     label = os_facts.get("pretty_name") or ("%s %s" % (os_id, os_facts.get("version_id"))).strip()
-    if release in supported:
+    if systems.package_supported(os_facts):
         report.passed("os_supported", "%s supports driver_method package" % label)
         return
     report.problem(
         "os_supported",
         BLOCKING,
-        "driver_method package is not supported on %s (supported: Debian 12/13, Ubuntu 22.04/24.04, "
-        "RHEL/Rocky/AlmaLinux 8/9)" % (label if os_id else "an unidentified OS"),
+        "driver_method package is not supported on %s (supported: %s)"
+        % (label if os_id else "an unidentified OS", systems.PACKAGE_OS_NAMES),
         "The driver role only knows the package repositories and names of those releases.",
         "Use driver_method: preinstalled and provide the driver yourself, or move the host to a supported release.",
     )

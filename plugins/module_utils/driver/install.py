@@ -26,7 +26,7 @@ import os
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
@@ -68,16 +68,6 @@ def default_params(**params):
     out.update(params)
     return out
 
-
-# OS id -> releases the package method supports (VERSION_ID, or its major for these ids).
-PACKAGE_OS = {
-    "debian": ("12", "13"),
-    "ubuntu": ("22.04", "24.04"),
-    "rhel": ("8", "9"),
-    "rocky": ("8", "9"),
-    "almalinux": ("8", "9"),
-}
-_MAJOR_ONLY = ("debian", "rhel", "rocky", "almalinux")
 
 # NVIDIA made the open kernel modules its default in the R560 release.
 OPEN_DEFAULT_BRANCH = 560
@@ -221,16 +211,6 @@ def read_os(system):
     if not facts.get("id"):
         raise GpuFleetError("could not tell the OS: neither /etc/os-release nor /usr/lib/os-release is readable")
     return facts
-
-
-def package_os_supported(os_facts):
-    os_id = os_facts.get("id")
-    release = os_facts.get("version_major") if os_id in _MAJOR_ONLY else os_facts.get("version_id")
-    return os_id in PACKAGE_OS and release in PACKAGE_OS[os_id]
-
-
-def supported_list():
-    return ", ".join("%s %s" % (os_id, "/".join(rel)) for os_id, rel in sorted(PACKAGE_OS.items()))
 
 
 def detect_container(system):
@@ -583,11 +563,11 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
     if params["method"] == "preinstalled":
         return verify_preinstalled(system, params, os_facts, container)
 
-    if not package_os_supported(os_facts):
+    if not systems.package_supported(os_facts):
         raise GpuFleetError(
             "nvidia_driver: method package does not support %s %s (supported: %s); use method preinstalled "
             "to verify a driver installed by other means"
-            % (os_facts.get("id"), os_facts.get("version_id"), supported_list()),
+            % (os_facts.get("id"), os_facts.get("version_id"), systems.package_supported_list()),
             os=_os_summary(os_facts),
         )
     kernel = system.kernel_release()
