@@ -359,9 +359,47 @@ def test_real_h200_validation_has_todays_shape():
     assert declared["cuda"]["output"].splitlines()[-1] == "Test PASSED"
     assert real["drift_and_runtime"]["status"] == "failed"
     assert real["drift_and_runtime"]["drifted"] == ["declared driver 575, loaded 580.159.04"]
-    hv = {"h200": {"gpufleet_nvidia_validation": declared}}
-    row = R.build_report(["h200"], hv)["nodes"][0]
-    assert row["status"] == "ok" and row["cuda_host"] is True and row["driver"]["loaded"] == "580.159.04"
+
+
+# Fields of a row that the report computes from the validation alone (the facts give the rest).
+FROM_VALIDATION = ("host", "node", "status", "toolkit", "runtime", "cdi", "cuda_host", "allocatable", "sharing", "drifted",
+                   "failed", "not_checked")
+
+
+def test_the_report_of_the_real_h200_validation_is_the_one_that_run_wrote():
+    """The row, summary and what was not checked, rebuilt from the captured validation, are what
+    the real run's report (h200-x2/gpufleet-report.json) holds."""
+    with open(os.path.join(EXAMPLE, "h200-x2", "host_validate.json")) as handle:
+        real = json.load(handle)
+    with open(os.path.join(EXAMPLE, "h200-x2", "gpufleet-report.json")) as handle:
+        written = json.load(handle)
+    report = R.build_report(["localhost"], {"localhost": {"gpufleet_nvidia_validation": real["declared"]}})
+    row, wrote = report["nodes"][0], written["nodes"][0]
+    assert dict((k, row[k]) for k in FROM_VALIDATION) == dict((k, wrote[k]) for k in FROM_VALIDATION)
+    assert row["runtime"]["text"] == "not checked" and row["allocatable"]["text"] == "no cluster"
+    assert row["gpus"] == {"count": 2, "names": [], "text": "2"}  # no facts: the count the validation found
+    assert report["summary"] == written["summary"] and report["status"] == written["status"] == "ok"
+    assert report["not_checked"][1:] == written["not_checked"][1:]  # the first is the cluster's: no verdict here
+
+
+def test_the_real_h200_validation_against_a_wrong_declaration_fails_the_fleet():
+    with open(os.path.join(EXAMPLE, "h200-x2", "host_validate.json")) as handle:
+        real = json.load(handle)
+    hv = {"ok": {"gpufleet_nvidia_validation": real["declared"]}, "wrong": {"gpufleet_nvidia_validation": real["drift_and_runtime"]}}
+    report = R.build_report(["ok", "wrong"], hv)
+    assert report["status"] == "failed"
+    assert [(r["host"], r["status"]) for r in report["nodes"]] == [("wrong", "failed"), ("ok", "ok")]
+    assert report["summary"] == {"nodes": 2, "gpu_nodes": 2, "gpus": 4, "ok": 1, "drifted": 0, "failed": 1, "no_gpu": 0,
+                                 "not_validated": 0}
+    wrong = report["nodes"][0]
+    assert wrong["drifted"] == ["declared driver 575, loaded 580.159.04"]
+    assert wrong["failed"] == [
+        "containerd is not installed (container_runtime containerd)",
+        "CDI is enabled (declared enabled) but no spec of kind nvidia.com/gpu is in /etc/cdi, /var/run/cdi",
+    ]
+    page = R.render_html(report)
+    assert '<tr class="failed"><td><span class="badge failed">failed</span></td><td class="host">wrong</td>' in page
+    assert '<div class="card failed"><span class="n">1</span><span class="l">failed</span></div>' in page
 
 
 # --- the run: in progress, partial, the cluster change -------------------------------------------
