@@ -271,7 +271,7 @@ gpufleet_nvidia:
           C(docker), C(crio), C(k3s), C(rke2)), each with C(installed), its binary, version and
           configuration paths. For containerd also the config's top-level C(version), the CRI
           plugin's table name, C(disabled_plugins), C(cri_disabled), C(imports) and the runtimes of
-          the main file (null without Python's tomllib).
+          the main file (null without a TOML library: Python's tomllib, or tomli).
       type: dict
       returned: always
       sample:

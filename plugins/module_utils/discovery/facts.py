@@ -19,11 +19,7 @@ import posixpath
 import re
 import xml.etree.ElementTree as ET
 
-try:  # Python >= 3.11; the regex fallback below covers older targets
-    import tomllib
-except ImportError:  # pragma: no cover - depends on the target's Python
-    tomllib = None
-
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
 
@@ -707,38 +703,35 @@ def _str_list(value):
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-def _toml_strings(text):
-    return [a or b for a, b in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', text)]
-
-
 def parse_containerd_config(text):
     """Top-level ``version``, ``disabled_plugins``, ``imports`` and the runtimes of a config.toml.
 
-    Uses tomllib where the Python has it; otherwise reads only the top-level keys (those before
-    the first table header) with a small regex, and ``runtimes`` stays None.
+    Read with ``common.toml_subset.loads``: the Python's TOML library where it has one, else the
+    collection's subset reader, and then ``runtimes`` stays None (gpu_facts returns them only
+    where Python has a TOML library).
+    Raises ValueError on a file that is not TOML.
     """
-    result = {"version": None, "disabled_plugins": [], "imports": [], "runtimes": None, "parser": None}
-    if tomllib is not None:
-        data = tomllib.loads(text)
-        version = data.get("version")
-        result["version"] = version if isinstance(version, int) else None
-        result["disabled_plugins"] = _str_list(data.get("disabled_plugins"))
-        result["imports"] = _str_list(data.get("imports"))
-        plugin = cri_plugin_name(result["version"], empty=not text.strip())
-        runtimes = _dig(data, "plugins", plugin, "containerd", "runtimes")
-        if runtimes is None and plugin == "cri":
-            runtimes = _dig(data, "plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")
-        result["runtimes"] = sorted(runtimes) if isinstance(runtimes, dict) else []
-        result["parser"] = "tomllib"
-        return result
-    head = re.split(r"(?m)^\s*\[", text, maxsplit=1)[0]
-    match = re.search(r"(?m)^\s*version\s*=\s*(\d+)\s*(?:#.*)?$", head)
-    result["version"] = int(match.group(1)) if match else None
-    for key in ("disabled_plugins", "imports"):
-        found = re.search(r"(?ms)^\s*%s\s*=\s*\[(.*?)\]" % key, head)
-        result[key] = _toml_strings(found.group(1)) if found else []
-    result["parser"] = "regex"
+    data = toml_subset.loads(text)
+    version = data.get("version")
+    result = {
+        "version": version if isinstance(version, int) else None,
+        "disabled_plugins": _str_list(data.get("disabled_plugins")),
+        "imports": _str_list(data.get("imports")),
+        "runtimes": None,
+        "parser": toml_subset.tomllib.__name__ if toml_subset.tomllib is not None else "subset",
+    }
+    if toml_subset.tomllib is not None:
+        result["runtimes"] = _runtime_names(data, cri_plugin_name(result["version"], empty=not text.strip()))
     return result
+
+
+def _runtime_names(data, plugin):
+    """The runtime handlers of the CRI plugin's table ``plugin`` (a version 1 config's ``cri``,
+    or the grpc plugin's table where it has none)."""
+    runtimes = _dig(data, "plugins", plugin, "containerd", "runtimes")
+    if runtimes is None and plugin == "cri":
+        runtimes = _dig(data, "plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes")
+    return sorted(runtimes) if isinstance(runtimes, dict) else []
 
 
 def cri_plugin_name(version, empty=False):

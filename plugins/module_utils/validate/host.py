@@ -38,15 +38,8 @@ import re
 import shutil
 import tempfile
 
-try:  # Python >= 3.11
-    import tomllib as _toml
-except ImportError:  # pragma: no cover - depends on the node's Python
-    try:
-        import tomli as _toml
-    except ImportError:
-        _toml = None
-
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
@@ -220,151 +213,6 @@ def deep_merge(base, extra):
     return merged
 
 
-# --- TOML, read only ----------------------------------------------------------------------------
-
-_HEADER = re.compile(r"^\[\s*(.+?)\s*\]\s*(?:#.*)?$")
-_ARRAY_HEADER = re.compile(r"^\[\[\s*(.+?)\s*\]\]\s*(?:#.*)?$")
-_KEY_PART = re.compile(r"\s*(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[A-Za-z0-9_-]+)\s*")
-
-
-def _split_key(text):
-    """``a."b.c".d`` -> ``['a', 'b.c', 'd']``; raises ValueError on anything else."""
-    parts = []
-    rest = text.strip()
-    while True:
-        match = _KEY_PART.match(rest)
-        if not match:
-            raise ValueError("bad key %r" % text)
-        part = match.group(1)
-        if part[0] == '"':
-            part = json.loads(part)
-        elif part[0] == "'":
-            part = part[1:-1]
-        parts.append(part)
-        rest = rest[match.end():]
-        if not rest:
-            return parts
-        if rest[0] != ".":
-            raise ValueError("bad key %r" % text)
-        rest = rest[1:]
-
-
-def _strip_comment(text):
-    out = []
-    quote = None
-    escaped = False
-    for char in text:
-        if quote:
-            if escaped:
-                escaped = False
-            elif char == "\\" and quote == '"':
-                escaped = True
-            elif char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "#":
-            break
-        out.append(char)
-    return "".join(out).strip()
-
-
-def _scalar(text):
-    text = text.strip()
-    if text.startswith('"'):
-        return json.loads(text)
-    if text.startswith("'") and text.endswith("'"):
-        return text[1:-1]
-    if text in ("true", "false"):
-        return text == "true"
-    if text.startswith("["):
-        inner = text[1:-1].strip().rstrip(",")
-        if not inner:
-            return []
-        items = re.findall(r"\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^,\s]+", inner)
-        return [_scalar(i) for i in items]
-    if text.startswith("{"):
-        table = {}
-        for pair in re.findall(r"([^,=]+)=\s*(\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^,}]+)", text[1:-1]):
-            _set(table, _split_key(pair[0]), _scalar(pair[1]))
-        return table
-    try:
-        return int(text.replace("_", ""))
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError("bad value %r" % text)
-
-
-def _set(table, keys, value):
-    for key in keys[:-1]:
-        table = table.setdefault(key, {})
-        if not isinstance(table, dict):
-            raise ValueError("key %s is both a value and a table" % ".".join(keys))
-    table[keys[-1]] = value
-
-
-def parse_toml_subset(text):
-    """A reader of the TOML that runtime configs use, for Pythons without ``tomllib``.
-
-    Tables, arrays of tables, dotted keys, strings, booleans, integers, one-line inline tables
-    and (multi-line) arrays of scalars. Raises ValueError on what it cannot read.
-    """
-    data = {}
-    current = data
-    pending = ""
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = _strip_comment(raw) if not pending else raw.strip()
-        if pending:
-            pending += " " + _strip_comment(line)
-            if pending.count("[") > pending.count("]"):
-                continue
-            line, pending = pending, ""
-        if not line:
-            continue
-        try:
-            array = _ARRAY_HEADER.match(line)
-            header = array or _HEADER.match(line)
-            if header:
-                keys = _split_key(header.group(1))
-                current = data
-                for key in keys[:-1] if array else keys:
-                    current = current.setdefault(key, {})
-                    if isinstance(current, list):
-                        current = current[-1]
-                    if not isinstance(current, dict):
-                        raise ValueError("table %s redefines a value" % header.group(1))
-                if array:
-                    tables = current.setdefault(keys[-1], [])
-                    if not isinstance(tables, list):
-                        raise ValueError("array of tables %s redefines a value" % header.group(1))
-                    tables.append({})
-                    current = tables[-1]
-                continue
-            key, sep, value = line.partition("=")
-            if not sep:
-                raise ValueError("expected 'key = value'")
-            value = value.strip()
-            if value.startswith("[") and value.count("[") > value.count("]"):
-                pending = line
-                continue
-            _set(current, _split_key(key), _scalar(value))
-        except ValueError as exc:
-            raise ValueError("line %d: %s" % (number, exc))
-    if pending:
-        raise ValueError("unterminated array")
-    return data
-
-
-def parse_toml(text):
-    """A TOML document as dicts: tomllib / tomli where the node has one, else the subset reader."""
-    if _toml is not None:
-        return _toml.loads(text)
-    return parse_toml_subset(text)
-
-
 def _read(host, path):
     """``(text, error)``: the host file's text, or None and why not."""
     try:
@@ -381,7 +229,7 @@ def _read_toml_file(host, path):
     if error:
         return None, error
     try:
-        return parse_toml(text), None
+        return toml_subset.loads(text), None
     except ValueError as exc:
         return None, "%s is not valid TOML: %s" % (path, exc)
 
@@ -662,7 +510,7 @@ def check_containerd(host, facts, flavor, handler):
             detail = _first_line(err) or _first_line(out) or "exit %s" % rc
             return FAILED, "containerd cannot load %s: %s" % (path, detail), info
         try:
-            merged = parse_toml(out)
+            merged = toml_subset.loads(out)
         except ValueError as exc:
             return FAILED, "cannot read the output of containerd config dump: %s" % exc, info
         info["source"] = "%s --config %s config dump" % (binary, path)

@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
@@ -543,7 +544,7 @@ def test_bad_toml_and_json_are_error_probes(tmp_path, monkeypatch):
     facts = gf.gather_facts(host)
     assert facts["probes"]["docker_config"]["state"] == "error"
     assert facts["probes"]["docker_config"]["detail"].startswith("/etc/docker/daemon.json is not valid JSON")
-    if gf.tomllib is not None:
+    if toml_subset.tomllib is not None:
         assert facts["probes"]["containerd_config"]["state"] == "error"
         assert facts["probes"]["containerd_config"]["detail"].startswith(
             "/etc/containerd/config.toml is not valid TOML"
@@ -643,10 +644,10 @@ CONTAINERD_V3 = """version = 3
 
 @pytest.mark.parametrize("use_tomllib", [True, False])
 def test_parse_containerd_config(use_tomllib, monkeypatch):
-    if use_tomllib and gf.tomllib is None:
+    if use_tomllib and toml_subset.tomllib is None:
         pytest.skip("no tomllib on this Python")
     if not use_tomllib:
-        monkeypatch.setattr(gf, "tomllib", None)
+        monkeypatch.setattr(toml_subset, "tomllib", None)
     parsed = gf.parse_containerd_config(CONTAINERD_V2)
     assert parsed["version"] == 2
     assert parsed["disabled_plugins"] == ["io.containerd.grpc.v1.cri"]
@@ -754,7 +755,7 @@ def test_live_machine_does_not_crash():
 
 
 def test_parse_containerd_config_odd_shapes():
-    if gf.tomllib is None:
+    if toml_subset.tomllib is None:
         pytest.skip("no tomllib on this Python")
     parsed = gf.parse_containerd_config(
         'version = 2\ndisabled_plugins = "cri"\n[plugins]\n"io.containerd.grpc.v1.cri" = 3\n'

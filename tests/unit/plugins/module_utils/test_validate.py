@@ -18,11 +18,6 @@ import subprocess
 
 import pytest
 
-try:
-    import tomllib
-except ImportError:  # pragma: no cover
-    tomllib = None
-
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -612,35 +607,6 @@ def test_cdi_yaml_subset_reader_refuses_what_it_cannot_read():
         V.parse_cdi_yaml_subset("cdiVersion: 0.5.0\n\tkind: x\n")
     with pytest.raises(ValueError):
         V.parse_cdi_yaml_subset("just some text\n")
-
-
-# --- the TOML reader for Pythons without tomllib ------------------------------------------------
-
-TOML_FIXTURES = sorted(
-    glob.glob(os.path.join(RUNTIME, "*.toml")) + glob.glob(os.path.join(RUNTIME, "*.conf")) + glob.glob(os.path.join(CTK, "*", "*.toml"))
-)
-
-
-@pytest.mark.skipif(tomllib is None, reason="needs Python 3.11's tomllib to compare with")
-@pytest.mark.parametrize("path", TOML_FIXTURES, ids=lambda p: os.path.relpath(p, RUNTIME))
-def test_toml_subset_reader_agrees_with_tomllib(path):
-    text = _read(path)
-    assert V.parse_toml_subset(text) == tomllib.loads(text)
-
-
-@pytest.mark.skipif(tomllib is None, reason="needs Python 3.11's tomllib to compare with")
-@pytest.mark.parametrize("binary", _containerd_binaries())
-def test_toml_subset_reader_reads_a_real_config_dump(tmp_path, binary):
-    config = tmp_path / "config.toml"
-    config.write_text(_read(os.path.join(RUNTIME, "debian-containerd-etc-config.toml")))
-    dump = subprocess.run([binary, "--config", str(config), "config", "dump"], stdout=subprocess.PIPE, check=True).stdout.decode()
-    assert V.parse_toml_subset(dump) == tomllib.loads(dump)
-
-
-@pytest.mark.parametrize("text", ["a = \n", "[a\n", "x = [1, 2\n", 'a = "x"\na.b = 1\n'])
-def test_toml_subset_reader_refuses_what_it_cannot_read(text):
-    with pytest.raises(ValueError):
-        V.parse_toml_subset(text)
 
 
 # --- CUDA vector add ----------------------------------------------------------------------------
