@@ -30,13 +30,13 @@ SPEC_FILES = ("argument_specs.yml", "argument_specs.yaml", "main.yml", "main.yam
 ARGUMENT_SPEC = argspec.from_stub(__file__)  # the options documented in plugins/modules/role_arguments.py
 
 
-def role_names(roles_dir=ROLES_DIR):
+def role_names():
     """The roles of this collection (those with a tasks directory), sorted."""
     try:
-        names = os.listdir(roles_dir)
+        names = os.listdir(ROLES_DIR)
     except OSError:
         return []
-    return sorted(name for name in names if os.path.isdir(os.path.join(roles_dir, name, "tasks")))
+    return sorted(name for name in names if os.path.isdir(os.path.join(ROLES_DIR, name, "tasks")))
 
 
 def short_name(name):
@@ -45,10 +45,10 @@ def short_name(name):
     return name[len(prefix):] if name.startswith(prefix) else name
 
 
-def spec_path(role, roles_dir=ROLES_DIR):
+def spec_path(role):
     """The file of the role's meta directory that holds its argument specs, or None."""
     for filename in SPEC_FILES:
-        path = os.path.join(roles_dir, role, "meta", filename)
+        path = os.path.join(ROLES_DIR, role, "meta", filename)
         if os.path.isfile(path):
             return path
     return None
@@ -81,9 +81,29 @@ def entry_point_options(data, role, entry_point, path):
     return options
 
 
+def role_options(role, entry_point):
+    """The ``options`` of one entry point of one of this collection's roles; raises AnsibleActionFail."""
+    path = spec_path(role)
+    if path is None:
+        if role not in role_names():
+            raise AnsibleActionFail(
+                "roles: '%s' is not a role of %s (expected one of: %s)" % (role, COLLECTION, ", ".join(role_names()))
+            )
+        raise AnsibleActionFail("roles: %s.%s has no meta/argument_specs.yml to check its variables against" % (COLLECTION, role))
+    return entry_point_options(load_specs(path), role, entry_point, path)
+
+
 def check(options, values):
     """The error messages of ``values`` against one entry point's ``options`` (none: valid)."""
     return list(ArgumentSpecValidator(options).validate(values, validate_role_argument_spec=True).error_messages)
+
+
+def summary(roles, errors):
+    """The task's message: every error, in the roles' order and named with its role, or that all are valid."""
+    if not errors:
+        return "The variables of %s are valid" % ", ".join("%s.%s" % (COLLECTION, role) for role in roles)
+    lines = ["%s.%s: %s" % (COLLECTION, role, message) for role in roles for message in errors.get(role, [])]
+    return "The roles' variables are not valid:\n" + "\n".join(lines)
 
 
 class ActionModule(ActionBase):
@@ -91,15 +111,16 @@ class ActionModule(ActionBase):
     _requires_connection = False
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
-    def _options(self, role, entry_point):
-        path = spec_path(role)
-        if path is None:
-            if role not in role_names():
-                raise AnsibleActionFail(
-                    "roles: '%s' is not a role of %s (expected one of: %s)" % (role, COLLECTION, ", ".join(role_names()))
-                )
-            raise AnsibleActionFail("roles: %s.%s has no meta/argument_specs.yml to check its variables against" % (COLLECTION, role))
-        return entry_point_options(load_specs(path), role, entry_point, path)
+    def _errors(self, specs, task_vars):
+        """``{role: error messages}`` of the roles (``(role, options)`` pairs) whose variables are not valid."""
+        errors = {}
+        for role, options in specs:
+            # As Ansible's own check: the variables the spec names, templated; unset ones take its defaults.
+            values = self._templar.template({name: task_vars[name] for name in options if name in task_vars})
+            messages = check(options, values)
+            if messages:
+                errors[role] = messages
+        return errors
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -108,21 +129,13 @@ class ActionModule(ActionBase):
         try:
             dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
             roles = [short_name(name) for name in args["roles"]]
-            specs = [(role, self._options(role, args["entry_point"])) for role in roles]
+            specs = [(role, role_options(role, args["entry_point"])) for role in roles]
         except AnsibleActionFail as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        errors = {}
-        for role, options in specs:
-            # As Ansible's own check: the variables the spec names, templated; unset ones take its defaults.
-            values = self._templar.template({name: task_vars[name] for name in options if name in task_vars})
-            messages = check(options, values)
-            if messages:
-                errors[role] = messages
+        errors = self._errors(specs, task_vars)
         result.update(changed=False, roles=roles, argument_errors=errors)
         if errors:
-            lines = ["%s.%s: %s" % (COLLECTION, role, message) for role in roles for message in errors.get(role, [])]
-            result.update(failed=True, msg="The roles' variables are not valid:\n" + "\n".join(lines))
-        else:
-            result["msg"] = "The variables of %s are valid" % ", ".join("%s.%s" % (COLLECTION, role) for role in roles)
+            result["failed"] = True
+        result["msg"] = summary(roles, errors)
         return result

@@ -74,6 +74,23 @@ def test_a_spec_without_the_entry_point_is_refused(tmp_path):
         R.load_specs(str(bad))
 
 
+def test_a_role_that_is_not_there_or_has_no_spec_is_refused(monkeypatch):
+    assert R.role_options("nvidia_driver", "main") == _options("nvidia_driver")
+    with pytest.raises(AnsibleActionFail, match=r"^roles: 'nvidia_drivers' is not a role of gpufleet.nvidia \(expected one of: .*nvidia_driver"):
+        R.role_options("nvidia_drivers", "main")
+    monkeypatch.setattr(R, "spec_path", lambda role: None)
+    with pytest.raises(AnsibleActionFail, match="^roles: gpufleet.nvidia.nvidia_driver has no meta/argument_specs.yml to check"):
+        R.role_options("nvidia_driver", "main")
+
+
+def test_the_message_names_every_error_with_its_role_in_the_roles_order():
+    errors = {"validate": ["b"], "nvidia_driver": ["a1", "a2"]}
+    assert R.summary(["nvidia_driver", "discover", "validate"], errors).splitlines() == [
+        "The roles' variables are not valid:",
+        "gpufleet.nvidia.nvidia_driver: a1", "gpufleet.nvidia.nvidia_driver: a2", "gpufleet.nvidia.validate: b"]
+    assert R.summary(["discover", "validate"], {}) == "The variables of gpufleet.nvidia.discover, gpufleet.nvidia.validate are valid"
+
+
 def _playbook(tmp, host_vars, tasks):
     inventory = {"all": {"hosts": {"node-a": host_vars},
                          "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}
