@@ -65,5 +65,5 @@ argument_errors:
   description: The errors found, per role (the roles without any are left out).
   type: dict
   returned: success or when a variable is not valid
-  sample: {nvidia_driver: ["value of nvidia_driver_method must be one of: package, preinstalled, got: pkg"]}
+  sample: {nvidia_driver: ["value of nvidia_driver_method must be one of: package, preinstalled, operator, got: pkg"]}
 """
