@@ -262,87 +262,99 @@ def fleet_nodes(hosts, hostvars, role, run=None):
     ``run`` (site.yml's record of its discovery: ``{discovered, hosts, reached}``) makes a node
     that this run failed to discover a problem, never a node left out.
     """
-    problems = []
-    nodes = []
     if hosts is None:
         hosts = []
     if isinstance(hosts, str) or not isinstance(hosts, (list, tuple)):
         return {"nodes": [], "problems": ["%s: the node group is not a list of hosts (got %s)" % (role, _q(hosts))]}
-    seen = {}
-    if isinstance(run, dict) and run.get("discovered"):
-        # looked up once per node: sets, not the record's lists (quadratic in the fleet's size)
-        run = {"discovered": True, "hosts": set(run.get("hosts") or []), "reached": set(run.get("reached") or [])}
+    problems, nodes, seen = [], [], {}
+    run = _run_lookup(run)
     for host in hosts:
         if host not in hostvars:
             problems.append("%s: host %s of the node group is not in the inventory" % (role, _q(host)))
             continue
-        raw = hostvars[host]
-        hv = dict((k, plain(raw[k])) for k in HOST_VARS if k in raw)
-        where = "%s: host %s" % (role, _q(host))
-        failed = _run_problem(host, where, run)
-        if failed:
-            problems.append(failed)
-
-        name = hv.get("gpufleet_node_name") or host
-        if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-            problems.append(
-                "%s: gpufleet_node_name %s is not a Kubernetes node name (expected lower-case "
-                "alphanumerics, '-' and '.'; set gpufleet_node_name to the node's name in the cluster)"
-                % (where, _q(name))
-            )
-        elif name in seen:
-            problems.append(
-                "%s: gpufleet_node_name %s is also the node of host %s (expected one host per node)"
-                % (where, _q(name), _q(seen[name]))
-            )
-        else:
-            seen[name] = host
-
-        if "nvidia_driver_method" not in hv:
-            problems.append(
-                "%s: nvidia_driver_method is not set in the inventory, so how the node is prepared is not declared "
-                "(expected %s for every node of the GPU node group)" % (where, _one_of(DRIVER_METHODS))
-            )
-        method = hv.get("nvidia_driver_method", "package")
-        if method not in DRIVER_METHODS:
-            problems.append(
-                "%s: nvidia_driver_method %s is not a driver method (expected %s)" % (where, _q(method), _one_of(DRIVER_METHODS))
-            )
-        host_driver = method in HOST_DRIVER_METHODS
-
-        toolkit = hv.get("container_toolkit_enabled", method != "operator")
-        host_toolkit = to_bool(toolkit, "%s: container_toolkit_enabled" % where, problems)
-
-        runtime = hv.get("container_toolkit_runtime", "containerd")
-        if runtime not in RUNTIMES:
-            problems.append(
-                "%s: container_toolkit_runtime %s is not a container runtime (expected %s)" % (where, _q(runtime), _one_of(RUNTIMES))
-            )
-
-        sharing = hv.get("gpufleet_sharing_config") or ""
-        mig = hv.get("gpufleet_mig_config") or ""
-        for var, value in (("gpufleet_sharing_config", sharing), ("gpufleet_mig_config", mig)):
-            if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value)):
-                problems.append(
-                    "%s: %s %s is not a label value (expected at most 63 alphanumerics, '-', '_' or '.', "
-                    "starting and ending with an alphanumeric)" % (where, var, _q(value))
-                )
-
-        nodes.append(
-            {
-                "host": host,
-                "name": name,
-                "driver_method": method,
-                "host_driver": host_driver,
-                "host_toolkit": host_toolkit,
-                "runtime": runtime,
-                "sharing_config": sharing,
-                "mig_config": mig,
-                "gpus": plain(discovered_gpus(raw["gpufleet_nvidia"] if "gpufleet_nvidia" in raw else None)),
-            }
-        )
+        nodes.append(_fleet_node(host, hostvars[host], "%s: host %s" % (role, _q(host)), run, seen, problems))
     nodes.sort(key=lambda n: (str(n["name"]), str(n["host"])))
     return {"nodes": nodes, "problems": problems}
+
+
+def _run_lookup(run):
+    """The run's record with sets for its hosts, looked up once per node (its lists would make
+    the lookups quadratic in the fleet's size)."""
+    if isinstance(run, dict) and run.get("discovered"):
+        return {"discovered": True, "hosts": set(run.get("hosts") or []), "reached": set(run.get("reached") or [])}
+    return run
+
+
+def _fleet_node(host, raw, where, run, seen, problems):
+    """One host of the node group as a node of the plan; what is wrong with it goes to ``problems``."""
+    hv = dict((k, plain(raw[k])) for k in HOST_VARS if k in raw)
+    failed = _run_problem(host, where, run)
+    if failed:
+        problems.append(failed)
+    name = _node_name(hv.get("gpufleet_node_name") or host, host, where, seen, problems)
+    method = _driver_method(hv, where, problems)
+    host_toolkit = to_bool(hv.get("container_toolkit_enabled", method != "operator"), "%s: container_toolkit_enabled" % where, problems)
+    runtime = hv.get("container_toolkit_runtime", "containerd")
+    if runtime not in RUNTIMES:
+        problems.append(
+            "%s: container_toolkit_runtime %s is not a container runtime (expected %s)" % (where, _q(runtime), _one_of(RUNTIMES))
+        )
+    sharing = hv.get("gpufleet_sharing_config") or ""
+    mig = hv.get("gpufleet_mig_config") or ""
+    for var, value in (("gpufleet_sharing_config", sharing), ("gpufleet_mig_config", mig)):
+        _check_label_value(value, "%s: %s" % (where, var), problems)
+    return {
+        "host": host,
+        "name": name,
+        "driver_method": method,
+        "host_driver": method in HOST_DRIVER_METHODS,
+        "host_toolkit": host_toolkit,
+        "runtime": runtime,
+        "sharing_config": sharing,
+        "mig_config": mig,
+        "gpus": plain(discovered_gpus(raw["gpufleet_nvidia"] if "gpufleet_nvidia" in raw else None)),
+    }
+
+
+def _node_name(name, host, where, seen, problems):
+    """The node's name in the cluster, checked, and recorded in ``seen`` (name -> host)."""
+    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        problems.append(
+            "%s: gpufleet_node_name %s is not a Kubernetes node name (expected lower-case "
+            "alphanumerics, '-' and '.'; set gpufleet_node_name to the node's name in the cluster)"
+            % (where, _q(name))
+        )
+    elif name in seen:
+        problems.append(
+            "%s: gpufleet_node_name %s is also the node of host %s (expected one host per node)"
+            % (where, _q(name), _q(seen[name]))
+        )
+    else:
+        seen[name] = host
+    return name
+
+
+def _driver_method(hv, where, problems):
+    """The declared ``nvidia_driver_method``; a problem when it is missing (then package) or unknown."""
+    if "nvidia_driver_method" not in hv:
+        problems.append(
+            "%s: nvidia_driver_method is not set in the inventory, so how the node is prepared is not declared "
+            "(expected %s for every node of the GPU node group)" % (where, _one_of(DRIVER_METHODS))
+        )
+    method = hv.get("nvidia_driver_method", "package")
+    if method not in DRIVER_METHODS:
+        problems.append(
+            "%s: nvidia_driver_method %s is not a driver method (expected %s)" % (where, _q(method), _one_of(DRIVER_METHODS))
+        )
+    return method
+
+
+def _check_label_value(value, var, problems):
+    if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value)):
+        problems.append(
+            "%s %s is not a label value (expected at most 63 alphanumerics, '-', '_' or '.', "
+            "starting and ending with an alphanumeric)" % (var, _q(value))
+        )
 
 
 def _fleet(fleet, role, group):
@@ -369,11 +381,22 @@ def plugin_configs(configs, default, mig_strategy, prefix, problems, extra_flags
     ``[nvidia.com/gpu]``). A config named ``default`` without sharing is added when the default
     named by ``<prefix>_sharing_default`` is ``default`` and not declared.
     """
-    var = prefix + "_sharing_configs"
     if mig_strategy not in MIG_STRATEGIES:
         problems.append(
             "%s_mig_strategy: %s is not a MIG strategy (expected %s)" % (prefix, _q(mig_strategy), _one_of(MIG_STRATEGIES))
         )
+    configs = _sharing_configs(configs, default, prefix, problems)
+    data = {}
+    for name in sorted(configs, key=str):
+        doc = _named_plugin_config(name, configs[name], mig_strategy, prefix, problems, extra_flags or {})
+        if doc is not None:
+            data[name] = dump_yaml(doc)
+    return data
+
+
+def _sharing_configs(configs, default, prefix, problems):
+    """``<prefix>_sharing_configs`` as a dict, with the ``default`` config it may leave implied."""
+    var = prefix + "_sharing_configs"
     if configs is None:
         configs = {}
     if not isinstance(configs, dict):
@@ -387,29 +410,28 @@ def plugin_configs(configs, default, mig_strategy, prefix, problems, extra_flags
             "%s_sharing_default: %s is not one of the configs in %s (expected %s)"
             % (prefix, _q(default), var, _one_of(sorted(str(k) for k in configs)))
         )
+    return configs
 
-    data = {}
-    for name in sorted(configs, key=str):
-        where = "%s.%s" % (var, name)
-        if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE.match(name) or not name:
-            problems.append(
-                "%s: %s is not a config name (expected a label value: at most 63 alphanumerics, '-', "
-                "'_' or '.', starting and ending with an alphanumeric)" % (var, _q(name))
-            )
-            continue
-        entry = configs[name]
-        if entry is None:
-            entry = {}
-        if not isinstance(entry, dict):
-            problems.append("%s: %s is not a config (expected a dict with %s)" % (where, _q(entry), ", ".join(SHARING_OPTIONS)))
-            continue
-        for key in sorted(entry, key=str):
-            if key not in SHARING_OPTIONS:
-                problems.append("%s: unknown option %s (expected %s)" % (where, _q(key), _one_of(SHARING_OPTIONS)))
-        doc = _plugin_config(entry, where, mig_strategy, prefix, problems, extra_flags or {})
-        if doc is not None:
-            data[name] = dump_yaml(doc)
-    return data
+
+def _named_plugin_config(name, entry, mig_strategy, prefix, problems, extra_flags):
+    """The config document of one entry of ``<prefix>_sharing_configs``, or None when it cannot be built."""
+    var = prefix + "_sharing_configs"
+    where = "%s.%s" % (var, name)
+    if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE.match(name) or not name:
+        problems.append(
+            "%s: %s is not a config name (expected a label value: at most 63 alphanumerics, '-', "
+            "'_' or '.', starting and ending with an alphanumeric)" % (var, _q(name))
+        )
+        return None
+    if entry is None:
+        entry = {}
+    if not isinstance(entry, dict):
+        problems.append("%s: %s is not a config (expected a dict with %s)" % (where, _q(entry), ", ".join(SHARING_OPTIONS)))
+        return None
+    for key in sorted(entry, key=str):
+        if key not in SHARING_OPTIONS:
+            problems.append("%s: unknown option %s (expected %s)" % (where, _q(key), _one_of(SHARING_OPTIONS)))
+    return _plugin_config(entry, where, mig_strategy, prefix, problems, extra_flags)
 
 
 def _plugin_config(entry, where, mig_strategy, prefix, problems, extra_flags):
@@ -420,57 +442,17 @@ def _plugin_config(entry, where, mig_strategy, prefix, problems, extra_flags):
     flags = {"migStrategy": mig_strategy}
     flags.update(extra_flags)
     doc = {"version": "v1", "flags": flags}
-    shared_only = [k for k in ("replicas", "rename_by_default", "fail_requests_greater_than_one", "resources") if k in entry]
     if strategy == "none":
-        if shared_only:
-            problems.append(
-                "%s: %s only apply to a shared config (strategy is 'none'; expected strategy "
-                "time-slicing or mps)" % (where, ", ".join(shared_only))
-            )
+        _check_unshared(entry, where, problems)
         return doc
-
     if strategy == "mps" and mig_strategy != "none":
         problems.append(
             "%s.strategy: 'mps' does not combine with MIG (%s_mig_strategy is %s; expected "
             "%s_mig_strategy 'none' for a fleet that uses MPS, or strategy time-slicing)"
             % (where, prefix, _q(mig_strategy), prefix)
         )
-
-    replicas = entry.get("replicas")
-    count = None
-    if isinstance(replicas, bool) or replicas is None:
-        count = None
-    elif isinstance(replicas, int):
-        count = replicas
-    elif isinstance(replicas, str) and replicas.isdigit():
-        count = int(replicas)
-    if count is None or count < 2:
-        problems.append(
-            "%s.replicas: %s is not a number of replicas for %s (expected an integer of at least 2)"
-            % (where, _q(replicas), strategy)
-        )
-        count = 2
-
-    resources = entry.get("resources", ["nvidia.com/gpu"])
-    if isinstance(resources, str) or not isinstance(resources, (list, tuple)) or not resources:
-        problems.append("%s.resources: %s is not a list of resource names (expected e.g. [nvidia.com/gpu])" % (where, _q(resources)))
-        resources = ["nvidia.com/gpu"]
-    seen = set()
-    for resource in resources:
-        if not isinstance(resource, str) or not _RESOURCE.match(resource):
-            problems.append(
-                "%s.resources: %s is not a GPU resource name (expected nvidia.com/gpu or "
-                "nvidia.com/mig-<profile>, e.g. nvidia.com/mig-1g.10gb)" % (where, _q(resource))
-            )
-        elif resource.startswith("nvidia.com/mig-") and mig_strategy != "mixed":
-            problems.append(
-                "%s.resources: %s is only advertised with MIG strategy 'mixed' (%s_mig_strategy is %s; "
-                "expected nvidia.com/gpu)" % (where, _q(resource), prefix, _q(mig_strategy))
-            )
-        elif resource in seen:
-            problems.append("%s.resources: %s is listed twice (expected each resource once)" % (where, _q(resource)))
-        seen.add(resource)
-
+    count = _replicas(entry, where, strategy, problems)
+    resources = _shared_resources(entry, where, mig_strategy, prefix, problems)
     shared = {
         "renameByDefault": to_bool(entry.get("rename_by_default", False), where + ".rename_by_default", problems),
         "failRequestsGreaterThanOne": to_bool(
@@ -480,6 +462,67 @@ def _plugin_config(entry, where, mig_strategy, prefix, problems, extra_flags):
     }
     doc["sharing"] = {"timeSlicing" if strategy == "time-slicing" else "mps": shared}
     return doc
+
+
+_SHARED_ONLY = ("replicas", "rename_by_default", "fail_requests_greater_than_one", "resources")
+
+
+def _check_unshared(entry, where, problems):
+    """A config that shares nothing takes none of the sharing options."""
+    shared_only = [k for k in _SHARED_ONLY if k in entry]
+    if shared_only:
+        problems.append(
+            "%s: %s only apply to a shared config (strategy is 'none'; expected strategy "
+            "time-slicing or mps)" % (where, ", ".join(shared_only))
+        )
+
+
+def _replica_count(replicas):
+    """``replicas`` as an int (a number or a string of digits), or None."""
+    if isinstance(replicas, bool) or replicas is None:
+        return None
+    if isinstance(replicas, int):
+        return replicas
+    if isinstance(replicas, str) and replicas.isdigit():
+        return int(replicas)
+    return None
+
+
+def _replicas(entry, where, strategy, problems):
+    replicas = entry.get("replicas")
+    count = _replica_count(replicas)
+    if count is None or count < 2:
+        problems.append(
+            "%s.replicas: %s is not a number of replicas for %s (expected an integer of at least 2)"
+            % (where, _q(replicas), strategy)
+        )
+        count = 2
+    return count
+
+
+def _shared_resources(entry, where, mig_strategy, prefix, problems):
+    """The resources a shared config replicates, each checked; the default when they are not a list."""
+    resources = entry.get("resources", ["nvidia.com/gpu"])
+    if isinstance(resources, str) or not isinstance(resources, (list, tuple)) or not resources:
+        problems.append("%s.resources: %s is not a list of resource names (expected e.g. [nvidia.com/gpu])" % (where, _q(resources)))
+        resources = ["nvidia.com/gpu"]
+    seen = set()
+    for resource in resources:
+        problem = _resource_problem(resource, seen, mig_strategy, prefix)
+        if problem:
+            problems.append("%s.resources: %s %s" % (where, _q(resource), problem))
+        seen.add(resource)
+    return resources
+
+
+def _resource_problem(resource, seen, mig_strategy, prefix):
+    if not isinstance(resource, str) or not _RESOURCE.match(resource):
+        return "is not a GPU resource name (expected nvidia.com/gpu or nvidia.com/mig-<profile>, e.g. nvidia.com/mig-1g.10gb)"
+    if resource.startswith("nvidia.com/mig-") and mig_strategy != "mixed":
+        return "is only advertised with MIG strategy 'mixed' (%s_mig_strategy is %s; expected nvidia.com/gpu)" % (prefix, _q(mig_strategy))
+    if resource in seen:
+        return "is listed twice (expected each resource once)"
+    return None
 
 
 def _check_node_sharing(nodes, names, prefix, problems):
