@@ -124,11 +124,11 @@ def _run(plugin, args):
 @pytest.mark.parametrize("plugin, args, msg", [
     (F, {"report": {}, "path": "r", "formats": ["xml"]}, "value of formats must be one or more of: html, json. Got no match for: xml"),
     (F, {"report": {}}, "missing required arguments: path"),
-    (F, {"report": "text", "path": "r"}, "argument 'report' is of type str and we were unable to convert to dict: "
-                                        "dictionary requested, could not parse JSON or key=value"),
+    (F, {"report": "text", "path": "r"},
+     "argument 'report' is of type str and we were unable to convert to dict: dictionary requested, could not parse JSON or key=value"),
     (R, {}, "missing required arguments: roles"),
-    (R, {"roles": ["nvidia_driver"], "entry_point": 3}, "roles: gpufleet.nvidia.nvidia_driver has no argument spec "
-                                                        "for entry point '3' in %s" % R.spec_path("nvidia_driver")),
+    (R, {"roles": ["nvidia_driver"], "entry_point": 3},
+     "roles: gpufleet.nvidia.nvidia_driver has no argument spec for entry point '3' in %s" % R.spec_path("nvidia_driver")),
 ])
 def test_a_wrong_option_is_refused_with_the_validators_message(plugin, args, msg):
     assert _run(plugin, args) == {"failed": True, "msg": msg}
