@@ -220,6 +220,33 @@ def layout_for(os_facts, kernel, fabric_manager=False):
     return layout(kernel, fabric_manager=fabric_manager)
 
 
+# --- the driver installed -------------------------------------------------------------------------
+
+# The libraries' package (its version is the driver's) and the kernel module's (its name tells the
+# flavour), in Debian's and Canonical's names.
+_DRIVER_LIBRARY = re.compile(r"^(libcuda1|libnvidia-compute-\d+(-server)?)$")
+_DRIVER_MODULE = re.compile(r"^(nvidia(-open)?-kernel-dkms|nvidia-dkms-\d+.*|linux-modules-nvidia-\d+.*)$")
+
+
+def packaged_driver(host):
+    """``{'name', 'version', 'flavor'}`` of the driver's packages dpkg lists, or None (method preinstalled)."""
+    rc, out, dummy = host.run(DPKG_QUERY)
+    installed = parse_dpkg_query(out) if rc in (0, 1) else {}
+    library = _first_match(installed, _DRIVER_LIBRARY)
+    module = _first_match(installed, _DRIVER_MODULE)
+    if not library and not module:
+        return None
+    return {
+        "name": library or module,
+        "version": installed[library]["version"] if library else None,
+        "flavor": ("open" if "open" in module else "proprietary") if module else None,
+    }
+
+
+def _first_match(installed, pattern):
+    return next((name for name in sorted(installed) if pattern.match(name)), None)
+
+
 # --- apt sources --------------------------------------------------------------------------------
 
 _ONELINE = re.compile(

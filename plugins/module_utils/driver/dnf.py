@@ -145,6 +145,17 @@ def parse_repo_files(texts):
     return found
 
 
+def packaged_driver(host):
+    """``{'name', 'version', 'flavor'}`` of the driver's packages rpm lists, or None (method preinstalled)."""
+    dummy, out, dummy = host.run(["rpm", "-q", "--qf", RPM_QF] + DRIVER_RPMS)
+    installed = parse_rpm_q(out)
+    if not installed:
+        return None
+    name = "nvidia-driver-cuda" if "nvidia-driver-cuda" in installed else sorted(installed)[0]
+    flavor = next((f for f in ("open", "proprietary") if KERNEL_PACKAGES[f] in installed), None)
+    return {"name": name, "version": installed[name], "flavor": flavor}
+
+
 def render_repo(repo_id, baseurl):
     return (
         "# %s: NVIDIA's CUDA repository, for the NVIDIA driver.\n"

@@ -23,7 +23,6 @@ driver's set, pinned and held with it, and its service is enabled and started wh
 from __future__ import annotations
 
 import os
-import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import systems, versions
@@ -400,62 +399,22 @@ def build_diff(plan, package_diff):
 
 def verify_preinstalled(system, params, os_facts, container):
     """Report the driver found on the host; change nothing. ``drift`` when it is not the declared one."""
-    probes = gpu_facts.Probes()
-    dpkg = gpu_facts.gather_dpkg(system, probes)
-    driver = gpu_facts.gather_driver(system, probes, dpkg)
-    facts = {"driver": driver}
-    if driver["source"] == "absent":
-        raise GpuFleetError(
-            "method preinstalled: no NVIDIA driver on this host (no nvidia module loaded or installed, no "
-            "nvidia-smi, no libcuda.so.1); nothing is installed with method preinstalled",
-            method="preinstalled",
-            driver=driver,
-        )
-    version = installed_driver_version(facts)
-    version_source = None
-    if version is not None:
-        version_source = "loaded module" if driver.get("version") else (
-            "nvidia-smi" if (driver.get("nvidia_smi") or {}).get("driver_version") else "modinfo"
-        )
-    flavor = installed_driver_flavor(facts)
-    packaged = None
-    if version is None or flavor is None:
-        packaged = packaged_driver(system)
-    if version is None and packaged and packaged["version"]:
-        version = versions.try_parse_driver_version(upstream_version(packaged["version"]))
-        version_source = "package %s" % packaged["name"] if version else None
-    if flavor is None and packaged:
-        flavor = packaged["flavor"]
-    drift = []
-    declared = params.get("version")
-    if declared:
-        declared = versions.parse_driver_version(declared)
-        if version is None:
-            drift.append("the installed driver's version could not be read (no loaded module, nvidia-smi or modinfo)")
-        elif not versions.matches(declared, version):
-            drift.append("version %s, declared %s" % (version, declared))
-    if params.get("flavor") in ("open", "proprietary") and flavor and flavor != params["flavor"]:
-        drift.append("flavour %s, declared %s" % (flavor, params["flavor"]))
+    dpkg, driver = read_preinstalled(system)
+    version, version_source, flavor = identify_preinstalled(system, driver)
+    drift = declared_drift(params, version, flavor)
     need = fabric_manager.read_need(system, params.get("fabric_manager") or "auto")
     notes = []
     fm_report = fabric_manager.verify(system, need, dpkg, version, container, drift, notes)
     kmod = read_kernel_module(system)
-    mstate, reboot, reason = module_state(kmod, str(version) if version else None, container)
-    if kmod["loaded"] and kmod["installed_version"] and kmod["loaded_version"] != kmod["installed_version"]:
-        mstate, reboot = "outdated", True
-        reason = "the loaded nvidia module is %s, the installed one %s: reboot to load it" % (
-            kmod["loaded_version"],
-            kmod["installed_version"],
-        )
-    msg = "pre-installed driver %s (%s, %s)%s" % (
-        version or "of unknown version",
-        flavor or "flavour unknown",
-        driver["source"],
-        ": drifted: %s" % "; ".join(drift) if drift else "",
-    )
-    return {
+    mstate, reboot, reason = preinstalled_module_state(kmod, version, container)
+    result = {
         "changed": False,
-        "msg": msg,
+        "msg": "pre-installed driver %s (%s, %s)%s" % (
+            version or "of unknown version",
+            flavor or "flavour unknown",
+            driver["source"],
+            ": drifted: %s" % "; ".join(drift) if drift else "",
+        ),
         "method": "preinstalled",
         "state": "present",
         "os": _os_summary(os_facts),
@@ -467,15 +426,74 @@ def verify_preinstalled(system, params, os_facts, container):
         "package": driver.get("package"),
         "drift": bool(drift),
         "drift_detail": drift,
-        "kernel_module": dict(kmod, state=mstate, detail=reason),
-        "reboot_required": reboot,
-        "reboot_reason": reason if reboot else None,
-        "in_container": container is not None,
-        "container": container,
-        "plan": [],
-        "notes": notes,
-        "fabric_manager": fm_report,
     }
+    result.update(_kernel_report(kmod, mstate, reboot, reason, container))
+    result.update(plan=[], notes=notes, fabric_manager=fm_report)
+    return result
+
+
+def read_preinstalled(system):
+    """``(dpkg, driver)``: the host's packages (where dpkg runs) and its driver, as gpu_facts reads them.
+
+    Fails when there is no driver at all: method preinstalled installs nothing.
+    """
+    probes = gpu_facts.Probes()
+    dpkg = gpu_facts.gather_dpkg(system, probes)
+    driver = gpu_facts.gather_driver(system, probes, dpkg)
+    if driver["source"] == "absent":
+        raise GpuFleetError(
+            "method preinstalled: no NVIDIA driver on this host (no nvidia module loaded or installed, no "
+            "nvidia-smi, no libcuda.so.1); nothing is installed with method preinstalled",
+            method="preinstalled",
+            driver=driver,
+        )
+    return dpkg, driver
+
+
+def identify_preinstalled(system, driver):
+    """``(version, version_source, flavor)`` of the driver: from what runs or modinfo, else from its packages."""
+    facts = {"driver": driver}
+    version = installed_driver_version(facts)
+    version_source = _version_source(driver) if version is not None else None
+    flavor = installed_driver_flavor(facts)
+    packaged = packaged_driver(system) if version is None or flavor is None else None
+    if version is None and packaged and packaged["version"]:
+        version = versions.try_parse_driver_version(upstream_version(packaged["version"]))
+        version_source = "package %s" % packaged["name"] if version else None
+    if flavor is None and packaged:
+        flavor = packaged["flavor"]
+    return version, version_source, flavor
+
+
+def _version_source(driver):
+    if driver.get("version"):
+        return "loaded module"
+    return "nvidia-smi" if (driver.get("nvidia_smi") or {}).get("driver_version") else "modinfo"
+
+
+def declared_drift(params, version, flavor):
+    """How the driver found differs from the declared ``version`` and ``flavor`` (lines; none when it does not)."""
+    drift = []
+    declared = params.get("version")
+    if declared:
+        declared = versions.parse_driver_version(declared)
+        if version is None:
+            drift.append("the installed driver's version could not be read (no loaded module, nvidia-smi or modinfo)")
+        elif not versions.matches(declared, version):
+            drift.append("version %s, declared %s" % (version, declared))
+    if params.get("flavor") in ("open", "proprietary") and flavor and flavor != params["flavor"]:
+        drift.append("flavour %s, declared %s" % (flavor, params["flavor"]))
+    return drift
+
+
+def preinstalled_module_state(kmod, version, container):
+    """:func:`module_state` of the pre-installed driver; outdated too when the loaded module is not the installed one."""
+    if kmod["loaded"] and kmod["installed_version"] and kmod["loaded_version"] != kmod["installed_version"]:
+        return "outdated", True, "the loaded nvidia module is %s, the installed one %s: reboot to load it" % (
+            kmod["loaded_version"],
+            kmod["installed_version"],
+        )
+    return module_state(kmod, str(version) if version else None, container)
 
 
 def packaged_driver(system):
@@ -486,33 +504,21 @@ def packaged_driver(system):
     libraries' package the version.
     """
     if system.which("dpkg-query"):
-        rc, out, dummy = system.run(driver_apt.DPKG_QUERY)
-        installed = driver_apt.parse_dpkg_query(out) if rc in (0, 1) else {}
-        names = sorted(installed)
-        library = next((n for n in names if re.match(r"^(libcuda1|libnvidia-compute-\d+(-server)?)$", n)), None)
-        module_re = re.compile(r"^(nvidia(-open)?-kernel-dkms|nvidia-dkms-\d+.*|linux-modules-nvidia-\d+.*)$")
-        module = next((n for n in names if module_re.match(n)), None)
-        if not library and not module:
-            return None
-        flavor = None
-        if module:
-            flavor = "open" if "open" in module else "proprietary"
-        return {
-            "name": library or module,
-            "version": installed[library or module]["version"] if library else None,
-            "flavor": flavor,
-        }
+        return driver_apt.packaged_driver(system)
     if system.which("rpm"):
-        rc, out, dummy = system.run(["rpm", "-q", "--qf", driver_dnf.RPM_QF] + driver_dnf.DRIVER_RPMS)
-        installed = driver_dnf.parse_rpm_q(out)
-        if not installed:
-            return None
-        flavor = "open" if "kmod-nvidia-open-dkms" in installed else (
-            "proprietary" if "kmod-nvidia-latest-dkms" in installed else None
-        )
-        name = "nvidia-driver-cuda" if "nvidia-driver-cuda" in installed else sorted(installed)[0]
-        return {"name": name, "version": installed[name], "flavor": flavor}
+        return driver_dnf.packaged_driver(system)
     return None
+
+
+def _kernel_report(kmod, mstate, reboot, reason, container):
+    """The kernel module's part of the result: its state, whether a reboot is due, the container."""
+    return {
+        "kernel_module": dict(kmod, state=mstate, detail=reason),
+        "reboot_required": reboot,
+        "reboot_reason": reason if reboot else None,
+        "in_container": container is not None,
+        "container": container,
+    }
 
 
 def _os_summary(os_facts):
@@ -556,13 +562,54 @@ def check_params(params):
 
 
 def run(system, params, check_mode=False, diff_mode=False, writer=None):
-    """Everything the module does; returns its result dict (raises GpuFleetError on failure)."""
+    """Everything the module does; returns its result dict (raises GpuFleetError on failure).
+
+    ``params`` are the module's, or some of them (the others take their defaults).
+    """
+    params = default_params(**params)
     declared = check_params(params)
     os_facts = read_os(system)
     container = detect_container(system)
     if params["method"] == "preinstalled":
         return verify_preinstalled(system, params, os_facts, container)
+    check_package_os(os_facts)
+    state = params["state"]
+    kernel = system.kernel_release()
+    flavor, flavor_reason = None, None
+    if state == "present":
+        flavor, flavor_reason = resolve_flavor(system, params.get("flavor") or "auto", declared)
+    need = fabric_manager.read_need(system, params.get("fabric_manager") or "auto")
+    backend = backend_for(os_facts)(system, params, os_facts, kernel, check_mode, fabric_manager=need)
+    plan = Plan()
+    desired = backend.plan(plan, backend.read(), declared, flavor)
+    nouveau = plan_nouveau(system, plan, state, params.get("blacklist_nouveau", True), os_facts.get("family"), kernel)
+    service, verbs = plan_fabric_manager(system, plan, need, state, desired, container)
+    done = []
+    if plan and not check_mode:
+        done = Executor(system, writer).execute(plan)
+        if verbs:
+            service = fabric_manager.check_started(system, container, verbs, done)
+    result = {"changed": bool(plan), "method": "package", "state": state, "os": _os_summary(os_facts),
+              "backend": backend.name}
+    result.update(_desired_report(desired, declared, flavor))
+    result["nouveau"] = nouveau
+    # against the desired version: in check mode, what the host would need once the plan ran
+    kmod = read_kernel_module(system)
+    mstate, reboot, reason = module_state(kmod, desired.get("version"), container, state)
+    result.update(_kernel_report(kmod, mstate, reboot, reason, container))
+    result.update(plan=plan.steps(), executed=done, notes=_notes(plan, desired, flavor_reason), drift=False,
+                  drift_detail=[])
+    result["fabric_manager"] = fabric_manager.package_report(
+        need, desired.get("fabric_manager") or {}, service, verbs, desired.get("version"), check_mode, state
+    )
+    result["msg"] = _message(result, check_mode)
+    if diff_mode:
+        result["diff"] = build_diff(plan, desired.get("package_diff"))
+    return result
 
+
+def check_package_os(os_facts):
+    """Fail unless method package supports this OS (common.systems says which)."""
     if not systems.package_supported(os_facts):
         raise GpuFleetError(
             "nvidia_driver: method package does not support %s %s (supported: %s); use method preinstalled "
@@ -570,52 +617,32 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
             % (os_facts.get("id"), os_facts.get("version_id"), systems.package_supported_list()),
             os=_os_summary(os_facts),
         )
-    kernel = system.kernel_release()
-    flavor = flavor_reason = None
-    if params["state"] == "present":
-        flavor, flavor_reason = resolve_flavor(system, params.get("flavor") or "auto", declared)
 
-    need = fabric_manager.read_need(system, params.get("fabric_manager") or "auto")
-    backend = backend_for(os_facts)(system, params, os_facts, kernel, check_mode, fabric_manager=need)
-    current = backend.read()
-    plan = Plan()
-    desired = backend.plan(plan, current, declared, flavor)
-    nouveau = plan_nouveau(
-        system, plan, params["state"], params.get("blacklist_nouveau", True), os_facts.get("family"), kernel
-    )
-    fm = desired.get("fabric_manager") or {}
-    service, verbs = None, []
-    if need.required and params["state"] == "present":
+
+def plan_fabric_manager(system, plan, need, state, desired, container):
+    """``(service, verbs)``: the fabric manager's service enabled and started in ``plan`` where the host needs it.
+
+    Fails before any change when its service is masked; notes it where the host has NVSwitches
+    and fabric_manager is never.
+    """
+    if need.required and state == "present":
         service = fabric_manager.read_service(system, container)
         fabric_manager.check_not_masked(need, service)
         loaded_state, dummy, loaded_reason = module_state(read_kernel_module(system), desired.get("version"), container)
-        verbs = fabric_manager.plan_service(
-            plan, service, bool(fm.get("install")), loaded_state, loaded_reason, desired.get("version")
-        )
-    elif need.nvswitches and need.mode == "never":
+        moved = bool((desired.get("fabric_manager") or {}).get("install"))
+        return service, fabric_manager.plan_service(plan, service, moved, loaded_state, loaded_reason, desired.get("version"))
+    if need.nvswitches and need.mode == "never":
         plan.note(
             "fabric_manager is never: the fabric manager is not installed or checked, although the host has %s "
-            "(CUDA fails on its GPUs until a fabric manager of the driver's version runs)" % fabric_manager.nvswitches(len(need.nvswitches))
+            "(CUDA fails on its GPUs until a fabric manager of the driver's version runs)"
+            % fabric_manager.nvswitches(len(need.nvswitches))
         )
-    changed = bool(plan)
-    done = []
-    if changed and not check_mode:
-        done = Executor(system, writer).execute(plan)
-        if verbs:
-            service = fabric_manager.check_started(system, container, verbs, done)
+    return None, []
 
-    # against the desired version: in check mode, what the host would need once the plan ran
-    kmod = read_kernel_module(system)
-    mstate, reboot, reason = module_state(kmod, desired.get("version"), container, params["state"])
-    notes = list(plan.notes) + list(desired.get("notes", []))
-    if flavor_reason and flavor_reason != "asked for":
-        notes.insert(0, flavor_reason)
-    result = {
-        "changed": changed,
-        "method": "package",
-        "state": params["state"],
-        "os": _os_summary(os_facts),
-        "backend": backend.name,
+
+def _desired_report(desired, declared, flavor):
+    """What the backend chose: the version, its packages and their changes."""
+    return {
         "version": desired.get("version"),
         "version_requested": str(declared) if declared else None,
         "flavor": flavor,
@@ -624,25 +651,15 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
         "package_changes": desired.get("changes", {}),
         "pin_file": desired.get("pin_file"),
         "kernel_modules": desired.get("kernel_modules"),
-        "nouveau": nouveau,
-        "kernel_module": dict(kmod, state=mstate, detail=reason),
-        "reboot_required": reboot,
-        "reboot_reason": reason if reboot else None,
-        "in_container": container is not None,
-        "container": container,
-        "plan": plan.steps(),
-        "executed": done,
-        "notes": notes,
-        "drift": False,
-        "drift_detail": [],
-        "fabric_manager": fabric_manager.package_report(
-            need, fm, service, verbs, desired.get("version"), check_mode, params["state"]
-        ),
     }
-    result["msg"] = _message(result, check_mode)
-    if diff_mode:
-        result["diff"] = build_diff(plan, desired.get("package_diff"))
-    return result
+
+
+def _notes(plan, desired, flavor_reason):
+    """The plan's notes and the backend's, after why the flavour is what it is (unless it was asked for)."""
+    notes = list(plan.notes) + list(desired.get("notes", []))
+    if flavor_reason and flavor_reason != "asked for":
+        notes.insert(0, flavor_reason)
+    return notes
 
 
 def _message(result, check_mode):

@@ -27,6 +27,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
@@ -569,6 +570,78 @@ def test_preinstalled_without_a_driver_fails(tmp_path):
         run(replay, method="preinstalled", version="535")
     assert raised.value.msg.startswith("method preinstalled: no NVIDIA driver on this host")
     assert replay.mutations() == []
+
+
+@pytest.mark.parametrize(
+    "params, version, flavor, drift",
+    [
+        ({"version": "535", "flavor": "proprietary"}, "535.261.03", "proprietary", []),
+        ({"version": "535.309.01", "flavor": "auto"}, "535.261.03", "open", ["version 535.261.03, declared 535.309.01"]),
+        ({"version": "580"}, None, None,
+         ["the installed driver's version could not be read (no loaded module, nvidia-smi or modinfo)"]),
+        ({"version": None, "flavor": "open"}, "535.261.03", "proprietary", ["flavour proprietary, declared open"]),
+        ({"version": None, "flavor": "open"}, None, None, []),
+    ],
+)
+def test_declared_drift(params, version, flavor, drift):
+    parsed = driver.versions.parse_driver_version(version) if version else None
+    assert driver.declared_drift(params, parsed, flavor) == drift
+
+
+@pytest.mark.parametrize(
+    "kmod, expected",
+    [
+        ({"loaded": True, "loaded_version": "535.261.03", "installed_version": "535.309.01"},
+         ("outdated", True, "the loaded nvidia module is 535.261.03, the installed one 535.309.01: reboot to load it")),
+        ({"loaded": True, "loaded_version": "535.261.03", "installed_version": "535.261.03"},
+         ("current", False, "the nvidia module 535.261.03 is loaded")),
+    ],
+)
+def test_preinstalled_module_state(kmod, expected):
+    version = driver.versions.parse_driver_version("535.261.03")
+    assert driver.preinstalled_module_state(kmod, version, None) == expected
+
+
+class Answers(object):
+    """A host whose commands answer from a table, ``{argv tuple: (rc, stdout, stderr)}``."""
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def run(self, argv, env=None):
+        return self.answers[tuple(argv)]
+
+
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        (["libcuda1\t535.261.03-1\thi", "nvidia-kernel-dkms\t535.261.03-1\tii"],
+         {"name": "libcuda1", "version": "535.261.03-1", "flavor": "proprietary"}),
+        (["libnvidia-compute-580-server\t580.95.05-0ubuntu1\tii",
+          "linux-modules-nvidia-580-server-open-6.8.0-48-generic\t6.8.0-48.48+1\tii"],
+         {"name": "libnvidia-compute-580-server", "version": "580.95.05-0ubuntu1", "flavor": "open"}),
+        (["nvidia-open-kernel-dkms\t550.163.01-2\tii"], {"name": "nvidia-open-kernel-dkms", "version": None, "flavor": "open"}),
+        (["nvidia-smi\t535.261.03-1\tii", "libcuda1\t535.261.03-1\tun"], None),
+    ],
+)
+def test_packaged_driver_from_dpkg(lines, expected):
+    host = Answers({tuple(apt.DPKG_QUERY): (0, "".join(line + "\n" for line in lines), "")})
+    assert apt.packaged_driver(host) == expected
+
+
+@pytest.mark.parametrize(
+    "out, expected",
+    [
+        ("nvidia-driver-cuda\t3:570.172.08-1.el9\nkmod-nvidia-open-dkms\t3:570.172.08-1.el9\n",
+         {"name": "nvidia-driver-cuda", "version": "3:570.172.08-1.el9", "flavor": "open"}),
+        ("package nvidia-driver-cuda is not installed\nkmod-nvidia-latest-dkms\t3:570.172.08-1.el9\n",
+         {"name": "kmod-nvidia-latest-dkms", "version": "3:570.172.08-1.el9", "flavor": "proprietary"}),
+        ("package nvidia-driver-cuda is not installed\n", None),
+    ],
+)
+def test_packaged_driver_from_rpm(out, expected):
+    host = Answers({tuple(["rpm", "-q", "--qf", dnf.RPM_QF] + dnf.DRIVER_RPMS): (1, out, "")})
+    assert dnf.packaged_driver(host) == expected
 
 
 @pytest.mark.parametrize(
