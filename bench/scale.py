@@ -520,8 +520,8 @@ def flatness(rows, what, label):
     flat = per_node(last, what, "controller_cpu_s") / per_node(first, what, "controller_cpu_s")
     line = "Controller CPU per node of %s at %d nodes: %.2fx the figure at %d nodes" % (label, last["n"], flat, first["n"])
     if len(rows) >= 3:
-        m_first, m_last = marginal(rows, 1, what, "controller_cpu_s"), marginal(rows, len(rows) - 1, what,
-                                                                               "controller_cpu_s")
+        m_first = marginal(rows, 1, what, "controller_cpu_s")
+        m_last = marginal(rows, len(rows) - 1, what, "controller_cpu_s")
         line += ("; the marginal cost of a node from %d to %d nodes: %.2fx that from %d to %d nodes (%.0f / %.0f ms)"
                  % (rows[-2]["n"], last["n"], m_last / m_first, first["n"], rows[1]["n"], m_last * 1000,
                     m_first * 1000))
@@ -534,8 +534,8 @@ def render(results, markdown=False):
     bullet = "- " if markdown else ""
     title = "gpufleet.nvidia scale bench: site.yml over a simulated fleet"
     out = [("# " + title) if markdown else title, ""]
-    out.append("%s%s: `%s`, measuring %s%s" % (bullet, meta["date"], meta["command"], meta["source"],
-                                            ", next to the baseline %s" % meta["baseline"] if meta.get("baseline") else ""))
+    baseline = ", next to the baseline %s" % meta["baseline"] if meta.get("baseline") else ""
+    out.append("%s%s: `%s`, measuring %s%s" % (bullet, meta["date"], meta["command"], meta["source"], baseline))
     out.append("%s%s; %s; Python %s" % (bullet, meta["machine"], meta["ansible"], meta["python"]))
     out.append("%sforks %d, medians of %d run(s), local connection with pipelining; bench wall time %.0fs"
                % (bullet, cfg["forks"], cfg["runs"], meta["wall_s"]))
@@ -614,8 +614,8 @@ def render(results, markdown=False):
     biggest = rows[-1]["site"][-1]["counts"]
     out.append("")
     out.append("Where site.yml on %d nodes spent its %.1fs (last run): %.1fs in %d tasks; the slowest tasks, from "
-               "their start to the next task's:" % (rows[-1]["n"], rows[-1]["site"][-1]["wall_s"],
-                                                     biggest.get("tasks_total_s") or 0, biggest.get("task_count") or 0))
+               "their start to the next task's:"
+               % (rows[-1]["n"], rows[-1]["site"][-1]["wall_s"], biggest.get("tasks_total_s") or 0, biggest.get("task_count") or 0))
     out.append("")
     out.append(table(["task", "action", "s"], [[short(t["task"]), t["action"], "%.2f" % t["seconds"]]
                                                for t in biggest.get("top_tasks", [])[:8]], markdown))

@@ -34,6 +34,7 @@ SEARCH_DIRS = (
     "/opt/bin",
 )
 
+
 def default_kernel_root(host_root: str) -> str:
     """Where /proc and /sys are read: under host_root when it has them, else this machine's.
 
