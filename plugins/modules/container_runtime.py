@@ -289,13 +289,8 @@ diff:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import (
-    ARGUMENT_SPEC,
-    HAS_TOMLKIT,
-    TOMLKIT_IMPORT_ERROR,
-    ModuleHost,
-    configure,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import ARGUMENT_SPEC, ModuleHost, configure
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR
 
 
 def main():

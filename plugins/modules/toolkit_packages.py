@@ -292,10 +292,11 @@ import time
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as runtime_config
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as runtime_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit as runtime_edit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt
 
 
 class ModuleSystem(object):
@@ -356,14 +357,14 @@ ARGUMENT_SPEC = dict(
 def configure_runtime(module, packages):
     """What the container_runtime module does, once the packages (and tomlkit) are in place."""
     params = module.params["runtime"]
-    if not runtime_config.load_tomlkit() and params["runtime"] != "docker":
+    if not runtime_edit.load_tomlkit() and params["runtime"] != "docker":
         module.fail_json(
             msg=missing_required_lib(
                 "tomlkit",
                 reason="to edit the configuration of %s%s" % (
                     params["runtime"], " (check mode installs nothing)" if module.check_mode else ""),
             ),
-            exception=runtime_config.TOMLKIT_IMPORT_ERROR,
+            exception=runtime_edit.TOMLKIT_IMPORT_ERROR,
             changed=packages["changed"],
             actions=packages["actions"],
         )

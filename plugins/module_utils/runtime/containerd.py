@@ -5,7 +5,7 @@
 Plain functions over file texts, no Ansible: :func:`plan_containerd` for
 ``/etc/containerd/config.toml`` (+ drop-in) and :func:`plan_k3s` for the
 ``config.toml.tmpl`` of k3s / RKE2. Both return a
-:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config.Plan`.
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit.Plan`.
 
 What is written, and why (NVIDIA Container Toolkit 1.20.0 ``nvidia-ctk`` is the reference;
 the places where this does better are marked *beats nvidia-ctk*):
@@ -38,7 +38,7 @@ import copy
 import os
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     OWNER_MARK,
     FileChange,
     GoTemplateMask,
@@ -52,7 +52,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config imp
     encode_record,
     ensure_tables,
     find_record_in_text,
-    fragments,
     hide_headers,
     insert_top_kv,
     is_table,
@@ -68,9 +67,11 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config imp
     restore_entry,
     same,
     set_scalar,
+    shows_no_header,
     sync_table,
     tk_value,
-    tomlkit,
+    toml_data,
+    toml_item,
     write_record_comment,
 )
 
@@ -255,7 +256,7 @@ def desired_runtime(cri: dict, opts: ContainerdOptions, original_default=None, e
 def _edit_top(doc, version, version_source, opts, record, style, warnings, with_import) -> None:
     if version_source not in ("file", "v1") and "version" not in doc:
         note_change(record, ["version"], doc, "version", version)
-        insert_top_kv(doc, "version", tomlkit.item(version), first=True)
+        insert_top_kv(doc, "version", toml_item(version), first=True)
 
     disabled = doc.get("disabled_plugins")
     if disabled is not None and isinstance(plain(disabled), list):
@@ -401,9 +402,7 @@ def _present_inplace(
 def _note_header(record, table, path, created) -> None:
     """Record that a table the file did not write out (``[a.b.c]`` made ``a.b`` exist)
     gets a header because a key is added to it, so that ``state=absent`` hides it again."""
-    if path in created or not all(
-        isinstance(frag, tomlkit.items.Table) and frag.is_super_table() for frag in fragments(table)
-    ):
+    if path in created or not shows_no_header(table):
         return
     headered = record.setdefault("headered", [])
     if list(path) not in headered:
@@ -429,7 +428,7 @@ def _absent_inplace(doc, cri_path, opts, warnings) -> dict:
             # default back to runc if it pointed at the handler being removed.
             containerd = lookup(doc, list(cri_path) + ["containerd"])
             if containerd is not None and same(containerd.get("default_runtime_name"), name):
-                replace_path(doc, list(cri_path) + ["containerd", "default_runtime_name"], tomlkit.item("runc"))
+                replace_path(doc, list(cri_path) + ["containerd", "default_runtime_name"], toml_item("runc"))
     for entry in list(record.get("keys", [])):
         if entry.get("path", [None])[0] == "plugins":
             restore_entry(doc, entry, warnings)
@@ -638,10 +637,10 @@ def _check_unrelated(path, before, after, cri_path, name) -> None:
     if after is None:
         return
     try:
-        new = plain(tomlkit.parse(after))
+        new = toml_data(after)
     except Exception as exc:  # pragma: no cover - would be a bug in the editing code
         raise GpuFleetError("internal error: the edited %s would not be valid TOML: %s" % (path, exc))
-    old = plain(tomlkit.parse(before)) if before else {}
+    old = toml_data(before) if before else {}
     managed = [
         ["version"],
         ["imports"],

@@ -3,7 +3,7 @@
 """Add (or remove) the ``nvidia`` runtime handler of CRI-O.
 
 Plain functions over file texts; :func:`plan_crio` returns a
-:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config.Plan`.
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit.Plan`.
 
 * Drop-in mode (default): ``/etc/crio/crio.conf.d/99-nvidia.toml`` holds only
   ``[crio.runtime.runtimes.nvidia]`` (and ``crio.runtime.default_runtime`` when asked):
@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     OWNER_MARK,
     FileChange,
     Plan,

@@ -3,7 +3,7 @@
 """Add (or remove) the ``nvidia`` runtime in Docker's ``/etc/docker/daemon.json``.
 
 A plain function over the file's text; :func:`plan_docker` returns a
-:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config.Plan`.
+:class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit.Plan`.
 
 The JSON is merged, never replaced: the user's other keys and their order survive, the
 file's indentation is kept (compact one-line files stay on one line), and nothing is
@@ -26,7 +26,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import (
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     FileChange,
     Plan,
     parse_json,

@@ -1,4 +1,4 @@
-"""Tests of module_utils/runtime/config.py (the shared part of the runtime editors).
+"""Tests of module_utils/runtime/edit.py (the shared part of the runtime editors) and config.py (the flow).
 
 Also the helpers the other ``test_runtime_config_*`` files import: the fixture corpus and
 the real containerd binaries found on this machine.
@@ -15,6 +15,7 @@ import pytest
 import tomlkit
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -121,7 +122,7 @@ def containerd_dump(binary: str, tmp_path, main_text, dropin_text=None, import_g
 )
 def test_parse_toml_error_names_line_and_column(text, line, column):
     with pytest.raises(GpuFleetError) as exc:
-        rc.parse_toml(text, "/etc/containerd/config.toml")
+        edit.parse_toml(text, "/etc/containerd/config.toml")
     assert exc.value.msg.startswith("/etc/containerd/config.toml is not valid TOML")
     assert "the file was left untouched" in exc.value.msg
     if line is not None:
@@ -139,19 +140,19 @@ def test_parse_toml_error_names_line_and_column(text, line, column):
 )
 def test_parse_json_error_names_line_and_column(text, line, column):
     with pytest.raises(GpuFleetError) as exc:
-        rc.parse_json(text, "/etc/docker/daemon.json")
+        edit.parse_json(text, "/etc/docker/daemon.json")
     assert exc.value.details == {"path": "/etc/docker/daemon.json", "line": line, "column": column}
     assert "(line %d, column %d)" % (line, column) in exc.value.msg
 
 
 def test_parse_json_refuses_a_non_object():
     with pytest.raises(GpuFleetError, match="must hold a JSON object, found list"):
-        rc.parse_json("[]", "/etc/docker/daemon.json")
+        edit.parse_json("[]", "/etc/docker/daemon.json")
 
 
 @pytest.mark.parametrize("text", [None, "", "  \n"])
 def test_parse_json_empty_is_an_empty_object(text):
-    assert rc.parse_json(text, "/x") == {}
+    assert edit.parse_json(text, "/x") == {}
 
 
 # --------------------------------------------------------------------------------------
@@ -195,11 +196,11 @@ def test_tomlkit_alone_does_not_round_trip_indented_implicit_tables():
 )
 def test_parse_toml_round_trips_the_corpus(name):
     text = fixture_text(name)
-    assert rc.parse_toml(text, name).as_string() == text
+    assert edit.parse_toml(text, name).as_string() == text
 
 
 def test_parse_toml_repairs_indented_implicit_tables():
-    assert rc.parse_toml(INDENTED_IMPLICIT, "x").as_string() == INDENTED_IMPLICIT
+    assert edit.parse_toml(INDENTED_IMPLICIT, "x").as_string() == INDENTED_IMPLICIT
 
 
 # --------------------------------------------------------------------------------------
@@ -218,12 +219,12 @@ def test_parse_toml_repairs_indented_implicit_tables():
     ],
 )
 def test_style_detection(name, step, key_offset, literal):
-    style = rc.TomlStyle.detect(fixture_text(name))
+    style = edit.TomlStyle.detect(fixture_text(name))
     assert (style.step, style.key_offset, style.literal) == (step, key_offset, literal)
 
 
 def test_dump_toml_writes_containerd_style():
-    text = rc.dump_toml(
+    text = edit.dump_toml(
         {"version": 2, "plugins": {"io.containerd.grpc.v1.cri": {"enable_cdi": True, "containerd": {"runtimes": {}}}}},
         header_comments=["# head"],
     )
@@ -244,7 +245,7 @@ def test_dump_toml_writes_containerd_style():
 
 
 def test_defined_tables_lists_headers_only():
-    tables = rc.defined_tables(fixture_text("k3s-v1.30-config.toml"))
+    tables = edit.defined_tables(fixture_text("k3s-v1.30-config.toml"))
     assert ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes", "runc") in tables
     assert ("plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes") not in tables
 
@@ -256,12 +257,12 @@ def test_defined_tables_lists_headers_only():
 
 def test_record_round_trip():
     record = {"keys": [{"path": ["imports"], "raw": None, "set": ["/etc/containerd/conf.d/*.toml"]}]}
-    line = rc.encode_record(record)
+    line = edit.encode_record(record)
     assert line.startswith("# gpufleet.nvidia.container_runtime state: ")
-    assert rc.decode_record_line("          " + line) == record
-    assert rc.find_record_in_text("version = 2\n" + line + "\n") == record
-    assert rc.decode_record_line("# an ordinary comment") is None
-    assert rc.find_record_in_text(None) == {}
+    assert edit.decode_record_line("          " + line) == record
+    assert edit.find_record_in_text("version = 2\n" + line + "\n") == record
+    assert edit.decode_record_line("# an ordinary comment") is None
+    assert edit.find_record_in_text(None) == {}
 
 
 # --------------------------------------------------------------------------------------
@@ -272,15 +273,15 @@ def test_record_round_trip():
 @pytest.mark.parametrize("name", ["k3s-base.config.toml.tmpl", "k3s-full-with-actions.config.toml.tmpl"])
 def test_go_template_mask_round_trips(name):
     text = fixture_text(name)
-    mask = rc.GoTemplateMask(text)
+    mask = edit.GoTemplateMask(text)
     assert mask.has_actions
     assert "{{" not in mask.masked
-    doc = rc.parse_toml(mask.masked, name)  # the masked text is TOML
+    doc = edit.parse_toml(mask.masked, name)  # the masked text is TOML
     assert mask.unmask(doc.as_string()) == text
 
 
 def test_go_template_mask_kinds():
-    mask = rc.GoTemplateMask('{{ template "base" . }}\n[a."{{ $k }}"]\n  x = {{ .X }}\n  y = "p{{ .Y }}"\n')
+    mask = edit.GoTemplateMask('{{ template "base" . }}\n[a."{{ $k }}"]\n  x = {{ .X }}\n  y = "p{{ .Y }}"\n')
     assert mask.uses_base
     plain = toml_plain(mask.masked)
     key = list(plain["a"])[0]
@@ -291,7 +292,7 @@ def test_go_template_mask_kinds():
 
 def test_go_template_mask_refuses_multiline_actions():
     with pytest.raises(GpuFleetError, match="spans several lines"):
-        rc.GoTemplateMask("{{ if .X\n}}\n")
+        edit.GoTemplateMask("{{ if .X\n}}\n")
 
 
 # --------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 The packages part runs against ``FakeApt`` (test_toolkit_apt.py: the node's apt files and dpkg
 database in memory); the runtime part is the container_runtime module's own code on real files in
 a temporary directory, as in test_container_runtime.py. The runtime's options are the container
-runtime module's, from one argument spec in module_utils/runtime_config_lib.py.
+runtime module's, from one argument spec in module_utils/runtime/config.py.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import yaml
 from ansible.module_utils import basic
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as runtime_config_lib
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit as runtime_edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt as T
 from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime, toolkit_packages
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import fixture_text
@@ -73,13 +74,13 @@ def run(monkeypatch, system, module_args, **kwargs):
 
 @pytest.fixture
 def without_tomlkit(monkeypatch):
-    """The state of a node without python3-tomlkit: runtime_config_lib was loaded without it, and
+    """The state of a node without python3-tomlkit: runtime.edit was loaded without it, and
     ``import tomlkit`` fails until the fake apt installs it. Gives the real module back."""
     real = sys.modules.get("tomlkit")
     monkeypatch.setitem(sys.modules, "tomlkit", None)  # None in sys.modules: the import raises ImportError
     for name, value in (("tomlkit", None), ("tk_items", None), ("TkContainer", None), ("TkProxy", None),
                         ("TomlParseError", ValueError), ("HAS_TOMLKIT", False), ("TOMLKIT_IMPORT_ERROR", "ImportError")):
-        monkeypatch.setattr(runtime_config_lib, name, value)
+        monkeypatch.setattr(runtime_edit, name, value)
     return real
 
 
@@ -231,12 +232,12 @@ def test_the_runtime_option_is_checked_like_container_runtime(monkeypatch, node)
 
 def test_tomlkit_is_imported_after_the_install(monkeypatch, node, without_tomlkit):
     system = TomlkitApt(without_tomlkit, lists_age=None)
-    invalidated = mock.Mock(wraps=runtime_config_lib.importlib.invalidate_caches)
-    monkeypatch.setattr(runtime_config_lib.importlib, "invalidate_caches", invalidated)
+    invalidated = mock.Mock(wraps=runtime_edit.importlib.invalidate_caches)
+    monkeypatch.setattr(runtime_edit.importlib, "invalidate_caches", invalidated)
     result = run(monkeypatch, system, args(node["runtime"]))
     assert any(a.startswith("apt-get install") and a.endswith("python3-tomlkit") for a in result["actions"])
     assert result["runtime"]["changed"] and os.path.exists(node["runtime"]["dropin_path"])
-    assert runtime_config_lib.HAS_TOMLKIT and runtime_config_lib.tomlkit is without_tomlkit
+    assert runtime_edit.HAS_TOMLKIT and runtime_edit.tomlkit is without_tomlkit
     assert invalidated.called
 
 
@@ -260,7 +261,7 @@ def test_check_mode_on_a_node_without_tomlkit_fails_as_container_runtime_does(mo
     assert "Failed to import the required Python library (tomlkit)" in info.value.result["msg"]
     assert "check mode installs nothing" in info.value.result["msg"]
     assert snapshot(node["dir"]) == before and system.files == {}
-    assert not runtime_config_lib.HAS_TOMLKIT
+    assert not runtime_edit.HAS_TOMLKIT
 
 
 def test_docker_needs_no_tomlkit(monkeypatch, tmp_path, without_tomlkit):

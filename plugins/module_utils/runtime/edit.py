@@ -1,0 +1,970 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the container runtime configuration editors share.
+
+The editors for containerd (and k3s / RKE2), CRI-O and Docker live in
+``runtime.containerd``, ``runtime.crio`` and ``runtime.docker``. They are plain functions
+over file contents: they take the current text of each file and return a :class:`Plan`
+(the new text of each file, a diff and a message) without touching the disk, so they can
+be unit-tested without Ansible. This file holds what they share, and imports none of them:
+
+* :class:`Plan` / :class:`FileChange`: the result, with ``(changed, new_texts, diff, msg)``;
+* parsing with errors that name the file, line and column;
+* the one-line state record the editors leave in the files they manage, so that
+  ``state=absent`` can undo exactly what ``state=present`` did;
+* style-preserving TOML editing on top of tomlkit (round-trip: comments, key order and
+  unrelated keys survive; the file is never re-serialised from a plain dict);
+* a small TOML writer for the drop-in files the module owns outright.
+
+The module's flow (read the host, plan, check, write) is ``runtime.config``, which uses the
+editors and this file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import traceback
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+
+try:
+    import tomlkit
+    from tomlkit import items as tk_items
+    from tomlkit.container import Container as TkContainer
+    from tomlkit.container import OutOfOrderTableProxy as TkProxy
+    from tomlkit.exceptions import ParseError as TomlParseError
+
+    HAS_TOMLKIT = True
+    TOMLKIT_IMPORT_ERROR = None
+except ImportError:  # pragma: no cover - exercised on hosts without python3-tomlkit
+    tomlkit = None
+    tk_items = None
+    TkContainer = None
+    TkProxy = None
+    TomlParseError = ValueError
+    HAS_TOMLKIT = False
+    TOMLKIT_IMPORT_ERROR = traceback.format_exc()
+
+
+def load_tomlkit() -> bool:
+    """Import tomlkit now if it was missing when this file was loaded; whether it is there.
+
+    ``toolkit_packages`` installs ``python3-tomlkit`` and configures the runtime in the same
+    process: the import at the top of this file ran before the install. The import system's
+    caches still list the package directory as it was, hence ``invalidate_caches``. Every use
+    of tomlkit in the runtime layer goes through this file, so the editors see it at once.
+    """
+    global tomlkit, tk_items, TkContainer, TkProxy, TomlParseError, HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR
+    if HAS_TOMLKIT:
+        return True
+    importlib.invalidate_caches()
+    try:
+        import tomlkit as loaded
+        from tomlkit import items as loaded_items
+        from tomlkit.container import Container as LoadedContainer
+        from tomlkit.container import OutOfOrderTableProxy as LoadedProxy
+        from tomlkit.exceptions import ParseError as LoadedParseError
+    except ImportError:
+        TOMLKIT_IMPORT_ERROR = traceback.format_exc()
+        return False
+    tomlkit, tk_items, TkContainer, TkProxy, TomlParseError = (
+        loaded, loaded_items, LoadedContainer, LoadedProxy, LoadedParseError
+    )
+    HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR = True, None
+    return True
+
+
+#: Prefix of the comment that carries the module's state record inside a managed file.
+STATE_MARK = "gpufleet.nvidia.container_runtime state:"
+#: First line of every file the module owns outright (drop-ins, created templates).
+OWNER_MARK = "# Managed by gpufleet.nvidia.container_runtime"
+
+
+# --------------------------------------------------------------------------------------
+# The result
+# --------------------------------------------------------------------------------------
+
+
+class FileChange:
+    """One file the editor looked at: its text before and after (``None``: no file)."""
+
+    def __init__(self, path: str, before, after) -> None:
+        self.path = path
+        self.before = before
+        self.after = after
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    @property
+    def action(self):
+        if not self.changed:
+            return None
+        if self.before is None:
+            return "create"
+        if self.after is None:
+            return "delete"
+        return "update"
+
+    def diff(self) -> dict:
+        """Ansible's diff dict for this file, with headers that say create / delete."""
+        before_header = self.path if self.before is not None else "%s (absent)" % self.path
+        after_header = self.path if self.after is not None else "%s (absent)" % self.path
+        return {
+            "before": self.before or "",
+            "after": self.after or "",
+            "before_header": before_header,
+            "after_header": after_header,
+        }
+
+
+class Plan:
+    """What an editor wants to do: the files, a message and facts about the config."""
+
+    def __init__(self, files, msg: str = "", **facts) -> None:
+        self.files = list(files)
+        self.msg = msg
+        self.facts = facts
+        self.warnings = list(facts.pop("warnings", []) or [])
+
+    @property
+    def changed(self) -> bool:
+        return any(f.changed for f in self.files)
+
+    @property
+    def new_texts(self) -> dict:
+        """Path -> new text (``None`` means delete) for the files that change."""
+        return dict((f.path, f.after) for f in self.files if f.changed)
+
+    @property
+    def diff(self) -> list:
+        return [f.diff() for f in self.files if f.changed]
+
+    @property
+    def changed_files(self) -> list:
+        return [f.path for f in self.files if f.changed]
+
+    def file(self, path: str):
+        for f in self.files:
+            if f.path == path:
+                return f
+        return None
+
+    def as_tuple(self):
+        """``(changed, new_texts, diff, msg)``."""
+        return self.changed, self.new_texts, self.diff, self.msg
+
+
+# --------------------------------------------------------------------------------------
+# Parsing with useful errors
+# --------------------------------------------------------------------------------------
+
+
+def require_tomlkit() -> None:
+    if not HAS_TOMLKIT:
+        raise GpuFleetError(
+            "the Python library tomlkit is required to edit TOML files (install python3-tomlkit)",
+            exception=TOMLKIT_IMPORT_ERROR,
+        )
+
+
+def parse_toml(text, path: str):
+    """Parse ``text`` (``None`` or empty: an empty document) or raise with line and column."""
+    require_tomlkit()
+    if not text:
+        return tomlkit.document()
+    try:
+        doc = tomlkit.parse(text)
+    except TomlParseError as exc:
+        line = getattr(exc, "line", None)
+        col = getattr(exc, "col", None)
+        if col is not None:
+            col += 1  # tomlkit counts columns from 0, editors (and json) from 1
+        reason = re.sub(r" at line \d+ col \d+$", "", str(exc))
+        raise GpuFleetError(
+            "%s is not valid TOML (line %s, column %s): %s; the file was left untouched"
+            % (path, line, col, reason),
+            path=path,
+            line=line,
+            column=col,
+        )
+    except Exception as exc:  # tomlkit raises a few non-ParseError errors (duplicate keys)
+        raise GpuFleetError(
+            "%s is not valid TOML: %s; the file was left untouched" % (path, exc), path=path
+        )
+    if doc.as_string() != text:
+        _repair_header_indents(doc, text)
+    if doc.as_string() != text:
+        raise GpuFleetError(
+            "%s cannot be edited without changing its layout (tomlkit %s does not reproduce it "
+            "byte for byte); the file was left untouched" % (path, getattr(tomlkit, "__version__", "?")),
+            path=path,
+        )
+    return doc
+
+
+def _repair_header_indents(doc, text: str) -> None:
+    """Give every table header back the indentation it has in ``text``.
+
+    tomlkit (0.11 to 0.15 at least) doubles the indentation of the second and later
+    sub-tables of a table that has no header of its own (``[a.b.x]`` then ``[a.b.y]``,
+    indented), so such a file would not come back byte for byte.
+    """
+    indents = {}
+    for line in text.splitlines():
+        m = _HEADER_RE.match(line)
+        if m:
+            key_path = header_path(m.group(2).strip())
+            if key_path is not None:
+                indents.setdefault(key_path, m.group(1))
+
+    def walk(container, prefix):
+        for key, item in container.body:
+            if key is None or not isinstance(item, tk_items.Table):
+                continue
+            key_path = prefix + (key.key,)
+            if key_path in indents:
+                item.trivia.indent = re.sub(r"[ \t]*$", indents[key_path], item.trivia.indent, count=1)
+            walk(item.value, key_path)
+
+    walk(doc, ())
+
+
+def parse_json(text, path: str):
+    """Parse JSON text (``None`` or blank: ``{}``) or raise with line and column."""
+    if text is None or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        line = getattr(exc, "lineno", None)
+        col = getattr(exc, "colno", None)
+        raise GpuFleetError(
+            "%s is not valid JSON (line %s, column %s): %s; the file was left untouched"
+            % (path, line, col, getattr(exc, "msg", exc)),
+            path=path,
+            line=line,
+            column=col,
+        )
+    if not isinstance(value, dict):
+        raise GpuFleetError(
+            "%s must hold a JSON object, found %s; the file was left untouched"
+            % (path, type(value).__name__),
+            path=path,
+        )
+    return value
+
+
+def toml_data(text: str):
+    """The plain data of a TOML text (tomlkit's errors are raised as they are)."""
+    return plain(tomlkit.parse(text))
+
+
+# --------------------------------------------------------------------------------------
+# Plain-value helpers
+# --------------------------------------------------------------------------------------
+
+
+def plain(value):
+    """A tomlkit item (or anything) as plain Python values."""
+    if hasattr(value, "unwrap"):
+        return value.unwrap()
+    return value
+
+
+def same(a, b) -> bool:
+    """Equal as config values (``True`` is not ``1``)."""
+    return json.dumps(plain(a), sort_keys=True, default=str) == json.dumps(
+        plain(b), sort_keys=True, default=str
+    )
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """A new dict: ``base`` with ``override`` merged in, recursively for dicts."""
+    out = {}
+    for k, v in base.items():
+        out[k] = deep_merge(v, {}) if isinstance(v, dict) else v
+    for k, v in override.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        elif isinstance(v, dict):
+            out[k] = deep_merge(v, {})
+        else:
+            out[k] = v
+    return out
+
+
+def get_path(tree, path, default=None):
+    node = tree
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return default
+        node = node[key]
+    return node
+
+
+# --------------------------------------------------------------------------------------
+# The state record
+# --------------------------------------------------------------------------------------
+
+
+def encode_record(record: dict) -> str:
+    """The comment line (without indentation) that carries ``record``."""
+    return "# %s %s" % (STATE_MARK, json.dumps(record, sort_keys=True, separators=(", ", ": ")))
+
+
+def decode_record_line(line: str):
+    """The record in a comment line, or ``None`` when the line carries none."""
+    text = line.strip()
+    if not text.startswith("#"):
+        return None
+    text = text.lstrip("#").strip()
+    if not text.startswith(STATE_MARK):
+        return None
+    try:
+        value = json.loads(text[len(STATE_MARK):].strip())
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def find_record_in_text(text):
+    """The first record found in the comment lines of ``text`` (``{}`` when none)."""
+    for line in (text or "").splitlines():
+        record = decode_record_line(line)
+        if record is not None:
+            return record
+    return {}
+
+
+# --------------------------------------------------------------------------------------
+# Writing TOML that the module owns (drop-ins)
+# --------------------------------------------------------------------------------------
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def toml_key(key: str) -> str:
+    if _BARE_KEY.match(key):
+        return key
+    return json.dumps(key)
+
+
+def toml_value(value) -> str:
+    """A plain value as TOML text (basic strings, inline tables inside arrays)."""
+    require_tomlkit()
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join(
+            "%s = %s" % (toml_key(k), toml_value(v)) for k, v in value.items()
+        )
+    if isinstance(value, (list, tuple)):
+        return "[%s]" % ", ".join(toml_value(v) for v in value)
+    return tomlkit.item(value).as_string()
+
+
+def dump_toml(top: dict, header_comments=(), indent_step: str = "  ") -> str:
+    """Serialise a plain dict the way containerd does: a header per table, indented.
+
+    Scalars of a table come first, then its sub-tables, each in the dict's order.
+    """
+    lines = list(header_comments)
+    scalars = [(k, v) for k, v in top.items() if not isinstance(v, dict)]
+    tables = [(k, v) for k, v in top.items() if isinstance(v, dict)]
+    for k, v in scalars:
+        lines.append("%s = %s" % (toml_key(k), toml_value(v)))
+
+    def emit(path, table, depth):
+        pad = indent_step * (depth - 1)
+        lines.append("")
+        lines.append("%s[%s]" % (pad, ".".join(toml_key(p) for p in path)))
+        subs = []
+        for k, v in table.items():
+            if isinstance(v, dict):
+                subs.append((k, v))
+            else:
+                lines.append("%s%s = %s" % (pad + indent_step, toml_key(k), toml_value(v)))
+        for k, v in subs:
+            emit(path + [k], v, depth + 1)
+
+    for k, v in tables:
+        emit([k], v, 1)
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+# --------------------------------------------------------------------------------------
+# Style-preserving edits of a parsed TOML document
+# --------------------------------------------------------------------------------------
+
+_HEADER_RE = re.compile(r"^([ \t]*)\[(?!\[)(.+?)\][ \t]*(#.*)?$")
+_KV_RE = re.compile(r"^([ \t]*)[A-Za-z0-9_\"'.-][^=]*=")
+
+
+def header_path(inner: str):
+    """The key path of a table header's inner text (``plugins."a.b".c``)."""
+    require_tomlkit()
+    try:
+        doc = tomlkit.parse("[%s]\n" % inner)
+    except Exception:  # pragma: no cover - the text came from a parsed file
+        return None
+    path = []
+    node = doc
+    while isinstance(node, (dict,)) and len(node) == 1:
+        key = list(node.keys())[0]
+        path.append(key)
+        node = node[key]
+    return tuple(path)
+
+
+def defined_tables(text: str) -> set:
+    """Key paths of the tables a TOML text defines with a ``[header]``."""
+    found = set()
+    for line in (text or "").splitlines():
+        m = _HEADER_RE.match(line)
+        if m:
+            path = header_path(m.group(2).strip())
+            if path:
+                found.add(path)
+    return found
+
+
+class TomlStyle:
+    """How a file lays out its tables, so that what the module adds looks like the rest.
+
+    ``step``: the indentation added per table depth for headers (containerd writes two
+    spaces, hand-written files usually none); ``key_offset``: keys' indentation relative to
+    their header; ``literal``: the file writes strings in single quotes (containerd 2.x).
+    """
+
+    def __init__(self, step: str = "  ", key_offset: str = "  ", literal: bool = False) -> None:
+        self.step = step
+        self.key_offset = key_offset
+        self.literal = literal
+
+    @classmethod
+    def detect(cls, text: str, default_step: str = "  ") -> "TomlStyle":
+        step = None
+        key_offset = None
+        header_indent = None
+        for line in (text or "").splitlines():
+            m = _HEADER_RE.match(line)
+            if m:
+                header_indent = m.group(1)
+                path = header_path(m.group(2).strip()) or ()
+                if step is None and len(path) >= 2:
+                    step = "  " if len(header_indent) == 2 * (len(path) - 1) else ""
+                continue
+            if header_indent is not None and key_offset is None:
+                k = _KV_RE.match(line)
+                if k and not line.strip().startswith("#"):
+                    indent = k.group(1)
+                    if indent.startswith(header_indent):
+                        key_offset = indent[len(header_indent):]
+        if step is None:
+            step = default_step if not text or not text.strip() else ""
+        if key_offset is None:
+            key_offset = step
+        singles = len(re.findall(r"=\s*'", text or ""))
+        doubles = len(re.findall(r'=\s*"', text or ""))
+        return cls(step=step, key_offset=key_offset, literal=singles > doubles)
+
+    def header_indent(self, depth: int) -> str:
+        return self.step * max(depth - 1, 0)
+
+    def key_indent(self, depth: int) -> str:
+        return self.header_indent(depth) + self.key_offset
+
+
+def tk_value(value, style: TomlStyle):
+    """A tomlkit item for a plain value, in the file's string style."""
+    require_tomlkit()
+    if isinstance(value, str):
+        if style.literal and "'" not in value and "\n" not in value:
+            return tomlkit.string(value, literal=True)
+        return tomlkit.string(value)
+    if isinstance(value, (list, tuple)):
+        arr = tomlkit.array()
+        for v in value:
+            arr.append(tk_value(v, style))
+        return arr
+    if isinstance(value, dict):
+        tbl = tomlkit.inline_table()
+        for k, v in value.items():
+            tbl.append(k, tk_value(v, style))
+        return tbl
+    return tomlkit.item(value)
+
+
+def toml_item(value):
+    """A tomlkit item for a plain value as tomlkit writes it (strings in double quotes)."""
+    return tomlkit.item(value)
+
+
+def is_table(node) -> bool:
+    return isinstance(node, (tk_items.Table, TkProxy)) or (
+        HAS_TOMLKIT and isinstance(node, TkContainer)
+    )
+
+
+def fragments(table) -> list:
+    """The real tables behind a table (tomlkit shows split tables through a proxy)."""
+    if isinstance(table, TkProxy):
+        return list(table._tables)  # pylint: disable=protected-access
+    return [table]
+
+
+def shows_no_header(table) -> bool:
+    """Whether ``table`` prints no header of its own (tomlkit's super tables, in every fragment)."""
+    return all(isinstance(frag, tk_items.Table) and frag.is_super_table() for frag in fragments(table))
+
+
+def _body(table):
+    if isinstance(table, TkContainer):
+        return table.body
+    return table.value.body
+
+
+def _last_is_blank(table) -> bool:
+    """Whether the text a table renders ends with a blank line."""
+    body = _body(fragments(table)[-1])
+    if not body:
+        return False
+    last = body[-1][1]
+    if isinstance(last, tk_items.Whitespace):
+        return "\n" in last.s
+    if isinstance(last, (tk_items.Table,)):
+        return _last_is_blank(last)
+    return False
+
+
+def _kv_indent(table, style: TomlStyle, depth: int) -> str:
+    """The indentation of the key-values already in ``table`` (else the style's)."""
+    for frag in fragments(table):
+        for key, item in _body(frag):
+            if key is not None and not isinstance(item, (tk_items.Table, tk_items.AoT)):
+                return item.trivia.indent.lstrip("\n")
+    return style.key_indent(depth)
+
+
+def new_table(desired: dict, depth: int, style: TomlStyle, leading_blank: bool = True):
+    """A tomlkit table holding ``desired``, laid out in ``style`` at ``depth``.
+
+    ``leading_blank``: a blank line before the header (and before each sub-table's).
+    """
+    require_tomlkit()
+    tbl = tomlkit.table()
+    tbl.trivia.indent = ("\n" if leading_blank else "") + style.header_indent(depth)
+    for key, value in desired.items():
+        if isinstance(value, dict):
+            continue
+        item = tk_value(value, style)
+        item.trivia.indent = style.key_indent(depth)
+        tbl.raw_append(key, item)
+    for key, value in desired.items():
+        if isinstance(value, dict):
+            tbl.raw_append(key, new_table(value, depth + 1, style, leading_blank=leading_blank))
+    return tbl
+
+
+def _append_blank(table) -> None:
+    """Append a blank line at the very end of what ``table`` renders."""
+    last = fragments(table)[-1]
+    body = _body(last)
+    if body and isinstance(body[-1][1], tk_items.Table):
+        _append_blank(body[-1][1])
+        return
+    last.raw_append(None, tk_items.Whitespace("\n"))
+
+
+def _strip_trailing_blank(table) -> None:
+    """Remove blank-line whitespace at the very end of what ``table`` renders."""
+    last = fragments(table)[-1]
+    body = _body(last)
+    while body and isinstance(body[-1][1], tk_items.Whitespace):
+        body.pop()
+    if body and isinstance(body[-1][1], tk_items.Table):
+        _strip_trailing_blank(body[-1][1])
+
+
+def add_table(parent, key: str, desired: dict, depth: int, style: TomlStyle) -> None:
+    """Add a new sub-table ``key`` at the end of ``parent``, so that removing it gives back
+    the same text.
+
+    When parsing, tomlkit gives the blank lines before a header to the table above it. So
+    a new table starts with a blank line only where ``parent`` ended with one, and that
+    blank line moves to the end of the new table: the table above keeps its blank line,
+    the new table owns the one it brought.
+    """
+    blank_before = _last_is_blank(parent)
+    if blank_before:
+        _strip_trailing_blank(parent)
+    tbl = new_table(desired, depth, style, leading_blank=blank_before)
+    indent = tbl.trivia.indent
+    if blank_before:
+        _append_blank(tbl)
+    target = fragments(parent)[-1]
+    if isinstance(target, TkContainer):
+        target.append(key, tbl)
+    else:
+        target.raw_append(key, tbl)
+    # Container.append gives a table without indentation a blank line before it.
+    tbl.trivia.indent = indent
+
+
+def set_scalar(table, key: str, value, depth: int, style: TomlStyle) -> bool:
+    """Set ``table[key] = value`` keeping the key's place, indentation and comment."""
+    if key in table:
+        if same(table[key], value):
+            return False
+        old = item_of(table, key)
+        new = tk_value(value, style)
+        if isinstance(old, tk_items.String) and isinstance(new, tk_items.String):
+            kind = getattr(old, "type", None) or getattr(old, "_t", None)  # tomlkit < 0.12: _t
+            literal = kind in (tk_items.StringType.SLL, tk_items.StringType.MLL)
+            if literal and "'" not in value and "\n" not in value:
+                new = tomlkit.string(value, literal=True)
+            elif not literal:
+                new = tomlkit.string(value)
+        table[key] = new
+        return True
+    item = tk_value(value, style)
+    item.trivia.indent = _kv_indent(table, style, depth)
+    target = fragments(table)[0]
+    if getattr(target, "_is_super_table", None):
+        target._is_super_table = False  # pylint: disable=protected-access  # it gets a header now
+    _insert_kv(target if isinstance(target, TkContainer) else target.value, key, item)
+    return True
+
+
+def _insert_kv(container, key: str, item) -> None:
+    """Insert a key-value after the container's last key-value (before its sub-tables).
+
+    ``Container.append`` would add a blank line between the key and the sub-tables, which
+    removing the key later would leave behind.
+    """
+    body = container.body
+    position = 0
+    for index, (k, v) in enumerate(body):
+        if isinstance(v, (tk_items.Table, tk_items.AoT)):
+            break
+        if isinstance(v, tk_items.Comment) and GoTemplateMask.is_action_line(v.trivia.comment):
+            break  # stay out of {{ if }} blocks of a Go template
+        if k is not None:
+            position = index + 1
+    if position < len(body):
+        container._insert_at(position, key, item)  # pylint: disable=protected-access
+    else:
+        container.append(key, item)
+
+
+def sync_table(table, desired: dict, depth: int, style: TomlStyle) -> bool:
+    """Make ``table`` hold every key of ``desired`` (keys not in it are kept)."""
+    changed = False
+    for key, value in desired.items():
+        if isinstance(value, dict):
+            if key in table and is_table(table[key]):
+                changed = sync_table(table[key], value, depth + 1, style) or changed
+            else:
+                if key in table:
+                    del table[key]
+                add_table(table, key, value, depth + 1, style)
+                changed = True
+        else:
+            changed = set_scalar(table, key, value, depth, style) or changed
+    return changed
+
+
+def ensure_tables(doc, path, style: TomlStyle, created: list):
+    """Walk ``path`` from the document, creating the tables that are missing.
+
+    A table created here prints no header while it holds only sub-tables (tomlkit's
+    super tables); the key paths of created tables are appended to ``created``.
+    """
+    node = doc
+    for i, key in enumerate(path):
+        if key not in node:
+            tbl = tomlkit.table()
+            # No header while it holds only sub-tables (tomlkit < 0.12 does not work it out).
+            tbl._is_super_table = True  # pylint: disable=protected-access
+            tbl.trivia.indent = style.header_indent(i + 1)
+            blank_before = not isinstance(node, TkContainer) and _last_is_blank(node)
+            if blank_before:
+                _strip_trailing_blank(node)  # it moves along to the end of what is added
+            target = fragments(node)[-1]
+            if isinstance(target, TkContainer):
+                target.append(key, tbl)
+            else:
+                target.raw_append(key, tbl)
+            # Container.append starts a table without indentation with a blank line.
+            tbl.trivia.indent = style.header_indent(i + 1)
+            if blank_before:
+                tbl.raw_append(None, tk_items.Whitespace("\n"))
+            created.append(list(path[: i + 1]))
+        node = node[key]
+        if not is_table(node):
+            raise GpuFleetError(
+                "%s is not a table in the configuration (found %r)"
+                % (".".join(path[: i + 1]), plain(node))
+            )
+    return node
+
+
+def insert_top_kv(doc, key: str, item, first: bool = False) -> None:
+    """Insert a top-level key: first in the file, or after the last top-level key."""
+    item.trivia.indent = ""
+    body = doc.body
+    kv_positions = [
+        i
+        for i, (k, v) in enumerate(body)
+        if k is not None and not isinstance(v, (tk_items.Table, tk_items.AoT))
+    ]
+    tables = [i for i, (k, v) in enumerate(body) if isinstance(v, (tk_items.Table, tk_items.AoT))]
+    if first and kv_positions:
+        position = kv_positions[0]
+    elif kv_positions:
+        position = kv_positions[-1] + 1
+    elif tables:
+        position = tables[0]  # before the first table, without the blank line append adds
+    else:
+        position = len(body)
+    if position < len(body):
+        doc._insert_at(position, key, item)  # pylint: disable=protected-access
+    else:
+        doc.append(key, item)
+
+
+def _real_nodes(doc, path):
+    """The real tables at ``path``, walking the document's bodies rather than tomlkit's
+    proxies (a table split in several places is several nodes)."""
+    nodes = [doc]
+    for key in path:
+        found = []
+        for node in nodes:
+            container = node if isinstance(node, TkContainer) else node.value
+            for k, item in container.body:
+                if k is not None and k.key == key and isinstance(item, tk_items.Table):
+                    found.append(item)
+        nodes = found
+    return nodes
+
+
+def delete_path(doc, path) -> bool:
+    """Delete the key at ``path`` wherever it really is (also in split tables)."""
+    deleted = False
+    for node in _real_nodes(doc, path[:-1]):
+        container = node if isinstance(node, TkContainer) else node.value
+        if path[-1] in container:
+            del container[path[-1]]
+            deleted = True
+    return deleted
+
+
+def replace_path(doc, path, item) -> bool:
+    """Set the existing key at ``path`` to ``item`` where it really is."""
+    for node in _real_nodes(doc, path[:-1]):
+        container = node if isinstance(node, TkContainer) else node.value
+        if path[-1] in container:
+            container[path[-1]] = item
+            return True
+    return False
+
+
+def prune_created(doc, created) -> None:
+    """Remove the tables in ``created`` (deepest first) that are now empty."""
+    for path in sorted(created, key=len, reverse=True):
+        for node in _real_nodes(doc, path):
+            if len(plain(node)) == 0:
+                delete_path(doc, path)
+                break
+
+
+def hide_headers(doc, paths) -> None:
+    """Make the tables at ``paths`` header-less again once they hold only sub-tables."""
+    for path in paths:
+        for node in _real_nodes(doc, path):
+            # tomlkit leaves a Null in the body where a key was deleted
+            kinds = (tk_items.Table, tk_items.AoT, tk_items.Whitespace, tk_items.Null)
+            if all(isinstance(entry[1], kinds) for entry in node.value.body):
+                node._is_super_table = True  # pylint: disable=protected-access
+
+
+# --------------------------------------------------------------------------------------
+# Go templates (k3s / RKE2 config.toml.tmpl)
+# --------------------------------------------------------------------------------------
+
+_ACTION_RE = re.compile(r"\{\{.*?\}\}")
+_ONLY_ACTIONS_RE = re.compile(r"^[ \t]*(\{\{.*?\}\}[ \t]*)+$")
+
+
+class GoTemplateMask:
+    """Hide Go template actions from the TOML parser and put them back afterwards.
+
+    A line holding only actions (``{{ template "base" . }}``, ``{{ if ... }}``) becomes a
+    comment; an action used as a value becomes a quoted placeholder string; an action inside
+    a string or a key becomes a bare placeholder. ``unmask`` reverses all three.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.original = text
+        self.replacements = []  # (token as written in the masked text, original text)
+        self.masked = self._mask(text)
+
+    @staticmethod
+    def is_action_line(comment: str) -> bool:
+        """Whether a comment is a masked line of template actions."""
+        return comment.startswith("#GPUFLEET_GOTMPL_LINE_")
+
+    @property
+    def has_actions(self) -> bool:
+        return bool(self.replacements)
+
+    @property
+    def uses_base(self) -> bool:
+        return bool(re.search(r"\{\{-?\s*template\s+\"base\"", self.original))
+
+    def _token(self, kind: str) -> str:
+        # The trailing "X" keeps token 1 from being a prefix of token 10.
+        return "GPUFLEET_GOTMPL_%s_%dX" % (kind, len(self.replacements))
+
+    def _mask(self, text: str) -> str:
+        out = []
+        for line in text.splitlines(True):
+            body = line.rstrip("\r\n")
+            eol = line[len(body):]
+            if "{{" not in body:
+                out.append(line)
+                continue
+            if body.count("{{") != body.count("}}"):
+                raise GpuFleetError(
+                    "a Go template action spans several lines (%r); the module edits templates "
+                    "whose actions each fit on one line" % body.strip()
+                )
+            if _ONLY_ACTIONS_RE.match(body):
+                token = "#" + self._token("LINE")
+                self.replacements.append((token, body))
+                out.append(token + eol)
+                continue
+            pieces = []
+            pos = 0
+            for m in _ACTION_RE.finditer(body):
+                before = body[pos:m.start()]
+                pieces.append(before)
+                prefix = "".join(pieces)
+                in_string = prefix.count('"') % 2 == 1 or prefix.count("'") % 2 == 1
+                if not in_string and re.search(r"=\s*$", prefix):
+                    core = self._token("VALUE")
+                    self.replacements.append(('"%s"' % core, m.group(0)))
+                    self.replacements.append(("'%s'" % core, m.group(0)))
+                    pieces.append('"%s"' % core)
+                else:
+                    core = self._token("TEXT")
+                    self.replacements.append((core, m.group(0)))
+                    pieces.append(core)
+                pos = m.end()
+            pieces.append(body[pos:])
+            out.append("".join(pieces) + eol)
+        return "".join(out)
+
+    def unmask(self, text: str) -> str:
+        for token, original in self.replacements:
+            text = text.replace(token, original)
+        return text
+
+
+# --------------------------------------------------------------------------------------
+# Recorded changes (for an exact undo)
+# --------------------------------------------------------------------------------------
+
+
+def item_of(table, key):
+    """The tomlkit item of ``table[key]`` (indexing gives plain ``bool`` for booleans)."""
+    for frag in fragments(table):
+        if key in frag:
+            container = frag if isinstance(frag, TkContainer) else frag.value
+            return container.item(key)
+    raise KeyError(key)
+
+
+def raw_text(table, key):
+    """The TOML text of ``table[key]`` (``None`` when missing)."""
+    if key not in table:
+        return None
+    return item_of(table, key).as_string().strip()
+
+
+def record_entry(record: dict, path) -> dict:
+    for entry in record.setdefault("keys", []):
+        if entry.get("path") == list(path):
+            return entry
+    return None
+
+
+def note_change(record: dict, path, table, key, new_value) -> None:
+    """Record the original text of ``path`` (first time only) and the value now set."""
+    entry = record_entry(record, path)
+    if entry is None:
+        entry = {"path": list(path), "raw": raw_text(table, key)}
+        record["keys"].append(entry)
+    entry["set"] = plain(new_value)
+
+
+def parse_raw(raw):
+    return tomlkit.parse("x = %s\n" % raw)["x"]
+
+
+def lookup(doc, path):
+    node = doc
+    for key in path:
+        if not is_table(node) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def restore_entry(doc, entry: dict, warnings: list) -> bool:
+    """Put back the value recorded in ``entry`` if the key still holds what was set."""
+    path = entry["path"]
+    parent = lookup(doc, path[:-1]) if len(path) > 1 else doc
+    key = path[-1]
+    if parent is None or key not in parent:
+        return False
+    if not same(parent[key], entry.get("set")):
+        warnings.append(
+            "%s was changed after the module set it; left as it is" % ".".join(path)
+        )
+        return False
+    if entry.get("raw") is None:
+        delete_path(doc, path)
+    else:
+        replace_path(doc, path, parse_raw(entry["raw"]))
+    return True
+
+
+def record_comment(table):
+    """``(item, record)`` of the state comment inside a runtime table."""
+    for frag in fragments(table):
+        for entry in frag.value.body:
+            item = entry[1]
+            if isinstance(item, tk_items.Comment):
+                record = decode_record_line(item.trivia.comment)
+                if record is not None:
+                    return item, record
+    return None, None
+
+
+def write_record_comment(table, record, indent) -> None:
+    """Put the state record as the first line of a runtime table (or update it)."""
+    item = record_comment(table)[0]
+    text = encode_record(record)
+    if item is not None:
+        item.trivia.comment = text
+        return
+    comment = tk_items.Comment(tk_items.Trivia(indent=indent, comment_ws="", comment=text, trail="\n"))
+    container = fragments(table)[0].value
+    # tomlkit has no public way to insert a comment at a position: shift its key index.
+    container.body.insert(0, (None, comment))
+    index = container._map  # pylint: disable=protected-access
+    for key, value in list(index.items()):
+        index[key] = tuple(v + 1 for v in value) if isinstance(value, tuple) else value + 1
