@@ -258,13 +258,10 @@ _ONELINE = re.compile(
 class Entry(object):
     """One distribution entry of the apt sources: a one-line ``deb`` line or a deb822 stanza."""
 
-    def __init__(self, path, fmt, suites, components, index, types=("deb",)):
-        self.path = path
-        self.format = fmt
+    def __init__(self, suites, components, index):
         self.suites = list(suites)
         self.components = list(components)
-        self.index = index
-        self.types = tuple(types)
+        self.index = index  # the line of a one-line entry, the stanza of a deb822 one
 
     def missing(self, required):
         return [c for c in required if c not in self.components]
@@ -290,7 +287,7 @@ def edit_oneline(text, suites, required):
         comps = match.group("comps").split()
         if match.group("type") != "deb" or match.group("suite") not in suites or "main" not in comps:
             continue
-        entry = Entry(None, "oneline", [match.group("suite")], comps, index)
+        entry = Entry([match.group("suite")], comps, index)
         entries.append(entry)
         missing = entry.missing(required)
         if missing:
@@ -337,92 +334,89 @@ def _deb822_fields(stanza):
     return out
 
 
+def _deb822_value(fields, name, default=""):
+    return (fields.get(name) or (None, None, default))[2]
+
+
+def _distribution_stanzas(text, suites):
+    """``[(number, stanza, fields)]`` of the enabled binary stanzas of a deb822 file with main for ``suites``."""
+    found = []
+    for number, stanza in enumerate(_deb822_stanzas(text)):
+        fields = _deb822_fields(stanza)
+        if (
+            "deb" in _deb822_value(fields, "types").split()
+            and _deb822_value(fields, "enabled", "yes").strip().lower() not in ("no", "false", "0")
+            and "main" in _deb822_value(fields, "components").split()
+            and any(s in suites for s in _deb822_value(fields, "suites").split())
+        ):
+            found.append((number, stanza, fields))
+    return found
+
+
 def edit_deb822(text, suites, required):
     """``(new_text, entries)`` for a deb822 ``.sources`` file."""
     lines_ = text.split("\n")
     entries = []
-    for number, stanza in enumerate(_deb822_stanzas(text)):
-        fields = _deb822_fields(stanza)
-        types = (fields.get("types") or (None, None, ""))[2].split()
-        stanza_suites = (fields.get("suites") or (None, None, ""))[2].split()
-        comps = (fields.get("components") or (None, None, ""))[2].split()
-        enabled = (fields.get("enabled") or (None, None, "yes"))[2].strip().lower()
-        if (
-            "deb" not in types
-            or enabled in ("no", "false", "0")
-            or "main" not in comps
-            or not any(s in suites for s in stanza_suites)
-        ):
-            continue
-        entry = Entry(None, "deb822", stanza_suites, comps, number, types)
+    for number, dummy, fields in _distribution_stanzas(text, suites):
+        entry = Entry(_deb822_value(fields, "suites").split(), _deb822_value(fields, "components").split(), number)
         entries.append(entry)
         missing = entry.missing(required)
         if missing:
             index, line = fields["components"][1][-1]
-            comment = ""
-            if "#" in line:
-                line, dummy, rest = line.partition("#")
-                comment = " #" + rest
-            lines_[index] = line.rstrip() + " " + " ".join(missing) + comment
+            lines_[index] = _add_components(line, missing)
     return "\n".join(lines_), entries
 
 
-def query_deb822(text, suites, required):
+def _add_components(line, missing):
+    """The last line of a Components field with ``missing`` added, before its comment."""
+    comment = ""
+    if "#" in line:
+        line, dummy, rest = line.partition("#")
+        comment = " #" + rest
+    return line.rstrip() + " " + " ".join(missing) + comment
+
+
+def query_deb822(text, suites):
     """The distribution stanzas of an edited deb822 file, binary only, for a temporary apt config."""
-    out = []
-    for stanza in _deb822_stanzas(text):
-        fields = _deb822_fields(stanza)
-        types = (fields.get("types") or (None, None, ""))[2].split()
-        stanza_suites = (fields.get("suites") or (None, None, ""))[2].split()
-        comps = (fields.get("components") or (None, None, ""))[2].split()
-        enabled = (fields.get("enabled") or (None, None, "yes"))[2].strip().lower()
-        if (
-            "deb" not in types
-            or enabled in ("no", "false", "0")
-            or "main" not in comps
-            or not any(s in suites for s in stanza_suites)
-        ):
+    return "\n\n".join("\n".join(_binary_only(stanza, fields)) for dummy, stanza, fields in _distribution_stanzas(text, suites))
+
+
+def _binary_only(stanza, fields):
+    """The lines of a stanza without its comments, its Types field reduced to ``deb``."""
+    types = fields["types"][1]
+    continued = [i for i, dummy in types[1:]]
+    kept = []
+    for index, line in stanza:
+        if line.lstrip().startswith("#") or index in continued:
             continue
-        kept = []
-        for index, line in stanza:
-            if line.lstrip().startswith("#"):
-                continue
-            if fields["types"][1][0][0] == index:
-                kept.append("Types: deb")
-            elif index in [i for i, dummy in fields["types"][1][1:]]:
-                continue
-            else:
-                kept.append(line)
-        out.append("\n".join(kept))
-    return "\n\n".join(out)
+        kept.append("Types: deb" if index == types[0][0] else line)
+    return kept
+
+
+def source_files(host):
+    """``[(path, format)]`` of the host's apt sources: sources.list, then the .list and .sources of sources.list.d."""
+    paths = [(SOURCES_LIST, "oneline")] if host.exists(SOURCES_LIST) else []
+    for name in host.names(SOURCES_DIR):
+        if name.endswith(".list"):
+            paths.append((posixpath.join(SOURCES_DIR, name), "oneline"))
+        elif name.endswith(".sources"):
+            paths.append((posixpath.join(SOURCES_DIR, name), "deb822"))
+    return paths
 
 
 class Sources(object):
     """The apt sources of the host: which files there are, and their edit for the components."""
 
     def __init__(self, system, suites, required):
-        self.system = system
         self.suites = suites
         self.required = required
         self.files = []  # [(path, format, text, new_text, entries)]
-        paths = []
-        if system.exists(SOURCES_LIST):
-            paths.append((SOURCES_LIST, "oneline"))
-        for name in system.names(SOURCES_DIR):
-            if name.endswith(".list"):
-                paths.append((posixpath.join(SOURCES_DIR, name), "oneline"))
-            elif name.endswith(".sources"):
-                paths.append((posixpath.join(SOURCES_DIR, name), "deb822"))
-        for path, fmt in paths:
+        for path, fmt in source_files(system):
             text = system.read(path)
             if text is None:
                 continue
-            if fmt == "oneline":
-                new, entries = edit_oneline(text, suites, required)
-            else:
-                new, entries = edit_deb822(text, suites, required)
-            for entry in entries:
-                entry.path = path
+            edit = edit_oneline if fmt == "oneline" else edit_deb822
+            new, entries = edit(text, suites, required)
             self.files.append((path, fmt, text, new, entries))
 
     @property
@@ -448,7 +442,7 @@ class Sources(object):
                 wanted = set(e.index for e in entries)
                 oneline += [line for i, line in enumerate(new.split("\n")) if i in wanted]
             else:
-                deb822.append(query_deb822(new, self.suites, self.required))
+                deb822.append(query_deb822(new, self.suites))
         return "\n".join(oneline) + ("\n" if oneline else ""), "\n\n".join(d for d in deb822 if d) + (
             "\n" if deb822 else ""
         )

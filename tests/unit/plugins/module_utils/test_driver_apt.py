@@ -136,7 +136,7 @@ def test_edit_deb822_keeps_everything_else():
 
 def test_deb822_query_file_is_binary_only_and_keeps_the_key():
     new, dummy = apt.edit_deb822(DEB822, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
-    query = apt.query_deb822(new, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
+    query = apt.query_deb822(new, ["trixie", "trixie-updates", "trixie-security"])
     assert query == (
         "Types: deb\nURIs: http://m/debian\nSuites: trixie trixie-updates\n"
         "Components: main contrib non-free non-free-firmware # the main archive\n"
