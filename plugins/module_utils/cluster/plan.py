@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import re
 
@@ -688,22 +689,45 @@ def gpu_operator_plan(fleet, settings):
     prepared -> the operator deploys both; all prepared -> neither; a mix -> enabled, and the
     prepared nodes get ``nvidia.com/gpu.deploy.driver=false`` and / or
     ``nvidia.com/gpu.deploy.container-toolkit=false``.
+
+    A pipeline: read the fleet and the settings, derive what the operator deploys, check and
+    build each part of the values (runtime, driver, toolkit, MIG, sharing, images), then the
+    objects, the node labels and the summary. Problems are collected in the order of the steps.
     """
     p = "gpu_operator"
     s = plain(settings or {})
     nodes, problems = _fleet(fleet, p, s.get("node_group"))
     pod_security = _common(s, p, problems)
     chart = _chart(s, p, "gpu-operator", problems)
+    deploys = {"driver": any(not n["host_driver"] for n in nodes), "toolkit": any(not n["host_toolkit"] for n in nodes)}
+    runtime = _operator_runtime(s, nodes, problems)
+    driver, extras = _operator_driver(s, deploys["driver"], problems)
+    toolkit = _operator_toolkit(s, deploys["toolkit"], runtime, problems)
+    mig = _operator_mig(s, nodes, problems)
+    sharing = _operator_sharing(s, nodes, mig["strategy"], problems)
+    values = _operator_values(s, driver, toolkit, mig, sharing, extras, problems)
+    removable = {LABEL_DEPLOY_DRIVER: ["false"], LABEL_DEPLOY_TOOLKIT: ["false"], LABEL_PLUGIN_CONFIG: list(sharing["data"]),
+                 LABEL_MIG_CONFIG: sorted(mig["names"])}
+    return _result(
+        problems,
+        chart=chart,
+        chart_values=values,
+        objects=[namespace_object(s.get("namespace"), pod_security)] + mig["objects"],
+        node_labels=_label_plan(nodes, functools.partial(_operator_node_labels, deploys), removable),
+        summary=_operator_summary(nodes, deploys, runtime, sharing["data"], mig),
+    )
 
-    driver_enabled = any(not n["host_driver"] for n in nodes)
-    toolkit_enabled = any(not n["host_toolkit"] for n in nodes)
 
-    # --- container runtime ----------------------------------------------------------------------
-    # The operator reads each node's runtime from the node (containerRuntimeVersion) since
-    # v25.3; operator.defaultRuntime is no longer read and is not set. What stays one per
-    # cluster is the toolkit's containerd settings (toolkit.env) where the operator deploys the
-    # toolkit: k3s and RKE2 keep containerd elsewhere than a plain containerd does.
-    runtime = s.get("container_runtime") or ""
+# --- GPU Operator: container runtime ------------------------------------------------------------
+def _operator_runtime(settings, nodes, problems):
+    """The runtime flavour the toolkit's containerd settings are for.
+
+    The operator reads each node's runtime from the node (containerRuntimeVersion) since
+    v25.3; operator.defaultRuntime is no longer read and is not set. What stays one per
+    cluster is the toolkit's containerd settings (toolkit.env) where the operator deploys the
+    toolkit: k3s and RKE2 keep containerd elsewhere than a plain containerd does.
+    """
+    runtime = settings.get("container_runtime") or ""
     if runtime and runtime not in RUNTIME_FAMILY:
         problems.append(
             "gpu_operator_container_runtime: %s is not a container runtime the GPU Operator configures "
@@ -719,223 +743,7 @@ def gpu_operator_plan(fleet, settings):
                 "(expected containerd, crio, docker, k3s or rke2; or container_toolkit_enabled: false so "
                 "the operator deploys the toolkit)" % _q(node["host"])
             )
-    if not runtime:
-        runtime = _toolkit_runtime(nodes, problems)
-    # --- driver -----------------------------------------------------------------------------------
-    driver = {"enabled": driver_enabled}
-    version = s.get("driver_version") or ""
-    precompiled = to_bool(s.get("driver_use_precompiled", False), "gpu_operator_driver_use_precompiled", problems)
-    if version:
-        version = str(version)
-        if not _DRIVER_VERSION.match(version):
-            problems.append(
-                "gpu_operator_driver_version: %s is not a driver version (expected a branch such as 580 or "
-                "a release such as 580.95.05)" % _q(version)
-            )
-        elif precompiled and "." in version:
-            problems.append(
-                "gpu_operator_driver_version: %s is a release, but precompiled driver images are chosen by "
-                "branch (gpu_operator_driver_use_precompiled is true; expected a branch such as %s)"
-                % (_q(version), version.split(".")[0])
-            )
-        driver["version"] = version
-    if precompiled:
-        driver["usePrecompiled"] = True
-
-    rdma = to_bool(s.get("rdma_enabled", False), "gpu_operator_rdma_enabled", problems)
-    host_mofed = to_bool(s.get("rdma_use_host_mofed", False), "gpu_operator_rdma_use_host_mofed", problems)
-    gds = to_bool(s.get("gds_enabled", False), "gpu_operator_gds_enabled", problems)
-    gdrcopy = to_bool(s.get("gdrcopy_enabled", False), "gpu_operator_gdrcopy_enabled", problems)
-    if host_mofed and not rdma:
-        problems.append(
-            "gpu_operator_rdma_use_host_mofed: true only applies to GPUDirect RDMA (gpu_operator_rdma_enabled "
-            "is false; expected gpu_operator_rdma_enabled: true, or gpu_operator_rdma_use_host_mofed: false)"
-        )
-    for var, on in (("rdma_enabled", rdma), ("gds_enabled", gds), ("gdrcopy_enabled", gdrcopy)):
-        if on and not driver_enabled:
-            problems.append(
-                "gpu_operator_%s: true needs the operator's driver containers, which load the kernel modules "
-                "it adds, but every GPU node has a host driver (nvidia_driver_method package or preinstalled) "
-                "(expected nvidia_driver_method: operator on the nodes that need it, or the module loaded on "
-                "the hosts and gpu_operator_%s: false)" % (var, var)
-            )
-    if rdma:
-        driver["rdma"] = {"enabled": True, "useHostMofed": host_mofed}
-
-    policy = s.get("driver_upgrade_policy") or {}
-    if not isinstance(policy, dict):
-        problems.append(
-            "gpu_operator_driver_upgrade_policy: %s is not a mapping (expected chart keys such as "
-            "autoUpgrade, maxParallelUpgrades, drain)" % _q(policy)
-        )
-    elif policy:
-        driver["upgradePolicy"] = copy.deepcopy(policy)
-
-    # --- toolkit ----------------------------------------------------------------------------------
-    toolkit = {"enabled": toolkit_enabled}
-    env = []
-    if toolkit_enabled and runtime in RANCHER_CONTAINERD:
-        base = RANCHER_CONTAINERD[runtime]
-        env = [
-            ("CONTAINERD_CONFIG", base + "/config.toml"),
-            ("CONTAINERD_SOCKET", RANCHER_CONTAINERD_SOCKET),
-            ("RUNTIME_CONFIG_SOURCE", "file=" + base + "/config.toml"),
-            ("RUNTIME_DROP_IN_CONFIG", base + "/config-v3.toml.d/99-nvidia.toml"),
-        ]
-    extra_env = s.get("toolkit_env") or {}
-    if not isinstance(extra_env, dict):
-        problems.append(
-            "gpu_operator_toolkit_env: %s is not a mapping of variable names to values (expected e.g. "
-            "{RUNTIME_DROP_IN_CONFIG: /etc/containerd/conf.d/99-nvidia.toml})" % _q(extra_env)
-        )
-        extra_env = {}
-    env_dict = dict(env)
-    order = [item[0] for item in env] + sorted(k for k in extra_env if k not in env_dict)
-    for key, value in extra_env.items():
-        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-            problems.append("gpu_operator_toolkit_env: %s is not an environment variable name" % _q(key))
-        env_dict[key] = value if isinstance(value, str) else json.dumps(value) if not isinstance(value, bool) else str(value).lower()
-    if env_dict and toolkit_enabled:
-        toolkit["env"] = [{"name": k, "value": str(env_dict[k])} for k in order]
-
-    # --- MIG ------------------------------------------------------------------------------------
-    mig_strategy = s.get("mig_strategy", "none")
-    mig_manager = to_bool(s.get("mig_manager_enabled", True), "gpu_operator_mig_manager_enabled", problems)
-    mig_configs = s.get("mig_configs") or {}
-    mig_default = s.get("mig_default_config") or ""
-    mig_values = {"enabled": mig_manager}
-    objects = [namespace_object(s.get("namespace"), pod_security)]
-    if not isinstance(mig_configs, dict):
-        problems.append(
-            "gpu_operator_mig_configs: %s is not a mapping of MIG config names to mig-parted device lists "
-            "(expected a dict)" % _q(mig_configs)
-        )
-        mig_configs = {}
-    mig_names = set()
-    if mig_configs:
-        mig_names = _check_mig_configs(mig_configs, problems)
-        cm_name = s.get("mig_config_map") or ""
-        if _check_name(cm_name, "gpu_operator_mig_config_map", _DNS_SUBDOMAIN, "a ConfigMap name (expected lower-case alphanumerics, '-' and '.')", problems):
-            objects.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {
-                        "name": cm_name,
-                        "namespace": s.get("namespace"),
-                        "labels": {"app.kubernetes.io/managed-by": "gpufleet.nvidia"},
-                    },
-                    "data": {
-                        "config.yaml": dump_yaml({"version": "v1", "mig-configs": mig_configs}, sort_keys=True)
-                    },
-                }
-            )
-        mig_default = mig_default or "all-disabled"
-        mig_values["config"] = {"name": cm_name, "default": mig_default}
-        if mig_default not in mig_names:
-            problems.append(
-                "gpu_operator_mig_default_config: %s is not one of the configs in gpu_operator_mig_configs "
-                "(expected %s)" % (_q(mig_default), _one_of(sorted(mig_names)))
-            )
-    elif mig_default:
-        mig_values["config"] = {"default": mig_default}
-    notes = []
-    for node in nodes:
-        where = "gpu_operator: host %s: gpufleet_mig_config %s" % (_q(node["host"]), _q(node["mig_config"]))
-        if not node["mig_config"]:
-            continue
-        if not mig_manager:
-            problems.append("%s needs the MIG manager (gpu_operator_mig_manager_enabled is false; expected true)" % where)
-        if mig_names and node["mig_config"] not in mig_names:
-            problems.append("%s is not one of the configs in gpu_operator_mig_configs (expected %s)" % (where, _one_of(sorted(mig_names))))
-        if node["mig_config"] != "all-disabled" and mig_strategy == "none":
-            problems.append(
-                "%s partitions the GPUs, but gpu_operator_mig_strategy is 'none', which advertises no MIG "
-                "devices (expected gpu_operator_mig_strategy single or mixed)" % where
-            )
-        _check_mig_fit(node, mig_configs, problems, notes)
-
-    # --- device plugin: sharing ------------------------------------------------------------------
-    default = s.get("sharing_default") or "default"
-    data = plugin_configs(s.get("sharing_configs"), default, mig_strategy, p, problems)
-    _check_node_sharing(nodes, data, p, problems)
-    cm_name = s.get("sharing_config_map") or ""
-    _check_name(cm_name, "gpu_operator_sharing_config_map", _DNS_SUBDOMAIN, "a ConfigMap name (expected lower-case alphanumerics, '-' and '.')", problems)
-
-    # --- images -----------------------------------------------------------------------------------
-    registry = _image_registry(s, p, problems)
-    repositories = s.get("image_repositories") or {}
-    if not isinstance(repositories, dict):
-        problems.append(
-            "gpu_operator_image_repositories: %s is not a mapping of components to repositories (expected "
-            "keys %s)" % (_q(repositories), _one_of(GPU_OPERATOR_IMAGE_COMPONENTS + (NFD_IMAGE,)))
-        )
-        repositories = {}
-    for key in sorted(repositories, key=str):
-        if key not in GPU_OPERATOR_IMAGE_COMPONENTS + (NFD_IMAGE,):
-            problems.append(
-                "gpu_operator_image_repositories: %s is not a chart component (expected %s)"
-                % (_q(key), _one_of(GPU_OPERATOR_IMAGE_COMPONENTS + (NFD_IMAGE,)))
-            )
-    secrets = _pull_secrets(s, p, problems)
-
-    values = {
-        "driver": driver,
-        "toolkit": toolkit,
-        "cdi": {"enabled": to_bool(s.get("cdi_enabled", True), "gpu_operator_cdi_enabled", problems)},
-        "dcgmExporter": {"enabled": to_bool(s.get("dcgm_exporter_enabled", True), "gpu_operator_dcgm_exporter_enabled", problems)},
-        "mig": {"strategy": mig_strategy},
-        "migManager": mig_values,
-        "devicePlugin": {"config": {"create": True, "name": cm_name, "default": default, "data": data}},
-        "gds": {"enabled": gds},
-        "gdrcopy": {"enabled": gdrcopy},
-    }
-    for component in GPU_OPERATOR_IMAGE_COMPONENTS:
-        repo = repositories.get(component) or registry
-        if repo:
-            _set_path(values, component + ".repository", repo)
-    nfd_repo = repositories.get(NFD_IMAGE) or (registry + "/" + NFD_IMAGE if registry else "")
-    if nfd_repo:
-        values["node-feature-discovery"] = {"image": {"repository": nfd_repo}}
-    if secrets:
-        for component in GPU_OPERATOR_PULL_SECRET_COMPONENTS:
-            _set_path(values, component + ".imagePullSecrets", list(secrets))
-    overrides = _check_overrides(s.get("values_overrides") or {}, "gpu_operator_values_overrides", GPU_OPERATOR_DERIVED_VALUES, problems)
-    values = deep_merge(values, overrides)
-
-    def wanted(node):
-        labels = {}
-        if driver_enabled and node["host_driver"]:
-            labels[LABEL_DEPLOY_DRIVER] = "false"
-        if toolkit_enabled and node["host_toolkit"]:
-            labels[LABEL_DEPLOY_TOOLKIT] = "false"
-        if node["sharing_config"]:
-            labels[LABEL_PLUGIN_CONFIG] = node["sharing_config"]
-        if node["mig_config"]:
-            labels[LABEL_MIG_CONFIG] = node["mig_config"]
-        return labels
-
-    removable = {LABEL_DEPLOY_DRIVER: ["false"], LABEL_DEPLOY_TOOLKIT: ["false"], LABEL_PLUGIN_CONFIG: list(data),
-                 LABEL_MIG_CONFIG: sorted(mig_names)}
-    summary = {
-        "driver": "operator" if not any(n["host_driver"] for n in nodes) else "host" if not driver_enabled else "mixed",
-        "toolkit": "operator" if not any(n["host_toolkit"] for n in nodes) else "host" if not toolkit_enabled else "mixed",
-        "container_runtime": runtime,
-        "nodes": [n["name"] for n in nodes],
-        "host_driver_nodes": [n["name"] for n in nodes if n["host_driver"]],
-        "host_toolkit_nodes": [n["name"] for n in nodes if n["host_toolkit"]],
-        "sharing_configs": sorted(data),
-        "mig_strategy": mig_strategy,
-        "notes": notes,
-    }
-    return _result(
-        problems,
-        chart=chart,
-        chart_values=values,
-        objects=objects,
-        node_labels=_label_plan(nodes, wanted, removable),
-        summary=summary,
-    )
+    return runtime or _toolkit_runtime(nodes, problems)
 
 
 def _toolkit_runtime(nodes, problems):
@@ -957,6 +765,187 @@ def _toolkit_runtime(nodes, problems):
         )
     flavours = sorted(by_runtime) or sorted(set(n["runtime"] for n in nodes if n["runtime"] in RUNTIME_FAMILY))
     return flavours[0] if flavours else "containerd"
+
+
+# --- GPU Operator: driver -----------------------------------------------------------------------
+def _operator_driver(settings, enabled, problems):
+    """The chart's ``driver`` values, and the switches of the modules the driver containers load
+    (``{rdma_enabled, rdma_use_host_mofed, gds_enabled, gdrcopy_enabled}``)."""
+    driver = {"enabled": enabled}
+    precompiled = to_bool(settings.get("driver_use_precompiled", False), "gpu_operator_driver_use_precompiled", problems)
+    version = _driver_version(settings.get("driver_version") or "", precompiled, problems)
+    if version:
+        driver["version"] = version
+    if precompiled:
+        driver["usePrecompiled"] = True
+    extras = _driver_modules(settings, enabled, problems)
+    if extras["rdma_enabled"]:
+        driver["rdma"] = {"enabled": True, "useHostMofed": extras["rdma_use_host_mofed"]}
+    policy = settings.get("driver_upgrade_policy") or {}
+    if not isinstance(policy, dict):
+        problems.append(
+            "gpu_operator_driver_upgrade_policy: %s is not a mapping (expected chart keys such as "
+            "autoUpgrade, maxParallelUpgrades, drain)" % _q(policy)
+        )
+    elif policy:
+        driver["upgradePolicy"] = copy.deepcopy(policy)
+    return driver, extras
+
+
+def _driver_version(version, precompiled, problems):
+    """``gpu_operator_driver_version`` as text, checked; '' for the chart's default."""
+    if not version:
+        return ""
+    version = str(version)
+    if not _DRIVER_VERSION.match(version):
+        problems.append(
+            "gpu_operator_driver_version: %s is not a driver version (expected a branch such as 580 or "
+            "a release such as 580.95.05)" % _q(version)
+        )
+    elif precompiled and "." in version:
+        problems.append(
+            "gpu_operator_driver_version: %s is a release, but precompiled driver images are chosen by "
+            "branch (gpu_operator_driver_use_precompiled is true; expected a branch such as %s)"
+            % (_q(version), version.split(".")[0])
+        )
+    return version
+
+
+def _driver_modules(settings, driver_enabled, problems):
+    """GPUDirect RDMA, GDS and GDRCopy: modules only the operator's driver containers load."""
+    extras = {}
+    for key in ("rdma_enabled", "rdma_use_host_mofed", "gds_enabled", "gdrcopy_enabled"):
+        extras[key] = to_bool(settings.get(key, False), "gpu_operator_" + key, problems)
+    if extras["rdma_use_host_mofed"] and not extras["rdma_enabled"]:
+        problems.append(
+            "gpu_operator_rdma_use_host_mofed: true only applies to GPUDirect RDMA (gpu_operator_rdma_enabled "
+            "is false; expected gpu_operator_rdma_enabled: true, or gpu_operator_rdma_use_host_mofed: false)"
+        )
+    for var in ("rdma_enabled", "gds_enabled", "gdrcopy_enabled"):
+        if extras[var] and not driver_enabled:
+            problems.append(
+                "gpu_operator_%s: true needs the operator's driver containers, which load the kernel modules "
+                "it adds, but every GPU node has a host driver (nvidia_driver_method package or preinstalled) "
+                "(expected nvidia_driver_method: operator on the nodes that need it, or the module loaded on "
+                "the hosts and gpu_operator_%s: false)" % (var, var)
+            )
+    return extras
+
+
+# --- GPU Operator: toolkit ----------------------------------------------------------------------
+def _operator_toolkit(settings, enabled, runtime, problems):
+    """The chart's ``toolkit`` values: the containerd settings of a k3s or RKE2 fleet, then
+    ``gpu_operator_toolkit_env`` (its own names sorted)."""
+    toolkit = {"enabled": enabled}
+    env = _rancher_env(runtime) if enabled else []
+    extra_env = settings.get("toolkit_env") or {}
+    if not isinstance(extra_env, dict):
+        problems.append(
+            "gpu_operator_toolkit_env: %s is not a mapping of variable names to values (expected e.g. "
+            "{RUNTIME_DROP_IN_CONFIG: /etc/containerd/conf.d/99-nvidia.toml})" % _q(extra_env)
+        )
+        extra_env = {}
+    env_dict = dict(env)
+    order = [item[0] for item in env] + sorted(k for k in extra_env if k not in env_dict)
+    for key, value in extra_env.items():
+        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+            problems.append("gpu_operator_toolkit_env: %s is not an environment variable name" % _q(key))
+        env_dict[key] = _env_value(value)
+    if env_dict and enabled:
+        toolkit["env"] = [{"name": k, "value": str(env_dict[k])} for k in order]
+    return toolkit
+
+
+def _rancher_env(runtime):
+    """The toolkit's containerd settings for the containerd that k3s or RKE2 run (none for the others)."""
+    if runtime not in RANCHER_CONTAINERD:
+        return []
+    base = RANCHER_CONTAINERD[runtime]
+    return [
+        ("CONTAINERD_CONFIG", base + "/config.toml"),
+        ("CONTAINERD_SOCKET", RANCHER_CONTAINERD_SOCKET),
+        ("RUNTIME_CONFIG_SOURCE", "file=" + base + "/config.toml"),
+        ("RUNTIME_DROP_IN_CONFIG", base + "/config-v3.toml.d/99-nvidia.toml"),
+    ]
+
+
+def _env_value(value):
+    """An environment value as text: strings as they are, booleans as true / false, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value).lower()
+    return json.dumps(value)
+
+
+# --- GPU Operator: MIG --------------------------------------------------------------------------
+def _operator_mig(settings, nodes, problems):
+    """MIG: ``{strategy, values (migManager), objects (its ConfigMap), names (of the configs), notes}``."""
+    strategy = settings.get("mig_strategy", "none")
+    manager = to_bool(settings.get("mig_manager_enabled", True), "gpu_operator_mig_manager_enabled", problems)
+    configs = settings.get("mig_configs") or {}
+    default = settings.get("mig_default_config") or ""
+    values = {"enabled": manager}
+    if not isinstance(configs, dict):
+        problems.append(
+            "gpu_operator_mig_configs: %s is not a mapping of MIG config names to mig-parted device lists "
+            "(expected a dict)" % _q(configs)
+        )
+        configs = {}
+    names, objects = set(), []
+    if configs:
+        names = _check_mig_configs(configs, problems)
+        objects, values["config"] = _mig_config_map(settings, configs, names, default, problems)
+    elif default:
+        values["config"] = {"default": default}
+    notes = []
+    for node in nodes:
+        if node["mig_config"]:
+            _check_node_mig(node, manager, names, strategy, configs, problems, notes)
+    return {"strategy": strategy, "values": values, "objects": objects, "names": names, "notes": notes}
+
+
+def _mig_config_map(settings, configs, names, default, problems):
+    """The ConfigMap of the role's MIG configs (none when its name is wrong) and the chart's ``migManager.config``."""
+    cm_name = settings.get("mig_config_map") or ""
+    objects = []
+    if _check_name(cm_name, "gpu_operator_mig_config_map", _DNS_SUBDOMAIN, "a ConfigMap name (expected lower-case alphanumerics, '-' and '.')", problems):
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": cm_name,
+                    "namespace": settings.get("namespace"),
+                    "labels": {"app.kubernetes.io/managed-by": "gpufleet.nvidia"},
+                },
+                "data": {
+                    "config.yaml": dump_yaml({"version": "v1", "mig-configs": configs}, sort_keys=True)
+                },
+            }
+        )
+    default = default or "all-disabled"
+    if default not in names:
+        problems.append(
+            "gpu_operator_mig_default_config: %s is not one of the configs in gpu_operator_mig_configs "
+            "(expected %s)" % (_q(default), _one_of(sorted(names)))
+        )
+    return objects, {"name": cm_name, "default": default}
+
+
+def _check_node_mig(node, manager, names, strategy, configs, problems, notes):
+    """A node's ``gpufleet_mig_config`` against the MIG settings and the node's GPUs."""
+    where = "gpu_operator: host %s: gpufleet_mig_config %s" % (_q(node["host"]), _q(node["mig_config"]))
+    if not manager:
+        problems.append("%s needs the MIG manager (gpu_operator_mig_manager_enabled is false; expected true)" % where)
+    if names and node["mig_config"] not in names:
+        problems.append("%s is not one of the configs in gpu_operator_mig_configs (expected %s)" % (where, _one_of(sorted(names))))
+    if node["mig_config"] != "all-disabled" and strategy == "none":
+        problems.append(
+            "%s partitions the GPUs, but gpu_operator_mig_strategy is 'none', which advertises no MIG "
+            "devices (expected gpu_operator_mig_strategy single or mixed)" % where
+        )
+    _check_mig_fit(node, configs, problems, notes)
 
 
 def _check_mig_fit(node, mig_configs, problems, notes):
@@ -1009,6 +998,106 @@ def _check_mig_configs(configs, problems):
     return names
 
 
+# --- GPU Operator: sharing, images, the values --------------------------------------------------
+def _operator_sharing(settings, nodes, mig_strategy, problems):
+    """The device plugin's configs as the operator deploys them: ``{default, data, config_map}``."""
+    default = settings.get("sharing_default") or "default"
+    data = plugin_configs(settings.get("sharing_configs"), default, mig_strategy, "gpu_operator", problems)
+    _check_node_sharing(nodes, data, "gpu_operator", problems)
+    cm_name = settings.get("sharing_config_map") or ""
+    _check_name(cm_name, "gpu_operator_sharing_config_map", _DNS_SUBDOMAIN, "a ConfigMap name (expected lower-case alphanumerics, '-' and '.')", problems)
+    return {"default": default, "data": data, "config_map": cm_name}
+
+
+def _operator_values(settings, driver, toolkit, mig, sharing, extras, problems):
+    """The gpu-operator chart's values: the derived ones, the images, then the overrides."""
+    registry = _image_registry(settings, "gpu_operator", problems)
+    repositories = _image_repositories(settings, problems)
+    secrets = _pull_secrets(settings, "gpu_operator", problems)
+    values = {
+        "driver": driver,
+        "toolkit": toolkit,
+        "cdi": {"enabled": to_bool(settings.get("cdi_enabled", True), "gpu_operator_cdi_enabled", problems)},
+        "dcgmExporter": {"enabled": to_bool(settings.get("dcgm_exporter_enabled", True), "gpu_operator_dcgm_exporter_enabled", problems)},
+        "mig": {"strategy": mig["strategy"]},
+        "migManager": mig["values"],
+        "devicePlugin": {"config": {"create": True, "name": sharing["config_map"], "default": sharing["default"], "data": sharing["data"]}},
+        "gds": {"enabled": extras["gds_enabled"]},
+        "gdrcopy": {"enabled": extras["gdrcopy_enabled"]},
+    }
+    _set_images(values, registry, repositories, secrets)
+    overrides = _check_overrides(settings.get("values_overrides") or {}, "gpu_operator_values_overrides", GPU_OPERATOR_DERIVED_VALUES, problems)
+    return deep_merge(values, overrides)
+
+
+def _image_repositories(settings, problems):
+    """``gpu_operator_image_repositories``: a repository per chart component, checked."""
+    components = GPU_OPERATOR_IMAGE_COMPONENTS + (NFD_IMAGE,)
+    repositories = settings.get("image_repositories") or {}
+    if not isinstance(repositories, dict):
+        problems.append(
+            "gpu_operator_image_repositories: %s is not a mapping of components to repositories (expected "
+            "keys %s)" % (_q(repositories), _one_of(components))
+        )
+        return {}
+    for key in sorted(repositories, key=str):
+        if key not in components:
+            problems.append(
+                "gpu_operator_image_repositories: %s is not a chart component (expected %s)" % (_q(key), _one_of(components))
+            )
+    return repositories
+
+
+def _set_images(values, registry, repositories, secrets):
+    """Each component's image repository (its own, else the registry's) and the pull secrets."""
+    for component in GPU_OPERATOR_IMAGE_COMPONENTS:
+        repo = repositories.get(component) or registry
+        if repo:
+            _set_path(values, component + ".repository", repo)
+    nfd_repo = repositories.get(NFD_IMAGE) or (registry + "/" + NFD_IMAGE if registry else "")
+    if nfd_repo:
+        values["node-feature-discovery"] = {"image": {"repository": nfd_repo}}
+    if secrets:
+        for component in GPU_OPERATOR_PULL_SECRET_COMPONENTS:
+            _set_path(values, component + ".imagePullSecrets", list(secrets))
+
+
+# --- GPU Operator: node labels and summary ------------------------------------------------------
+def _operator_node_labels(deploys, node):
+    """The labels a node gets: the operator's driver / toolkit kept off a prepared node, its configs."""
+    labels = {}
+    if deploys["driver"] and node["host_driver"]:
+        labels[LABEL_DEPLOY_DRIVER] = "false"
+    if deploys["toolkit"] and node["host_toolkit"]:
+        labels[LABEL_DEPLOY_TOOLKIT] = "false"
+    if node["sharing_config"]:
+        labels[LABEL_PLUGIN_CONFIG] = node["sharing_config"]
+    if node["mig_config"]:
+        labels[LABEL_MIG_CONFIG] = node["mig_config"]
+    return labels
+
+
+def _who_deploys(nodes, prepared, deployed):
+    """``operator`` (no node prepared on the host), ``host`` (the operator deploys it nowhere) or ``mixed``."""
+    if not any(n[prepared] for n in nodes):
+        return "operator"
+    return "host" if not deployed else "mixed"
+
+
+def _operator_summary(nodes, deploys, runtime, data, mig):
+    return {
+        "driver": _who_deploys(nodes, "host_driver", deploys["driver"]),
+        "toolkit": _who_deploys(nodes, "host_toolkit", deploys["toolkit"]),
+        "container_runtime": runtime,
+        "nodes": [n["name"] for n in nodes],
+        "host_driver_nodes": [n["name"] for n in nodes if n["host_driver"]],
+        "host_toolkit_nodes": [n["name"] for n in nodes if n["host_toolkit"]],
+        "sharing_configs": sorted(data),
+        "mig_strategy": mig["strategy"],
+        "notes": mig["notes"],
+    }
+
+
 # --- The standalone device plugin ---------------------------------------------------------------
 def device_plugin_plan(fleet, settings):
     """Values for NVIDIA's nvidia-device-plugin chart, the ``nvidia`` RuntimeClass and labels.
@@ -1021,69 +1110,16 @@ def device_plugin_plan(fleet, settings):
     nodes, problems = _fleet(fleet, p, s.get("node_group"))
     pod_security = _common(s, p, problems)
     chart = _chart(s, p, "nvidia-device-plugin", problems)
-
     for node in nodes:
-        where = "device_plugin: host %s" % _q(node["host"])
-        if not node["host_driver"]:
-            problems.append(
-                "%s: nvidia_driver_method is %s, but the standalone device plugin needs the driver on the host "
-                "(expected package or preinstalled; or the gpufleet.nvidia.gpu_operator role for this fleet)"
-                % (where, _q(node["driver_method"]))
-            )
-        if not node["host_toolkit"]:
-            problems.append(
-                "%s: container_toolkit_enabled is false, but the standalone device plugin needs the NVIDIA "
-                "Container Toolkit on the host (expected true; or the gpufleet.nvidia.gpu_operator role)" % where
-            )
-        elif node["runtime"] == "none":
-            problems.append(
-                "%s: container_toolkit_runtime is 'none', so no runtime has an nvidia handler for the "
-                "device plugin's pods (expected containerd, crio, docker, k3s or rke2)" % where
-            )
-
+        _check_host_prepared(node, problems)
     rc_name = s.get("runtime_class_name") or ""
-    rc_handler = s.get("runtime_class_handler") or ""
-    objects = [namespace_object(s.get("namespace"), pod_security)]
-    if rc_name:
-        ok = _check_name(
-            rc_name, "device_plugin_runtime_class_name", _DNS_SUBDOMAIN,
-            "a RuntimeClass name (expected lower-case alphanumerics, '-' and '.', or '' to use the default runtime)", problems,
-        )
-        ok = _check_name(
-            rc_handler, "device_plugin_runtime_class_handler", _DNS_LABEL,
-            "a runtime handler (expected a DNS label such as nvidia)", problems,
-        ) and ok
-        if ok:
-            objects.append({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": rc_name}, "handler": rc_handler})
-
+    objects = [namespace_object(s.get("namespace"), pod_security)] + _runtime_class(s, rc_name, problems)
     mig_strategy = s.get("mig_strategy", "none")
     default = s.get("sharing_default") or "default"
     flags = {"failOnInitError": to_bool(s.get("fail_on_init_error", True), "device_plugin_fail_on_init_error", problems)}
     data = plugin_configs(s.get("sharing_configs"), default, mig_strategy, p, problems, extra_flags=flags)
     _check_node_sharing(nodes, data, p, problems)
-
-    gfd = to_bool(s.get("gfd_enabled", True), "device_plugin_gfd_enabled", problems)
-    values = {"config": {"map": data, "default": default}, "gfd": {"enabled": gfd}}
-    if rc_name:
-        values["runtimeClassName"] = rc_name
-    registry = _image_registry(s, p, problems)
-    repository = s.get("image_repository") or (registry + "/k8s-device-plugin" if registry else "")
-    if repository:
-        values["image"] = {"repository": repository}
-    if registry and gfd:
-        values["nfd"] = {"image": {"repository": registry + "/" + NFD_IMAGE}}
-    secrets = _pull_secrets(s, p, problems)
-    if secrets:
-        values["imagePullSecrets"] = [{"name": n} for n in secrets]
-    overrides = _check_overrides(s.get("values_overrides") or {}, "device_plugin_values_overrides", DEVICE_PLUGIN_DERIVED_VALUES, problems)
-    values = deep_merge(values, overrides)
-
-    def wanted(node):
-        labels = {LABEL_GPU_PRESENT: "true"}
-        if node["sharing_config"]:
-            labels[LABEL_PLUGIN_CONFIG] = node["sharing_config"]
-        return labels
-
+    values = _device_plugin_values(s, data, default, rc_name, problems)
     summary = {
         "nodes": [n["name"] for n in nodes],
         "runtime_class": rc_name or "(default runtime)",
@@ -1095,6 +1131,71 @@ def device_plugin_plan(fleet, settings):
         chart=chart,
         chart_values=values,
         objects=objects,
-        node_labels=_label_plan(nodes, wanted, {LABEL_PLUGIN_CONFIG: list(data)}),
+        node_labels=_label_plan(nodes, _device_plugin_node_labels, {LABEL_PLUGIN_CONFIG: list(data)}),
         summary=summary,
     )
+
+
+def _check_host_prepared(node, problems):
+    """The standalone device plugin needs the node's driver and toolkit on the host."""
+    where = "device_plugin: host %s" % _q(node["host"])
+    if not node["host_driver"]:
+        problems.append(
+            "%s: nvidia_driver_method is %s, but the standalone device plugin needs the driver on the host "
+            "(expected package or preinstalled; or the gpufleet.nvidia.gpu_operator role for this fleet)"
+            % (where, _q(node["driver_method"]))
+        )
+    if not node["host_toolkit"]:
+        problems.append(
+            "%s: container_toolkit_enabled is false, but the standalone device plugin needs the NVIDIA "
+            "Container Toolkit on the host (expected true; or the gpufleet.nvidia.gpu_operator role)" % where
+        )
+    elif node["runtime"] == "none":
+        problems.append(
+            "%s: container_toolkit_runtime is 'none', so no runtime has an nvidia handler for the "
+            "device plugin's pods (expected containerd, crio, docker, k3s or rke2)" % where
+        )
+
+
+def _runtime_class(settings, rc_name, problems):
+    """The RuntimeClass the plugin's pods run with, as a list of none or one object."""
+    if not rc_name:
+        return []
+    ok = _check_name(
+        rc_name, "device_plugin_runtime_class_name", _DNS_SUBDOMAIN,
+        "a RuntimeClass name (expected lower-case alphanumerics, '-' and '.', or '' to use the default runtime)", problems,
+    )
+    rc_handler = settings.get("runtime_class_handler") or ""
+    ok = _check_name(
+        rc_handler, "device_plugin_runtime_class_handler", _DNS_LABEL,
+        "a runtime handler (expected a DNS label such as nvidia)", problems,
+    ) and ok
+    if not ok:
+        return []
+    return [{"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": rc_name}, "handler": rc_handler}]
+
+
+def _device_plugin_values(settings, data, default, rc_name, problems):
+    """The nvidia-device-plugin chart's values: configs, GFD, runtime class, images, then the overrides."""
+    gfd = to_bool(settings.get("gfd_enabled", True), "device_plugin_gfd_enabled", problems)
+    values = {"config": {"map": data, "default": default}, "gfd": {"enabled": gfd}}
+    if rc_name:
+        values["runtimeClassName"] = rc_name
+    registry = _image_registry(settings, "device_plugin", problems)
+    repository = settings.get("image_repository") or (registry + "/k8s-device-plugin" if registry else "")
+    if repository:
+        values["image"] = {"repository": repository}
+    if registry and gfd:
+        values["nfd"] = {"image": {"repository": registry + "/" + NFD_IMAGE}}
+    secrets = _pull_secrets(settings, "device_plugin", problems)
+    if secrets:
+        values["imagePullSecrets"] = [{"name": n} for n in secrets]
+    overrides = _check_overrides(settings.get("values_overrides") or {}, "device_plugin_values_overrides", DEVICE_PLUGIN_DERIVED_VALUES, problems)
+    return deep_merge(values, overrides)
+
+
+def _device_plugin_node_labels(node):
+    labels = {LABEL_GPU_PRESENT: "true"}
+    if node["sharing_config"]:
+        labels[LABEL_PLUGIN_CONFIG] = node["sharing_config"]
+    return labels

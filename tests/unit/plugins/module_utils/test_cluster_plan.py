@@ -1,0 +1,89 @@
+"""The steps of module_utils/cluster/plan.py on their own; the plans are tested whole in tests/unit/plugins/filter."""
+
+from __future__ import annotations
+
+# pylint: disable=protected-access
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import plan as P
+
+
+@pytest.mark.parametrize("replicas,count", [(4, 4), ("3", 3), (True, None), (None, None), ("x", None), (2.0, None)])
+def test_a_replica_count_is_an_int_or_a_string_of_digits(replicas, count):
+    assert P._replica_count(replicas) == count
+
+
+def test_too_few_replicas_are_a_problem_and_plan_as_two():
+    problems = []
+    assert P._replicas({"replicas": 1}, "c.ts", "time-slicing", problems) == 2
+    assert problems == ["c.ts.replicas: 1 is not a number of replicas for time-slicing (expected an integer of at least 2)"]
+
+
+@pytest.mark.parametrize("value,text", [("x", "x"), (True, "true"), (False, "false"), (3, "3"), (None, "null"), ([1], "[1]")])
+def test_toolkit_env_values_as_text(value, text):
+    assert P._env_value(value) == text
+
+
+def test_the_containerd_of_k3s_and_rke2_and_no_settings_for_the_others():
+    env = dict(P._rancher_env("rke2"))
+    assert env["CONTAINERD_CONFIG"] == "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
+    assert env["CONTAINERD_SOCKET"] == P.RANCHER_CONTAINERD_SOCKET
+    assert P._rancher_env("containerd") == []
+
+
+@pytest.mark.parametrize("version,precompiled,problem", [
+    ("580", True, None),
+    ("580.95.05", False, None),
+    ("580.95.05", True, "is a release, but precompiled driver images are chosen by branch"),
+    ("latest", False, "is not a driver version"),
+])
+def test_the_driver_version(version, precompiled, problem):
+    problems = []
+    assert P._driver_version(version, precompiled, problems) == version
+    assert [p for p in problems if problem and problem in p] == problems
+
+
+def test_who_deploys_a_component():
+    host = {"host_driver": True}
+    operator = {"host_driver": False}
+    assert P._who_deploys([operator], "host_driver", True) == "operator"
+    assert P._who_deploys([host], "host_driver", False) == "host"
+    assert P._who_deploys([host, operator], "host_driver", True) == "mixed"
+
+
+def test_a_prepared_node_keeps_the_operators_components_off():
+    node = {"host_driver": True, "host_toolkit": False, "sharing_config": "ts-2", "mig_config": ""}
+    labels = P._operator_node_labels({"driver": True, "toolkit": True}, node)
+    assert labels == {P.LABEL_DEPLOY_DRIVER: "false", P.LABEL_PLUGIN_CONFIG: "ts-2"}
+    assert P._operator_node_labels({"driver": False, "toolkit": False}, dict(node, sharing_config="")) == {}
+
+
+@pytest.mark.parametrize("resource,seen,strategy,problem", [
+    ("nvidia.com/gpu", set(), "none", None),
+    ("nvidia.com/mig-1g.10gb", set(), "mixed", None),
+    ("nvidia.com/mig-1g.10gb", set(), "single", "is only advertised with MIG strategy 'mixed'"),
+    ("nvidia.com/gpu", {"nvidia.com/gpu"}, "none", "is listed twice"),
+    ("amd.com/gpu", set(), "none", "is not a GPU resource name"),
+])
+def test_a_shared_resource(resource, seen, strategy, problem):
+    found = P._resource_problem(resource, seen, strategy, "gpu_operator")
+    assert (found is None) if problem is None else found.startswith(problem)
+
+
+def test_a_node_name_is_checked_and_taken_once():
+    seen, problems = {}, []
+    assert P._node_name("gpu-a", "h1", "gpufleet: host 'h1'", seen, problems) == "gpu-a"
+    P._node_name("gpu-a", "h2", "gpufleet: host 'h2'", seen, problems)
+    P._node_name("GPU_A", "h3", "gpufleet: host 'h3'", seen, problems)
+    assert seen == {"gpu-a": "h1"}
+    assert problems[0] == "gpufleet: host 'h2': gpufleet_node_name 'gpu-a' is also the node of host 'h1' (expected one host per node)"
+    assert problems[1].startswith("gpufleet: host 'h3': gpufleet_node_name 'GPU_A' is not a Kubernetes node name")
+
+
+def test_the_runs_record_is_looked_up_in_sets():
+    run = P._run_lookup({"discovered": True, "hosts": ["a", "b"], "reached": ["a"]})
+    assert run == {"discovered": True, "hosts": {"a", "b"}, "reached": {"a"}}
+    assert P._run_lookup({"discovered": False}) == {"discovered": False}
+    assert P._run_problem("b", "gpufleet: host 'b'", run).startswith("gpufleet: host 'b': failed or was unreachable")
+    assert P._run_problem("a", "gpufleet: host 'a'", run) is None
