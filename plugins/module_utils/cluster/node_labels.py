@@ -64,32 +64,52 @@ def label_changes(node_labels, cluster_nodes, role, component):
     unlabelled nodes (no cluster). A planned node that the cluster does not have is a problem.
     """
     key = annotation_key(component)
+    current = _cluster_metadata(cluster_nodes)
     problems, before, after = [], [], []
-    current = None
-    if cluster_nodes is not None:
-        current = {}
-        for item in cluster_nodes:
-            meta = (item or {}).get("metadata") or {}
-            if meta.get("name"):
-                current[meta["name"]] = meta
     planned = set()
     for entry in node_labels or []:
         planned.add(entry["name"])
-        if current is None:
-            meta = {}
-        elif entry["name"] not in current:
-            known = sorted(current)
-            problems.append(
-                "%s: host '%s': no node named '%s' in the cluster (expected gpufleet_node_name set to the node's "
-                "name; nodes found: %s)" % (role, entry["host"], entry["name"], ", ".join(known[:20]) or "none")
-            )
+        meta = _planned_node(entry, current, role, problems)
+        if meta is None:
             continue
-        else:
-            meta = current[entry["name"]]
         first, second = _node_changes(entry["name"], entry.get("labels") or {}, entry.get("remove") or {},
                                       meta.get("labels") or {}, _recorded(meta, key), key)
         before += [first] if first else []
         after += [second] if second else []
+    after += _left_nodes(current, planned, key)
+    return {"before_chart": before, "after_chart": after, "patches": before + after, "problems": problems,
+            "annotation": key}
+
+
+def _cluster_metadata(cluster_nodes):
+    """``{name: metadata}`` of the cluster's nodes; None without a cluster."""
+    if cluster_nodes is None:
+        return None
+    current = {}
+    for item in cluster_nodes:
+        meta = (item or {}).get("metadata") or {}
+        if meta.get("name"):
+            current[meta["name"]] = meta
+    return current
+
+
+def _planned_node(entry, current, role, problems):
+    """The metadata of a planned node in the cluster ({} without a cluster); None, and a problem, when it is not there."""
+    if current is None:
+        return {}
+    if entry["name"] not in current:
+        known = sorted(current)
+        problems.append(
+            "%s: host '%s': no node named '%s' in the cluster (expected gpufleet_node_name set to the node's "
+            "name; nodes found: %s)" % (role, entry["host"], entry["name"], ", ".join(known[:20]) or "none")
+        )
+        return None
+    return current[entry["name"]]
+
+
+def _left_nodes(current, planned, key):
+    """Patches that remove every recorded label of the nodes no longer in the plan."""
+    patches = []
     for name in sorted(current or {}):
         meta = current[name]
         recorded = _recorded(meta, key)
@@ -97,6 +117,5 @@ def label_changes(node_labels, cluster_nodes, role, component):
             continue
         labels = meta.get("labels") or {}
         removes = dict((k, None) for k in sorted(recorded) if k in labels)
-        after.append(_patch(name, removes, {key: None}))
-    return {"before_chart": before, "after_chart": after, "patches": before + after, "problems": problems,
-            "annotation": key}
+        patches.append(_patch(name, removes, {key: None}))
+    return patches
