@@ -252,92 +252,128 @@ def _hex_id(text, width=4):
         return None
 
 
+_PCI_DEVICES = "/sys/bus/pci/devices"
+# NVIDIA's PCI classes worth reporting (an NVIDIA card's audio, USB and bridge functions are not).
+_NVIDIA_CLASSES = {"0x0300": "gpu", "0x0302": "gpu", "0x0680": "nvswitch"}
+
+
 def gather_pci(host, probes):
     """NVIDIA display/3D controllers and NVSwitches from sysfs."""
-    gpus = []
-    nvswitches = []
-    base = "/sys/bus/pci/devices"
-    try:
-        entries = host.listdir(base, kernel=True)
-    except (IOError, OSError) as exc:
-        if host.exists(base, kernel=True):
-            probes.error("pci_devices", "%s: %s" % (base, exc))
-        else:
-            probes.missing("pci_devices", "%s does not exist" % base)
-        probes.ok("pci_ids", "not read: no PCI devices")
-        return gpus, nvswitches
-    names = None
-    unreadable = []
+    entries = _pci_entries(host, probes)
+    if entries is None:
+        return [], []
+    found = {"gpu": [], "nvswitch": [], "unreadable": []}
     for bus_id in entries:
-        device_dir = posixpath.join(base, bus_id)
-
-        def attr(name, device_dir=device_dir):
-            try:
-                return host.read_text(posixpath.join(device_dir, name), kernel=True).strip()
-            except (IOError, OSError):
-                return None
-
-        vendor = attr("vendor")
-        if vendor is None:
-            unreadable.append(bus_id)
-            continue
-        if vendor.lower() != NVIDIA_VENDOR:
-            continue
-        pci_class = (attr("class") or "").lower()
-        device_id = _hex_id(attr("device") or "")
-        if pci_class.startswith("0x0680"):
-            nvswitches.append(bus_id)
-            continue
-        if not (pci_class.startswith("0x0300") or pci_class.startswith("0x0302")):
-            continue  # audio, USB, bridges of the same card
-        if names is None:
-            names = load_pci_ids(host, probes)
-        sub_vendor = _hex_id(attr("subsystem_vendor") or "")
-        sub_device = _hex_id(attr("subsystem_device") or "")
-        dev = int(device_id, 16) if device_id else None
-        name, name_source, arch = None, "unknown", None
-        table_name, table_arch = gpu_table.lookup(
-            dev,
-            int(sub_vendor, 16) if sub_vendor else None,
-            int(sub_device, 16) if sub_device else None,
-        )
-        if dev is not None and dev in names:
-            name, name_source = names[dev], "pci.ids"
-        elif table_name:
-            name, name_source = table_name, "table"
-        arch = table_arch or gpu_table.architecture_from_name(name)
-        try:
-            driver = posixpath.basename(host.readlink(posixpath.join(device_dir, "driver"), kernel=True))
-        except (IOError, OSError):
-            driver = None
-        numa = attr("numa_node")
-        try:
-            numa = int(numa) if numa is not None else None
-        except ValueError:
-            numa = None
-        gpus.append(
-            {
-                "bus_id": bus_id,
-                "vendor_id": NVIDIA_VENDOR,
-                "device_id": device_id,
-                "subsystem_vendor_id": sub_vendor,
-                "subsystem_device_id": sub_device,
-                "class": pci_class or None,
-                "name": name,
-                "name_source": name_source,
-                "architecture": arch,
-                "kernel_driver": driver,
-                "numa_node": numa if numa is None or numa >= 0 else None,
-            }
-        )
-    if names is None:
+        kind, pci_class = _nvidia_function(host, posixpath.join(_PCI_DEVICES, bus_id))
+        if kind:
+            found[kind].append((bus_id, pci_class))
+    if found["gpu"]:
+        names = load_pci_ids(host, probes)
+    else:
+        names = {}
         probes.ok("pci_ids", "not read: no NVIDIA GPU to name")
-    detail = "%d PCI devices, %d NVIDIA GPUs, %d NVSwitches" % (len(entries), len(gpus), len(nvswitches))
+    gpus = [_pci_gpu(host, bus_id, pci_class, names) for bus_id, pci_class in found["gpu"]]
+    nvswitches = [bus_id for bus_id, dummy in found["nvswitch"]]
+    _probe_pci_devices(probes, len(entries), gpus, nvswitches, [bus_id for bus_id, dummy in found["unreadable"]])
+    return gpus, nvswitches
+
+
+def _pci_entries(host, probes):
+    """The bus ids under /sys/bus/pci/devices, or None when it cannot be listed (the probes say why)."""
+    try:
+        return host.listdir(_PCI_DEVICES, kernel=True)
+    except (IOError, OSError) as exc:
+        if host.exists(_PCI_DEVICES, kernel=True):
+            probes.error("pci_devices", "%s: %s" % (_PCI_DEVICES, exc))
+        else:
+            probes.missing("pci_devices", "%s does not exist" % _PCI_DEVICES)
+        probes.ok("pci_ids", "not read: no PCI devices")
+        return None
+
+
+def _pci_attr(host, device_dir, name):
+    """One sysfs attribute of a PCI function, stripped; None when it cannot be read."""
+    try:
+        return host.read_text(posixpath.join(device_dir, name), kernel=True).strip()
+    except (IOError, OSError):
+        return None
+
+
+def _nvidia_function(host, device_dir):
+    """``(kind, class)`` of a PCI function: kind ``gpu``, ``nvswitch``, ``unreadable`` (no vendor
+    to read) or None (another vendor's, or another function of an NVIDIA card)."""
+    vendor = _pci_attr(host, device_dir, "vendor")
+    if vendor is None:
+        return "unreadable", None
+    if vendor.lower() != NVIDIA_VENDOR:
+        return None, None
+    pci_class = (_pci_attr(host, device_dir, "class") or "").lower()
+    return _NVIDIA_CLASSES.get(pci_class[:6]), pci_class
+
+
+def _pci_gpu(host, bus_id, pci_class, names):
+    """The facts of the GPU at ``bus_id``, named from pci.ids' ``names`` or the collection's table."""
+    device_dir = posixpath.join(_PCI_DEVICES, bus_id)
+    device_id = _hex_id(_pci_attr(host, device_dir, "device") or "")
+    sub_vendor = _hex_id(_pci_attr(host, device_dir, "subsystem_vendor") or "")
+    sub_device = _hex_id(_pci_attr(host, device_dir, "subsystem_device") or "")
+    name, name_source, arch = _gpu_name(names, device_id, sub_vendor, sub_device)
+    return {
+        "bus_id": bus_id,
+        "vendor_id": NVIDIA_VENDOR,
+        "device_id": device_id,
+        "subsystem_vendor_id": sub_vendor,
+        "subsystem_device_id": sub_device,
+        "class": pci_class or None,
+        "name": name,
+        "name_source": name_source,
+        "architecture": arch,
+        "kernel_driver": _kernel_driver(host, device_dir),
+        "numa_node": _numa_node(_pci_attr(host, device_dir, "numa_node")),
+    }
+
+
+def _int16(text):
+    return int(text, 16) if text else None
+
+
+def _gpu_name(names, device_id, sub_vendor, sub_device):
+    """``(name, name_source, architecture)``: pci.ids' name, else the table's; the table's
+    architecture, else the one of the name's chip."""
+    dev = _int16(device_id)
+    table_name, table_arch = gpu_table.lookup(dev, _int16(sub_vendor), _int16(sub_device))
+    if dev is not None and dev in names:
+        name, name_source = names[dev], "pci.ids"
+    elif table_name:
+        name, name_source = table_name, "table"
+    else:
+        name, name_source = None, "unknown"
+    return name, name_source, table_arch or gpu_table.architecture_from_name(name)
+
+
+def _kernel_driver(host, device_dir):
+    """The driver bound to a PCI function (its ``driver`` link's name), or None."""
+    try:
+        return posixpath.basename(host.readlink(posixpath.join(device_dir, "driver"), kernel=True))
+    except (IOError, OSError):
+        return None
+
+
+def _numa_node(text):
+    """sysfs' ``numa_node`` as a number; None when unknown (sysfs says -1 without NUMA)."""
+    try:
+        numa = int(text) if text is not None else None
+    except ValueError:
+        return None
+    return numa if numa is None or numa >= 0 else None
+
+
+def _probe_pci_devices(probes, count, gpus, nvswitches, unreadable):
+    detail = "%d PCI devices, %d NVIDIA GPUs, %d NVSwitches" % (count, len(gpus), len(nvswitches))
     if unreadable:
         probes.error("pci_devices", "%s; unreadable: %s" % (detail, ", ".join(unreadable[:5])))
     else:
         probes.ok("pci_devices", detail)
-    return gpus, nvswitches
 
 
 # --- driver ------------------------------------------------------------------------------------
@@ -604,96 +640,119 @@ def rpm_owner(host, probes, paths):
 
 
 def gather_driver(host, probes, dpkg):
+    """The NVIDIA driver: loaded (kernel module and its version), installed (modinfo), nvidia-smi,
+    libcuda, and where it came from (the package owning nvidia-smi or libcuda, else preinstalled)."""
+    modules = _loaded_modules(host, probes)
+    nvrm_version, nvrm_flavor = _nvrm_version(host, probes)
+    sys_version = _sys_module_version(host)
     facts = {
-        "loaded": False,
-        "modules": [],
-        "version": None,
-        "flavor": None,
-        "nouveau_loaded": False,
-        "installed": None,
-        "nvidia_smi": None,
-        "libcuda": None,
+        "loaded": "nvidia" in modules or nvrm_version is not None or sys_version is not None,
+        "modules": sorted(m for m in modules if m == "nvidia" or m.startswith("nvidia_")),
+        "version": sys_version or nvrm_version,
+        "flavor": nvrm_flavor,
+        "nouveau_loaded": "nouveau" in modules or host.isdir("/sys/module/nouveau", kernel=True),
+        "installed": gather_modinfo(host, probes),
+        "nvidia_smi": gather_nvidia_smi(host, probes),
+        "libcuda": next((p for p in LIBCUDA_PATHS if host.exists(p)), None),
         "source": "absent",
         "package": None,
-        "packages": None,
+        "packages": _driver_packages(dpkg),
     }
-    modules = []
+    owned = _with_targets(host, [facts["nvidia_smi"]["path"], facts["libcuda"]])
+    facts["package"] = _driver_package(host, probes, dpkg, owned)
+    facts["source"] = _driver_source(facts)
+    return facts
+
+
+def _loaded_modules(host, probes):
+    """The names of the loaded kernel modules (/proc/modules)."""
     try:
         modules = parse_proc_modules(host.read_text("/proc/modules", kernel=True))
-        probes.ok("proc_modules", "%d modules loaded" % len(modules))
     except (IOError, OSError) as exc:
         if host.exists("/proc/modules", kernel=True):
             probes.error("proc_modules", "/proc/modules: %s" % exc)
         else:
             probes.missing("proc_modules", "/proc/modules does not exist (no loadable modules)")
-    facts["modules"] = sorted(m for m in modules if m == "nvidia" or m.startswith("nvidia_"))
-    facts["nouveau_loaded"] = "nouveau" in modules or host.isdir("/sys/module/nouveau", kernel=True)
+        return []
+    probes.ok("proc_modules", "%d modules loaded" % len(modules))
+    return modules
 
-    nvrm_version = nvrm_flavor = None
+
+def _nvrm_version(host, probes):
+    """``(version, flavor)`` of the loaded driver from /proc/driver/nvidia/version, or Nones."""
+    path = "/proc/driver/nvidia/version"
     try:
-        nvrm_version, nvrm_flavor = parse_nvrm_version(host.read_text("/proc/driver/nvidia/version", kernel=True))
-        probes.ok("driver_version_file", "/proc/driver/nvidia/version: %s %s" % (nvrm_version, nvrm_flavor))
+        version, flavor = parse_nvrm_version(host.read_text(path, kernel=True))
     except (IOError, OSError) as exc:
-        if host.exists("/proc/driver/nvidia/version", kernel=True):
-            probes.error("driver_version_file", "/proc/driver/nvidia/version: %s" % exc)
+        if host.exists(path, kernel=True):
+            probes.error("driver_version_file", "%s: %s" % (path, exc))
         else:
-            probes.missing("driver_version_file", "/proc/driver/nvidia/version does not exist: no driver loaded")
-    sys_version = None
+            probes.missing("driver_version_file", "%s does not exist: no driver loaded" % path)
+        return None, None
+    probes.ok("driver_version_file", "%s: %s %s" % (path, version, flavor))
+    return version, flavor
+
+
+def _sys_module_version(host):
+    """The loaded nvidia module's version from /sys/module/nvidia/version, or None."""
     try:
-        sys_version = host.read_text("/sys/module/nvidia/version", kernel=True).strip() or None
+        return host.read_text("/sys/module/nvidia/version", kernel=True).strip() or None
     except (IOError, OSError):
-        pass
-    facts["loaded"] = "nvidia" in modules or nvrm_version is not None or sys_version is not None
-    facts["version"] = sys_version or nvrm_version
-    facts["flavor"] = nvrm_flavor
+        return None
 
-    facts["installed"] = gather_modinfo(host, probes)
-    smi = gather_nvidia_smi(host, probes)
-    facts["nvidia_smi"] = smi
-    facts["libcuda"] = next((p for p in LIBCUDA_PATHS if host.exists(p)), None)
 
+def _driver_packages(dpkg):
+    """The installed packages of the driver (``driver.packages``); None on hosts without dpkg."""
+    if dpkg is None:
+        return None
+    return [{"name": name, "version": version} for name, version in sorted(dpkg.items()) if _DRIVER_PACKAGE_RE.search(name)]
+
+
+def _with_targets(host, paths):
+    """The paths that are set, each followed by what it links to when that is another path."""
+    found = []
+    for path in paths:
+        if path:
+            found.append(path)
+            real = host.resolve(path)
+            if real != path:
+                found.append(real)
+    return found
+
+
+def _driver_package(host, probes, dpkg, owned):
+    """The package that owns one of the driver's files ``owned``, from dpkg's or rpm's database, or None."""
+    if not owned:
+        probes.missing("driver_package", "no nvidia-smi or libcuda.so.1 to look up")
+        return None
+    if host.isdir("/var/lib/dpkg/info"):
+        return _dpkg_driver_package(host, probes, dpkg, owned)
+    if host.isdir("/var/lib/rpm") or host.isdir("/usr/lib/sysimage/rpm"):
+        return rpm_owner(host, probes, owned)
+    probes.missing("driver_package", "no dpkg or rpm database")
+    return None
+
+
+def _dpkg_driver_package(host, probes, dpkg, owned):
+    name, path = dpkg_owner(host, owned)
+    if not name:
+        probes.ok("driver_package", "dpkg: no package owns %s" % ", ".join(owned))
+        return None
+    probes.ok("driver_package", "dpkg: %s owns %s" % (name, path))
+    return {"manager": "dpkg", "name": name, "version": (dpkg or {}).get(name)}
+
+
+def _driver_source(facts):
+    """``package`` (a package owns it), ``preinstalled`` (a driver is there all the same) or ``absent``."""
+    if facts["package"]:
+        return "package"
     present = (
         facts["loaded"]
-        or smi["path"] is not None
+        or facts["nvidia_smi"]["path"] is not None
         or facts["libcuda"] is not None
         or facts["installed"]["state"] == "ok"
     )
-    if dpkg is not None:
-        facts["packages"] = [
-            {"name": name, "version": version}
-            for name, version in sorted(dpkg.items())
-            if _DRIVER_PACKAGE_RE.search(name)
-        ]
-    owned = []
-    for path in (smi["path"], facts["libcuda"]):
-        if path:
-            owned.append(path)
-            real = host.resolve(path)
-            if real != path:
-                owned.append(real)
-    if owned:
-        if host.isdir("/var/lib/dpkg/info"):
-            name, path = dpkg_owner(host, owned)
-            if name:
-                facts["package"] = {
-                    "manager": "dpkg",
-                    "name": name,
-                    "version": (dpkg or {}).get(name),
-                }
-                probes.ok("driver_package", "dpkg: %s owns %s" % (name, path))
-            else:
-                probes.ok("driver_package", "dpkg: no package owns %s" % ", ".join(owned))
-        elif host.isdir("/var/lib/rpm") or host.isdir("/usr/lib/sysimage/rpm"):
-            facts["package"] = rpm_owner(host, probes, owned)
-        else:
-            probes.missing("driver_package", "no dpkg or rpm database")
-    else:
-        probes.missing("driver_package", "no nvidia-smi or libcuda.so.1 to look up")
-    if facts["package"]:
-        facts["source"] = "package"
-    elif present:
-        facts["source"] = "preinstalled"
-    return facts
+    return "preinstalled" if present else "absent"
 
 
 # --- container stack ---------------------------------------------------------------------------
@@ -959,6 +1018,7 @@ def _merge_nvidia_smi(gpus, smi):
 # --- multi-GPU hosts: topology and fabric manager ----------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_GPU_COLUMN = re.compile(r"^GPU\d+$")
 _FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
 
 
@@ -972,27 +1032,36 @@ def parse_topo_matrix(text):
     escapes, which are dropped.
     """
     lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
-    header = next((line for line in lines if line.strip().startswith("GPU0")), None)
+    header = next((i for i, line in enumerate(lines) if line.strip().startswith("GPU0")), None)
     if header is None:
         raise ValueError("no GPU0 column in the topology matrix")
-    columns = [c.strip() for c in header.strip().split("\t") if c.strip()]
-    gpus = [c for c in columns if re.match(r"^GPU\d+$", c)]
-    links, cpu, numa = {}, {}, {}
-    for line in lines:
+    columns = [c.strip() for c in lines[header].strip().split("\t") if c.strip()]
+    gpus = [c for c in columns if _GPU_COLUMN.match(c)]
+    rows = list(_topo_rows(lines, columns, header))
+    links = dict((gpu, dict((peer, row.get(peer)) for peer in gpus if peer != gpu)) for gpu, row in rows)
+    return {
+        "gpus": gpus,
+        "links": links,
+        "cpu_affinity": dict((gpu, row.get("CPU Affinity")) for gpu, row in rows),
+        "numa_affinity": dict((gpu, row.get("NUMA Affinity")) for gpu, row in rows),
+        "nvlink_pairs": _nvlink_pairs(links),
+    }
+
+
+def _topo_rows(lines, columns, header):
+    """``(gpu, {column: cell})`` of each GPU's row of the matrix (the header, line ``header``, left out)."""
+    for index, line in enumerate(lines):
         cells = [c.strip() for c in line.split("\t")]
-        if not cells or not re.match(r"^GPU\d+$", cells[0]) or line is header:
-            continue
-        values = cells[1:]
-        row = dict(zip(columns, values))
-        links[cells[0]] = dict((peer, row.get(peer)) for peer in gpus if peer != cells[0])
-        cpu[cells[0]] = row.get("CPU Affinity")
-        numa[cells[0]] = row.get("NUMA Affinity")
+        if index != header and _GPU_COLUMN.match(cells[0]):
+            yield cells[0], dict(zip(columns, cells[1:]))
+
+
+def _nvlink_pairs(links):
+    """How many pairs of GPUs an NVLink joins (``NV<n>`` either way counts once)."""
     pairs = set()
     for gpu, peers in links.items():
-        for peer, link in peers.items():
-            if link and link.startswith("NV"):
-                pairs.add(tuple(sorted((gpu, peer))))
-    return {"gpus": gpus, "links": links, "cpu_affinity": cpu, "numa_affinity": numa, "nvlink_pairs": len(pairs)}
+        pairs.update(tuple(sorted((gpu, peer))) for peer, link in peers.items() if link and link.startswith("NV"))
+    return len(pairs)
 
 
 def gather_topology(host, probes, nvidia_smi):
