@@ -127,6 +127,16 @@ def _checks(validation):
     return dict((c.get("name"), c) for c in (validation or {}).get("checks") or [])
 
 
+# Why a node whose driver this collection does not install is not applicable.
+_NOT_OURS = {
+    "preinstalled": (
+        "nvidia_driver_method is preinstalled: the driver comes with the node's image and this collection installs none; "
+        "move the node to a new image instead"
+    ),
+    "operator": "nvidia_driver_method is operator: the GPU Operator's driver container is upgraded through the operator's driver.version",
+}
+
+
 def node_plan(data):
     """What to do with one GPU node, from what the plan read (see the module's docstring).
 
@@ -140,10 +150,32 @@ def node_plan(data):
     method = data.get("method") or "package"
     version = str(data.get("version") or "").strip()
     cluster = bool(data.get("cluster", True))
-    facts = data.get("facts") or {}
     validation = data.get("validation") or {}
+    plan = _new_plan(data, node, version, cluster, validation)
+    if isinstance(method, str) and method in _NOT_OURS:
+        plan["reason"] = _NOT_OURS[method]
+        return plan
+    _check_declared(host, method, version)
+    why = _validation_reasons(validation)
+    if cluster:
+        why += _node_reasons(node, (data.get("drain") or {}).get("node") or {}, plan["expect"])
+    if why:
+        plan.update({"state": PLANNED, "action": "upgrade", "reason": "; ".join(why)})
+    else:
+        plan.update({
+            "state": UP_TO_DATE,
+            "reason": "driver %s loaded (declared %s), validation %s%s" % (
+                plan["loaded"], version, validation.get("status"),
+                ", node Ready and advertising its GPUs" if cluster else ""),
+        })
+    return plan
+
+
+def _new_plan(data, node, version, cluster, validation):
+    """The plan before the decision: not applicable, with what the node has and must advertise."""
+    facts = data.get("facts") or {}
     drain = data.get("drain") or {}
-    plan = {
+    return {
         "state": NOT_APPLICABLE,
         "action": "skip",
         "reason": "",
@@ -156,15 +188,10 @@ def node_plan(data):
         "blocked": list(drain.get("blocked") or []),
         "left": list(drain.get("left") or []),
     }
-    if method == "preinstalled":
-        plan["reason"] = (
-            "nvidia_driver_method is preinstalled: the driver comes with the node's image and this collection installs none; "
-            "move the node to a new image instead"
-        )
-        return plan
-    if method == "operator":
-        plan["reason"] = "nvidia_driver_method is operator: the GPU Operator's driver container is upgraded through the operator's driver.version"
-        return plan
+
+
+def _check_declared(host, method, version):
+    """Refuse a driver method or a declared version this collection cannot upgrade to."""
     if method != "package":
         raise GpuFleetError(
             "upgrade: %s: nvidia_driver_method '%s' is not a driver method (expected package, preinstalled or operator)" % (host, method),
@@ -180,43 +207,39 @@ def node_plan(data):
     except GpuFleetError as exc:
         raise GpuFleetError("upgrade: %s: nvidia_driver_version: %s" % (host, exc.msg), host=host) from exc
 
+
+def _validation_reasons(validation):
+    """Why the node's validation says it needs the upgrade: its driver checks, and a failed validation."""
+    if not validation:
+        return ["not validated"]
     why = []
     checks = _checks(validation)
-    if not validation:
-        why.append("not validated")
-    else:
-        for name in ("driver", "driver_version", "driver_installed"):
-            check = checks.get(name) or {}
-            status = check.get("status")
-            acceptable = ("ok", "skipped") if name == "driver_installed" else ("ok",)
-            if status not in acceptable:
-                why.append(check.get("msg") or "%s: %s" % (name, status or "not checked"))
-        if validation.get("status") == "failed":
-            failed = [m for m in validation.get("failed") or [] if m not in why]
-            if failed:
-                why.append("validation failed: %s" % "; ".join(failed))
-    if cluster:
-        status = drain.get("node") or {}
-        if not status:
-            why.append("node %s was not read in the cluster" % node)
-        else:
-            if not status.get("ready"):
-                why.append("node %s is not Ready (%s)" % (node, status.get("ready_reason") or "unknown"))
-            problem = allocatable_problem(status, plan["expect"])
-            if problem:
-                why.append("node %s %s" % (node, problem))
-            if status.get("cordoned_by") is not None:
-                why.append("node %s is still cordoned by an earlier upgrade (%s)" % (node, status.get("cordoned_by")))
-    if why:
-        plan.update({"state": PLANNED, "action": "upgrade", "reason": "; ".join(why)})
-    else:
-        plan.update({
-            "state": UP_TO_DATE,
-            "reason": "driver %s loaded (declared %s), validation %s%s" % (
-                plan["loaded"], version, validation.get("status"),
-                ", node Ready and advertising its GPUs" if cluster else ""),
-        })
-    return plan
+    for name in ("driver", "driver_version", "driver_installed"):
+        check = checks.get(name) or {}
+        status = check.get("status")
+        acceptable = ("ok", "skipped") if name == "driver_installed" else ("ok",)
+        if status not in acceptable:
+            why.append(check.get("msg") or "%s: %s" % (name, status or "not checked"))
+    if validation.get("status") == "failed":
+        failed = [m for m in validation.get("failed") or [] if m not in why]
+        if failed:
+            why.append("validation failed: %s" % "; ".join(failed))
+    return why
+
+
+def _node_reasons(node, status, expect):
+    """Why the Kubernetes node needs the upgrade: not read, not Ready, not advertising its GPUs, still cordoned."""
+    if not status:
+        return ["node %s was not read in the cluster" % node]
+    why = []
+    if not status.get("ready"):
+        why.append("node %s is not Ready (%s)" % (node, status.get("ready_reason") or "unknown"))
+    problem = allocatable_problem(status, expect)
+    if problem:
+        why.append("node %s %s" % (node, problem))
+    if status.get("cordoned_by") is not None:
+        why.append("node %s is still cordoned by an earlier upgrade (%s)" % (node, status.get("cordoned_by")))
+    return why
 
 
 def actions(plan):
@@ -282,74 +305,104 @@ def progress(hosts, spec, results, reached=None):
     cut = batches(hosts, spec)
     if isinstance(reached, str):
         reached = next((n for n, batch in enumerate(cut, 1) if reached in batch), None)
-    nodes = {}
-    stop = None
-    unfinished = []
-    for number, batch in enumerate(cut, 1):
-        stop_before = stop
-        for host in batch:
-            result = dict((results or {}).get(host) or {})
-            state = result.get("state") or UNPLANNED
-            if state not in STATES:
-                state = UNPLANNED
-            entry = {"batch": number, "state": state, "stage": result.get("stage"), "task": result.get("task") or "", "msg": "",
-                     "error": "", "result": result}
-            if stop_before is not None and state in (PLANNED, NOT_STARTED):
-                entry["state"] = NOT_STARTED
-                entry["msg"] = "not started: the upgrade stopped at %s" % _stop_text(stop_before)
-            elif state == FAILED:
-                cordoned = result.get("cluster", True) and result.get("stage") not in (None, "cordon")
-                entry["msg"] = "failed at %s%s: %s; %s" % (
-                    result.get("stage") or "unknown stage",
-                    " (%s)" % result["task"] if result.get("task") else "",
-                    result.get("msg") or "no message",
-                    "left cordoned" if cordoned else "left as it is",
-                )
-            elif state == RUNNING:
-                entry["msg"] = "did not finish the %s stage (unreachable, or the run was interrupted)" % (result.get("stage") or "first")
-            elif state == UNPLANNED:
-                entry["msg"] = "not upgraded: it was not planned (unreachable, or it failed before the plan)"
-            elif state == PLANNED:
-                entry["msg"] = "to upgrade"
-            ran = reached is None or number < reached
-            if entry["state"] in (FAILED, RUNNING) or (entry["state"] == PLANNED and ran):
-                if entry["state"] == PLANNED:
-                    entry["msg"] = "did not run (unreachable, or it failed outside the upgrade's stages)"
-                entry["error"] = (result.get("msg") or "no message") if entry["state"] == FAILED else entry["msg"]
-                unfinished.append(host)
-                if stop is None:
-                    stop = {
-                        "host": host,
-                        "batch": number,
-                        "stage": result.get("stage") or ("not started" if state == PLANNED else "unknown stage"),
-                        "task": result.get("task") or "",
-                        "msg": result.get("msg") or entry["msg"],
-                    }
-            nodes[host] = entry
+    nodes, unfinished, stop = _node_states(cut, results or {}, reached)
     counts = dict((state, len([e for e in nodes.values() if e["state"] == state])) for state in STATES)
-    lines = []
-    summary = ", ".join("%d %s" % (counts[state], title) for state, title in _COUNT_TITLES if counts[state])
-    declared = sorted(set(str(_dig(e, "result", "declared")) for e in nodes.values() if _dig(e, "result", "declared")))
-    lines.append(
-        "Driver upgrade%s: %s in %s (%s)%s"
-        % (
-            " to " + ", ".join(declared) if declared else "",
-            _plural(len(nodes), "GPU node"),
-            "%d batch%s" % (len(cut), "" if len(cut) == 1 else "es"),
-            describe_serial(spec),
-            ": " + summary if summary else "",
-        )
-    )
+    lines = [_summary_line(nodes, cut, spec, counts)]
     if stop is not None:
-        later = [h for h, e in nodes.items() if e["state"] == NOT_STARTED]
-        lines.append(
-            "The upgrade stopped at %s (batch %d of %d), stage %s%s: %s%s"
-            % (stop["host"], stop["batch"], len(cut), stop["stage"], " (%s)" % stop["task"] if stop["task"] else "", stop["msg"],
-               "; not started: %s" % ", ".join(later) if later else "")
-        )
+        lines.append(_stop_line(stop, nodes, len(cut)))
     for number, batch in enumerate(cut, 1):
         for host in batch:
             lines.append("batch %d of %d: %s" % (number, len(cut), _node_line(host, nodes[host])))
     for entry in nodes.values():
         del entry["result"]
     return {"batches": cut, "stopped": stop, "unfinished": unfinished, "nodes": nodes, "counts": counts, "lines": lines}
+
+
+def _node_states(cut, results, reached):
+    """``(nodes, unfinished, stop)``: each host's entry, the hosts that failed or did not finish,
+    and where the upgrade stopped (the first of them), batch by batch."""
+    nodes, unfinished, stop = {}, [], None
+    for number, batch in enumerate(cut, 1):
+        stop_before = stop
+        for host in batch:
+            result = dict(results.get(host) or {})
+            entry = _node_entry(number, result, stop_before)
+            if _did_not_finish(entry, reached is None or number < reached):
+                unfinished.append(host)
+                if stop is None:
+                    stop = _stop_at(host, number, result, entry)
+            nodes[host] = entry
+    return nodes, unfinished, stop
+
+
+def _node_entry(number, result, stop_before):
+    """A node's entry from its ``upgrade_result``: not started when an earlier batch stopped."""
+    state = result.get("state") or UNPLANNED
+    if state not in STATES:
+        state = UNPLANNED
+    entry = {"batch": number, "state": state, "stage": result.get("stage"), "task": result.get("task") or "", "msg": "",
+             "error": "", "result": result}
+    if stop_before is not None and state in (PLANNED, NOT_STARTED):
+        entry["state"] = NOT_STARTED
+        entry["msg"] = "not started: the upgrade stopped at %s" % _stop_text(stop_before)
+    else:
+        entry["msg"] = _state_msg(state, result)
+    return entry
+
+
+def _state_msg(state, result):
+    if state == FAILED:
+        cordoned = result.get("cluster", True) and result.get("stage") not in (None, "cordon")
+        return "failed at %s%s: %s; %s" % (
+            result.get("stage") or "unknown stage",
+            " (%s)" % result["task"] if result.get("task") else "",
+            result.get("msg") or "no message",
+            "left cordoned" if cordoned else "left as it is",
+        )
+    if state == RUNNING:
+        return "did not finish the %s stage (unreachable, or the run was interrupted)" % (result.get("stage") or "first")
+    if state == UNPLANNED:
+        return "not upgraded: it was not planned (unreachable, or it failed before the plan)"
+    if state == PLANNED:
+        return "to upgrade"
+    return ""
+
+
+def _did_not_finish(entry, ran):
+    """Whether the node failed, is still in a stage, or was planned in a batch that ran; its
+    entry then says so (``msg``, ``error``)."""
+    if entry["state"] not in (FAILED, RUNNING) and not (entry["state"] == PLANNED and ran):
+        return False
+    if entry["state"] == PLANNED:
+        entry["msg"] = "did not run (unreachable, or it failed outside the upgrade's stages)"
+    entry["error"] = (entry["result"].get("msg") or "no message") if entry["state"] == FAILED else entry["msg"]
+    return True
+
+
+def _stop_at(host, number, result, entry):
+    return {
+        "host": host,
+        "batch": number,
+        "stage": result.get("stage") or ("not started" if entry["state"] == PLANNED else "unknown stage"),
+        "task": result.get("task") or "",
+        "msg": result.get("msg") or entry["msg"],
+    }
+
+
+def _summary_line(nodes, cut, spec, counts):
+    summary = ", ".join("%d %s" % (counts[state], title) for state, title in _COUNT_TITLES if counts[state])
+    declared = sorted(set(str(_dig(e, "result", "declared")) for e in nodes.values() if _dig(e, "result", "declared")))
+    return "Driver upgrade%s: %s in %s (%s)%s" % (
+        " to " + ", ".join(declared) if declared else "",
+        _plural(len(nodes), "GPU node"),
+        "%d batch%s" % (len(cut), "" if len(cut) == 1 else "es"),
+        describe_serial(spec),
+        ": " + summary if summary else "",
+    )
+
+
+def _stop_line(stop, nodes, batch_count):
+    later = [h for h, e in nodes.items() if e["state"] == NOT_STARTED]
+    return "The upgrade stopped at %s (batch %d of %d), stage %s%s: %s%s" % (
+        stop["host"], stop["batch"], batch_count, stop["stage"], " (%s)" % stop["task"] if stop["task"] else "", stop["msg"],
+        "; not started: %s" % ", ".join(later) if later else "")
