@@ -549,13 +549,13 @@ def write_local(path, content):
 class AptBackend(object):
     """Reads the apt state of a Debian or Ubuntu host and plans the driver's packages and files."""
 
-    def __init__(self, system, params, os_facts, kernel, check_mode=False, fabric_manager=None):
+    def __init__(self, system, params, os_facts, kernel, check_mode, need):
         self.system = system
         self.params = params
         self.os = os_facts
         self.kernel = kernel
         self.check_mode = check_mode
-        self.fabric_manager = fabric_manager or fabric_manager.Need("never", [])
+        self.fabric_manager = need
         self.fm_required = self.fabric_manager.required
         self.layout = layout_for(os_facts, kernel, fabric_manager=self.fm_required)
         self.name = self.layout.name

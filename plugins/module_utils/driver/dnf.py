@@ -156,6 +156,32 @@ def packaged_driver(host):
     return {"name": name, "version": installed[name], "flavor": flavor}
 
 
+def _common_upstreams(found, names):
+    """The upstream versions at which every one of ``names`` is in ``found`` (``{name: [evr, ...]}``), sorted."""
+    upstreams = None
+    for name in names:
+        versions_ = set(upstream_version(evr) for evr in found.get(name, []))
+        upstreams = versions_ if upstreams is None else upstreams & versions_
+    return sorted(upstreams or [])
+
+
+def _evr_at(evrs, version):
+    """The first (newest) of ``evrs`` at upstream ``version``."""
+    return next(evr for evr in evrs if upstream_version(evr) == version)
+
+
+def _specs(install):
+    """``name-evr`` of each package to install (the name alone where no version is named), sorted."""
+    return ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())]
+
+
+def _lock_changes(locks, want, managed):
+    """``(stale, lock)``: the locks of ``managed`` packages to release, the packages of ``want`` to lock."""
+    stale = sorted(n for n, evr in locks.items() if n in managed and want.get(n) != evr)
+    lock = sorted(n for n in want if locks.get(n) != want[n])
+    return stale, lock
+
+
 def render_repo(repo_id, baseurl):
     return (
         "# %s: NVIDIA's CUDA repository, for the NVIDIA driver.\n"
@@ -167,9 +193,9 @@ def render_repo(repo_id, baseurl):
 class DnfBackend(object):
     name = "dnf"
 
-    def __init__(self, system, params, os_facts, kernel, check_mode=False, fabric_manager=None):
+    def __init__(self, system, params, os_facts, kernel, check_mode, need):
         self.system = system
-        self.fabric_manager = fabric_manager or fabric_manager.Need("never", [])
+        self.fabric_manager = need
         self.fm_required = self.fabric_manager.required
         self.params = params
         self.os = os_facts
@@ -241,93 +267,20 @@ class DnfBackend(object):
     def _plan_present(self, plan, current, declared, flavor):
         installed = current["installed"]
         notes = []
-        if not current["repo_configured"]:
-            self.repo_options = ["--repofrompath=%s,%s" % (self.repo_id, self.baseurl),
-                                 "--setopt=%s.gpgcheck=0" % self.repo_id]
-        streams = parse_module_list(self._dnf(["module", "list", "nvidia-driver"], "list the nvidia-driver streams"))
-        fm_names, fm_other = [], []
-        if self.fm_required:
-            fm_names = fabric_manager.packages("cuda-rpm", declared.branch)
-            fm_other = sorted(n for n in installed if fabric_manager.FAMILY.match(n) and n not in fm_names)
-        query = self._names() + fm_names + ["dkms", current["devel"]]
-        available_pkgs = parse_repoquery(
-            self._dnf(
-                ["repoquery", "--disable-modular-filtering", "--showduplicates", "--qf",
-                 "%{name}\\t%{epoch}:%{version}-%{release}"] + query,
-                "list the versions of the driver's packages",
-            )
-        )
+        streams, found, fm_names, fm_other = self._query(current, declared)
         names = sorted(set(COMMON) | {KERNEL_PACKAGES[flavor]})
-        upstreams = None
-        for name in names:
-            found = set(upstream_version(evr) for evr in available_pkgs.get(name, []))
-            upstreams = found if upstreams is None else upstreams & found
-        available = sorted(upstreams or [])
-        where = "NVIDIA's CUDA repository (%s)" % self.baseurl
-        choosable = available
-        if fm_names:
-            fm_available = None
-            for name in fm_names:
-                found = set(upstream_version(evr) for evr in available_pkgs.get(name, []))
-                fm_available = found if fm_available is None else fm_available & found
-            choosable = fabric_manager.choice(self.fabric_manager, declared, available, sorted(fm_available),
-                                                   fm_names, where, notes)
-        try:
-            version = choose_version(declared, choosable, flavor, where)
-        except GpuFleetError as exc:
-            raise GpuFleetError("nvidia_driver: " + exc.msg, **exc.details)
-        stream = "%d-%s" % (declared.branch, STREAM_SUFFIX[flavor])
-        if stream not in streams:
-            raise GpuFleetError(
-                "nvidia_driver: the CUDA repository has no nvidia-driver stream %s for RHEL %s; streams: %s"
-                % (stream, self.major, ", ".join(sorted(streams)) or "none"),
-                streams=sorted(streams),
-            )
-        if "dkms" not in installed and not available_pkgs.get("dkms"):
-            raise GpuFleetError(
-                "nvidia_driver: dkms is neither installed nor available from the enabled repositories; the driver's "
-                "kernel modules are built with DKMS, which comes from EPEL: enable EPEL (and CodeReady Builder on "
-                "RHEL, CRB / PowerTools on Rocky and AlmaLinux) first",
-            )
-        want = {}
-        for name in names + fm_names:
-            want[name] = next(evr for evr in available_pkgs[name] if upstream_version(evr) == version)
+        available = _common_upstreams(found, names)
+        version = self._choose(declared, flavor, available, found, fm_names, notes)
+        stream = self._stream(declared, flavor, streams)
+        self._check_dkms(installed, found)
+        want = dict((name, _evr_at(found[name], version)) for name in names + fm_names)
         other = [n for n in KERNEL_PACKAGES.values() if n != KERNEL_PACKAGES[flavor] and n in installed]
         install = dict((n, evr) for n, evr in want.items() if installed.get(n) != evr)
-        if self.params.get("kernel_headers", True) and current["devel"] not in installed:
-            running = self.kernel.rsplit(".", 1)[0] if self.kernel.endswith((".x86_64", ".aarch64")) else self.kernel
-            if any(evr.split(":", 1)[1] == running for evr in available_pkgs.get("kernel-devel", [])):
-                install[current["devel"]] = None
-            else:
-                notes.append("%s is not in the repositories: DKMS cannot build the nvidia module for the running "
-                             "kernel %s" % (current["devel"], self.kernel))
-
-        if not current["repo_configured"]:
-            plan.write("repository", self.repo_file, render_repo(self.repo_id, self.baseurl), current["repo_before"],
-                       "add NVIDIA's CUDA repository")
-        if VERSIONLOCK_PLUGIN not in installed:
-            plan.run("versionlock", ["dnf", "install", "-y", VERSIONLOCK_PLUGIN], "install dnf's versionlock plugin")
-        managed = set(self._names()) | set(fm_names) | set(fm_other)
-        stale = sorted(n for n, evr in current["locks"].items() if n in managed and want.get(n) != evr)
-        if stale:
-            plan.run("versionlock", ["dnf", "versionlock", "delete"]
-                     + ["%s-%s" % (n, current["locks"][n]) for n in stale], "release the locks of what moves")
-        enabled = [s for s, flags in streams.items() if "e" in flags]
-        if enabled != [stream]:
-            if enabled:
-                plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the stream %s" % enabled[0])
-            plan.run("stream", ["dnf", "module", "enable", "-y", "nvidia-driver:%s" % stream],
-                     "follow the branch's stream")
-        if fm_other:
-            plan.run("packages", ["dnf", "remove", "-y"] + fm_other,
-                     "remove the fabric manager packages of another branch or naming")
-        if install:
-            specs = ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())]
-            plan.run("packages", ["dnf", "install", "-y", "--allowerasing"] + specs,
-                     "install the driver's packages at their versions")
-        if other:
-            plan.note("%s (the other flavour) is replaced through --allowerasing" % ", ".join(other))
-        lock = sorted(n for n in want if current["locks"].get(n) != want[n])
+        install.update(self._devel(current, found, notes))
+        stale, lock = _lock_changes(current["locks"], want, set(self._names()) | set(fm_names) | set(fm_other))
+        self._plan_repository(plan, current, installed)
+        self._plan_stream(plan, current["locks"], stale, streams, stream)
+        self._plan_packages(plan, fm_other, install, other)
         if lock:
             plan.run("versionlock", ["dnf", "versionlock", "add"] + ["%s-%s" % (n, want[n]) for n in lock],
                      "lock the driver's packages at their versions")
@@ -339,15 +292,109 @@ class DnfBackend(object):
             "stream": stream,
             "pin_file": "/etc/dnf/plugins/versionlock.list",
             "notes": notes,
-            "changes": {
-                "install": ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())],
-                "remove": other + fm_other,
-                "lock": lock,
-                "unlock": stale,
-            },
+            "changes": {"install": _specs(install), "remove": other + fm_other, "lock": lock, "unlock": stale},
             "package_diff": self._diff(installed, want, other + fm_other, current["locks"]),
             "fabric_manager": self._fabric_manager_report(installed, want, install, fm_other),
         }
+
+    def _query(self, current, declared):
+        """``(streams, found, fm_names, fm_other)``: the driver's streams and the versions of its packages.
+
+        Through ``--repofrompath`` while NVIDIA's repository is not configured. ``found`` is
+        ``{name: [evr, ...]}``; ``fm_names`` the fabric manager's packages of the driver's branch
+        (when the host needs it), ``fm_other`` those installed of another branch or naming.
+        """
+        if not current["repo_configured"]:
+            self.repo_options = ["--repofrompath=%s,%s" % (self.repo_id, self.baseurl),
+                                 "--setopt=%s.gpgcheck=0" % self.repo_id]
+        streams = parse_module_list(self._dnf(["module", "list", "nvidia-driver"], "list the nvidia-driver streams"))
+        fm_names, fm_other = [], []
+        if self.fm_required:
+            fm_names = fabric_manager.packages("cuda-rpm", declared.branch)
+            fm_other = sorted(n for n in current["installed"] if fabric_manager.FAMILY.match(n) and n not in fm_names)
+        found = parse_repoquery(
+            self._dnf(
+                ["repoquery", "--disable-modular-filtering", "--showduplicates", "--qf",
+                 "%{name}\\t%{epoch}:%{version}-%{release}"] + self._names() + fm_names + ["dkms", current["devel"]],
+                "list the versions of the driver's packages",
+            )
+        )
+        return streams, found, fm_names, fm_other
+
+    def _choose(self, declared, flavor, available, found, fm_names, notes):
+        """The driver version: the newest ``declared`` names, among those with a fabric manager when it is needed."""
+        where = "NVIDIA's CUDA repository (%s)" % self.baseurl
+        choosable = available
+        if fm_names:
+            choosable = fabric_manager.choice(self.fabric_manager, declared, available, _common_upstreams(found, fm_names),
+                                              fm_names, where, notes)
+        try:
+            return choose_version(declared, choosable, flavor, where)
+        except GpuFleetError as exc:
+            raise GpuFleetError("nvidia_driver: " + exc.msg, **exc.details)
+
+    def _stream(self, declared, flavor, streams):
+        """The module stream of the branch and flavour; fails when the repository has none."""
+        stream = "%d-%s" % (declared.branch, STREAM_SUFFIX[flavor])
+        if stream not in streams:
+            raise GpuFleetError(
+                "nvidia_driver: the CUDA repository has no nvidia-driver stream %s for RHEL %s; streams: %s"
+                % (stream, self.major, ", ".join(sorted(streams)) or "none"),
+                streams=sorted(streams),
+            )
+        return stream
+
+    @staticmethod
+    def _check_dkms(installed, found):
+        if "dkms" not in installed and not found.get("dkms"):
+            raise GpuFleetError(
+                "nvidia_driver: dkms is neither installed nor available from the enabled repositories; the driver's "
+                "kernel modules are built with DKMS, which comes from EPEL: enable EPEL (and CodeReady Builder on "
+                "RHEL, CRB / PowerTools on Rocky and AlmaLinux) first",
+            )
+
+    def _devel(self, current, found, notes):
+        """``{kernel-devel of the running kernel: None}`` to install, when wanted and missing; a note when unavailable."""
+        if not self.params.get("kernel_headers", True) or current["devel"] in current["installed"]:
+            return {}
+        running = self.kernel.rsplit(".", 1)[0] if self.kernel.endswith((".x86_64", ".aarch64")) else self.kernel
+        if any(evr.split(":", 1)[1] == running for evr in found.get("kernel-devel", [])):
+            return {current["devel"]: None}
+        notes.append("%s is not in the repositories: DKMS cannot build the nvidia module for the running "
+                     "kernel %s" % (current["devel"], self.kernel))
+        return {}
+
+    def _plan_repository(self, plan, current, installed):
+        """NVIDIA's repository when no enabled one points at it, and dnf's versionlock plugin when missing."""
+        if not current["repo_configured"]:
+            plan.write("repository", self.repo_file, render_repo(self.repo_id, self.baseurl), current["repo_before"],
+                       "add NVIDIA's CUDA repository")
+        if VERSIONLOCK_PLUGIN not in installed:
+            plan.run("versionlock", ["dnf", "install", "-y", VERSIONLOCK_PLUGIN], "install dnf's versionlock plugin")
+
+    @staticmethod
+    def _plan_stream(plan, locks, stale, streams, stream):
+        """Release the locks of what moves, then follow the branch's stream (leaving another one first)."""
+        if stale:
+            plan.run("versionlock", ["dnf", "versionlock", "delete"]
+                     + ["%s-%s" % (n, locks[n]) for n in stale], "release the locks of what moves")
+        enabled = [s for s, flags in streams.items() if "e" in flags]
+        if enabled != [stream]:
+            if enabled:
+                plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the stream %s" % enabled[0])
+            plan.run("stream", ["dnf", "module", "enable", "-y", "nvidia-driver:%s" % stream],
+                     "follow the branch's stream")
+
+    @staticmethod
+    def _plan_packages(plan, fm_other, install, other):
+        if fm_other:
+            plan.run("packages", ["dnf", "remove", "-y"] + fm_other,
+                     "remove the fabric manager packages of another branch or naming")
+        if install:
+            plan.run("packages", ["dnf", "install", "-y", "--allowerasing"] + _specs(install),
+                     "install the driver's packages at their versions")
+        if other:
+            plan.note("%s (the other flavour) is replaced through --allowerasing" % ", ".join(other))
 
     def _plan_absent(self, plan, current):
         installed = current["installed"]

@@ -579,7 +579,7 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
     if state == "present":
         flavor, flavor_reason = resolve_flavor(system, params.get("flavor") or "auto", declared)
     need = fabric_manager.read_need(system, params.get("fabric_manager") or "auto")
-    backend = backend_for(os_facts)(system, params, os_facts, kernel, check_mode, fabric_manager=need)
+    backend = backend_for(os_facts)(system, params, os_facts, kernel, check_mode, need)
     plan = Plan()
     desired = backend.plan(plan, backend.read(), declared, flavor)
     nouveau = plan_nouveau(system, plan, state, params.get("blacklist_nouveau", True), os_facts.get("family"), kernel)

@@ -60,6 +60,25 @@ def test_parse_repoquery_sorts_newest_first():
     assert found["nvidia-driver-cuda"] == ["3:580.95.05-1.el9", "3:580.82.07-1.el9", "3:570.172.08-1.el9"]
 
 
+# --- the planner's steps ---------------------------------------------------------------------------
+
+
+def test_common_upstreams_are_those_every_package_has():
+    found = {"a": ["3:580.95.05-1.el9", "3:570.172.08-1.el9"], "b": ["3:570.172.08-1.el9", "3:535.261.03-1.el9"]}
+    assert dnf._common_upstreams(found, ["a", "b"]) == ["570.172.08"]
+    assert dnf._common_upstreams(found, ["a", "missing"]) == []
+    assert dnf._evr_at(found["a"], "570.172.08") == "3:570.172.08-1.el9"
+
+
+def test_specs_and_lock_changes():
+    assert dnf._specs({"nvidia-driver-cuda": "3:580.95.05-1.el9", "kernel-devel-" + KERNEL: None}) == [
+        "kernel-devel-" + KERNEL, "nvidia-driver-cuda-3:580.95.05-1.el9"]
+    locks = {"nvidia-driver-cuda": "3:570.172.08-1.el9", "nvidia-modprobe": "3:580.95.05-1.el9", "other": "0:1-1"}
+    want = {"nvidia-driver-cuda": "3:580.95.05-1.el9", "nvidia-modprobe": "3:580.95.05-1.el9"}
+    assert dnf._lock_changes(locks, want, {"nvidia-driver-cuda", "nvidia-modprobe"}) == (
+        ["nvidia-driver-cuda"], ["nvidia-driver-cuda"])
+
+
 # --- plans -----------------------------------------------------------------------------------------
 
 
