@@ -64,13 +64,7 @@ def api_client(kubeconfig=None, context=None):
     client's default (``KUBECONFIG``, then ``~/.kube/config``), else the pod's service account when
     running in the cluster. ``context`` (else ``K8S_AUTH_CONTEXT``) picks a context.
     """
-    try:
-        from kubernetes import config  # pylint: disable=import-outside-toplevel
-    except ImportError as exc:
-        raise GpuFleetError(
-            "gpu_drain: the Python kubernetes client is not installed in %s on the control host (%s); "
-            "install it there (pip install kubernetes)" % (sys.executable, exc)
-        ) from exc
+    config = _kube_config()
     context = context or os.environ.get("K8S_AUTH_CONTEXT") or None
     if isinstance(kubeconfig, dict):
         try:
@@ -80,19 +74,39 @@ def api_client(kubeconfig=None, context=None):
     path = kubeconfig or os.environ.get("K8S_AUTH_KUBECONFIG") or None
     where = "kubeconfig"
     if not path:
-        default = (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)[0]
-        if not os.path.exists(os.path.expanduser(default)) and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            try:
-                from kubernetes import client  # pylint: disable=import-outside-toplevel
-
-                configuration = client.Configuration()
-                config.load_incluster_config(client_configuration=configuration)
-                return client.ApiClient(configuration)
-            except Exception as exc:  # pylint: disable=broad-except
-                raise GpuFleetError("gpu_drain: the in-cluster configuration cannot be used: %s" % _first_line(exc)) from exc
-        path = default
+        path = (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)[0]
+        if not os.path.exists(os.path.expanduser(path)) and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            return _in_cluster_client(config)
         where = "KUBECONFIG" if os.environ.get("KUBECONFIG") else "the default kubeconfig"
-    expanded = os.path.expanduser(path)
+    return _kubeconfig_client(config, os.path.expanduser(path), where, context)
+
+
+def _kube_config():
+    """The client's ``kubernetes.config``, or what to install when it is missing."""
+    try:
+        from kubernetes import config  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:
+        raise GpuFleetError(
+            "gpu_drain: the Python kubernetes client is not installed in %s on the control host (%s); "
+            "install it there (pip install kubernetes)" % (sys.executable, exc)
+        ) from exc
+    return config
+
+
+def _in_cluster_client(config):
+    """The client of the pod's service account."""
+    try:
+        from kubernetes import client  # pylint: disable=import-outside-toplevel
+
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)
+        return client.ApiClient(configuration)
+    except Exception as exc:  # pylint: disable=broad-except
+        raise GpuFleetError("gpu_drain: the in-cluster configuration cannot be used: %s" % _first_line(exc)) from exc
+
+
+def _kubeconfig_client(config, expanded, where, context):
+    """The client of a kubeconfig file (``where`` says where its path came from)."""
     if not os.path.exists(expanded):
         raise GpuFleetError(
             "gpu_drain: no kubeconfig: %s (%s) does not exist; set kubeconfig (gpufleet_kubeconfig), "
@@ -256,20 +270,20 @@ def pdb_selects(budget, labels):
     if selector is None:
         return False
     labels = labels or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, operator, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
-        present = key in labels
-        if operator == "In" and not (present and labels[key] in values):
-            return False
-        if operator == "NotIn" and present and labels[key] in values:
-            return False
-        if operator == "Exists" and not present:
-            return False
-        if operator == "DoesNotExist" and present:
-            return False
+    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expression_holds(expr, labels) for expr in selector.get("matchExpressions") or [])
+
+
+def _expression_holds(expr, labels):
+    """One ``matchExpressions`` entry against a pod's labels; an operator it does not know selects."""
+    key, operator, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+    present = key in labels
+    if operator in ("In", "NotIn"):
+        found = present and labels[key] in values
+        return found if operator == "In" else not found
+    if operator in ("Exists", "DoesNotExist"):
+        return present if operator == "Exists" else not present
     return True
 
 
@@ -410,50 +424,67 @@ def _evict_all(api, name, pods, terminating, params, clock, sleep):
     """Evict ``pods`` and wait until they and ``terminating`` are gone; returns the evicted keys."""
     deadline = clock() + params["timeout"]
     pending = [(pod_key(p), p) for p in pods]
-    waiting = [(pod_key(p), p) for p in terminating]
-    evicted, refusals, cache = [], {}, {}
+    drained = {"evicted": [], "waiting": [(pod_key(p), p) for p in terminating], "refusals": {}, "budgets": {}}
     while True:
-        still = []
-        for key, pod in pending:
-            code, body = api.evict(_dig(pod, "metadata", "namespace"), _dig(pod, "metadata", "name"), params.get("grace_period"))
-            if code == 404:
-                refusals.pop(key, None)
-            elif 200 <= code < 300:
-                refusals.pop(key, None)
-                evicted.append(key)
-                waiting.append((key, pod))
-            elif code == 429:
-                budget = refusing_budget(body)
-                namespace = _dig(pod, "metadata", "namespace")
-                if budget:
-                    budget = "%s/%s" % (namespace, budget)
-                else:
-                    found = budgets_for(pod, _budget_names(api, pod, cache))
-                    budget = ", ".join("%s/%s" % (namespace, _dig(b, "metadata", "name")) for b in found) or None
-                entry = refusals.setdefault(key, {"pod": key, "pdb": budget, "refusals": 0, "msg": ""})
-                causes = "; ".join(c.get("message") or "" for c in _dig(body, "details", "causes") or [])
-                entry.update({"pdb": budget, "refusals": entry["refusals"] + 1, "msg": causes or body.get("message") or "429 Too Many Requests"})
-                still.append((key, pod))
-            else:
-                raise GpuFleetError(
-                    "gpu_drain: node %s: the eviction of pod %s failed: %s %s" % (name, key, code, body.get("message") or ""),
-                    evicted=evicted, pod=key,
-                )
-        pending = still
-        waiting = [(key, pod) for key, pod in waiting if not _gone(api, pod, name)]
-        if not pending and not waiting:
-            return evicted
+        pending = _evict_round(api, name, pending, drained, params.get("grace_period"))
+        drained["waiting"] = [(key, pod) for key, pod in drained["waiting"] if not _gone(api, pod, name)]
+        if not pending and not drained["waiting"]:
+            return drained["evicted"]
         if clock() >= deadline:
-            blocked = [refusals[key] for key, dummy in pending]
-            parts = ["%s (eviction refused %s: %s%s)" % (
-                b["pod"], _plural(b["refusals"], "time"), "PodDisruptionBudget %s: " % b["pdb"] if b["pdb"] else "", b["msg"]) for b in blocked]
-            parts += ["%s (evicted, still terminating)" % key for key, dummy in waiting]
-            raise GpuFleetError(
-                "gpu_drain: node %s: %s still on the node after %d s: %s. The node stays cordoned"
-                % (name, _plural(len(blocked) + len(waiting), "GPU pod"), params["timeout"], "; ".join(parts)),
-                evicted=evicted, blocked=blocked, terminating=[key for key, dummy in waiting],
-            )
+            raise _drain_timeout(name, [drained["refusals"][key] for key, dummy in pending], drained, params["timeout"])
         sleep(params["poll_interval"])
+
+
+def _evict_round(api, name, pending, drained, grace_period):
+    """Ask once for the eviction of each pending pod; returns those a budget refused (429).
+
+    ``drained`` keeps, across the rounds, the pods ``evicted``, those ``waiting`` to be gone, the
+    ``refusals`` per pod, and the ``budgets`` read per namespace.
+    """
+    still = []
+    for key, pod in pending:
+        code, body = api.evict(_dig(pod, "metadata", "namespace"), _dig(pod, "metadata", "name"), grace_period)
+        if code == 404 or 200 <= code < 300:
+            drained["refusals"].pop(key, None)
+            if code != 404:
+                drained["evicted"].append(key)
+                drained["waiting"].append((key, pod))
+        elif code == 429:
+            _note_refusal(api, key, pod, body, drained)
+            still.append((key, pod))
+        else:
+            raise GpuFleetError(
+                "gpu_drain: node %s: the eviction of pod %s failed: %s %s" % (name, key, code, body.get("message") or ""),
+                evicted=drained["evicted"], pod=key,
+            )
+    return still
+
+
+def _note_refusal(api, key, pod, body, drained):
+    """Count a 429 for the pod, with the budget that refused it and the API server's words."""
+    namespace = _dig(pod, "metadata", "namespace")
+    budget = refusing_budget(body)
+    if budget:
+        budget = "%s/%s" % (namespace, budget)
+    else:
+        found = budgets_for(pod, _budget_names(api, pod, drained["budgets"]))
+        budget = ", ".join("%s/%s" % (namespace, _dig(b, "metadata", "name")) for b in found) or None
+    entry = drained["refusals"].setdefault(key, {"pod": key, "pdb": budget, "refusals": 0, "msg": ""})
+    causes = "; ".join(c.get("message") or "" for c in _dig(body, "details", "causes") or [])
+    entry.update({"pdb": budget, "refusals": entry["refusals"] + 1, "msg": causes or body.get("message") or "429 Too Many Requests"})
+
+
+def _drain_timeout(name, blocked, drained, timeout):
+    """The error of a drain whose pods are still on the node at its deadline."""
+    waiting = drained["waiting"]
+    parts = ["%s (eviction refused %s: %s%s)" % (
+        b["pod"], _plural(b["refusals"], "time"), "PodDisruptionBudget %s: " % b["pdb"] if b["pdb"] else "", b["msg"]) for b in blocked]
+    parts += ["%s (evicted, still terminating)" % key for key, dummy in waiting]
+    return GpuFleetError(
+        "gpu_drain: node %s: %s still on the node after %d s: %s. The node stays cordoned"
+        % (name, _plural(len(blocked) + len(waiting), "GPU pod"), timeout, "; ".join(parts)),
+        evicted=drained["evicted"], blocked=blocked, terminating=[key for key, dummy in waiting],
+    )
 
 
 def wait_node(api, name, params, clock, sleep):
@@ -506,46 +537,56 @@ def run(api, params, check_mode=False, clock=time.monotonic, sleep=time.sleep):
     before = _cordon_view(status)
     after = dict(before)
     result = {"changed": False, "node": status, "evicted": [], "blocked": [], "left": [], "waited": 0}
-    msgs = []
     if state in ("cordon", "drain"):
         changed, msg = _cordon(api, name, status, after, params.get("reason") or "gpufleet.nvidia", check_mode)
     else:
         changed, msg = _uncordon(api, name, status, after, params.get("force"), check_mode)
     result["changed"] |= changed
-    msgs.append(msg)
+    msgs = [msg]
     if not check_mode:
         status.update(after)
     gpu_pods = []
     if state == "drain":
-        to_evict, terminating, left = classify(api.pods_on(name), resources)
-        gpu_pods = [pod_key(p) for p in to_evict + terminating]
-        result["left"] = left
-        if check_mode:
-            result["evicted"] = [pod_key(p) for p in to_evict]
-            result["blocked"] = _blocked_now(api, to_evict)
-            msgs.append("%s would be evicted%s" % (
-                _plural(len(to_evict), "GPU pod"), ": " + ", ".join(result["evicted"]) if to_evict else ""))
-            if result["blocked"]:
-                msgs.append("blocked now: %s" % "; ".join("%s by %s" % (b["pod"], b["pdb"]) for b in result["blocked"]))
-        else:
-            result["evicted"] = _evict_all(api, name, to_evict, terminating, params, clock, sleep)
-            msgs.append("%s evicted%s" % (
-                _plural(len(result["evicted"]), "GPU pod"), ": " + ", ".join(result["evicted"]) if result["evicted"] else ""))
-        result["changed"] |= bool(to_evict)
-        if left:
-            msgs.append("left alone: %s" % "; ".join("%s (%s)" % (e["pod"], e["why"].split(":")[0]) for e in left))
+        gpu_pods = _drain(api, name, resources, params, check_mode, (clock, sleep), result, msgs)
     if params.get("wait_ready") or params.get("wait_allocatable"):
-        if check_mode:
-            msgs.append("would wait until it is Ready and advertises its GPUs")
-        else:
-            status, result["waited"] = wait_node(api, name, params, clock, sleep)
-            result["node"] = status
-            msgs.append("Ready%s after %d s" % (
-                ", advertising " + ", ".join("%s %s" % (v, k) for k, v in status["allocatable"].items()) if status["allocatable"] else "",
-                result["waited"]))
+        msgs.append(_wait(api, name, params, check_mode, (clock, sleep), result))
     result["msg"] = "; ".join(msgs)
     result["diff"] = {
         "before": dict(before, gpu_pods=gpu_pods),
         "after": dict(after, gpu_pods=[] if state == "drain" else gpu_pods),
     }
     return result
+
+
+def _drain(api, name, resources, params, check_mode, timer, result, msgs):
+    """Evict the node's GPU pods (in check mode: say which, and which a budget blocks now); the
+    result gets them and ``msgs`` what was done. Returns the GPU pods that were on the node."""
+    to_evict, terminating, left = classify(api.pods_on(name), resources)
+    gpu_pods = [pod_key(p) for p in to_evict + terminating]
+    result["left"] = left
+    if check_mode:
+        result["evicted"] = [pod_key(p) for p in to_evict]
+        result["blocked"] = _blocked_now(api, to_evict)
+        msgs.append("%s would be evicted%s" % (
+            _plural(len(to_evict), "GPU pod"), ": " + ", ".join(result["evicted"]) if to_evict else ""))
+        if result["blocked"]:
+            msgs.append("blocked now: %s" % "; ".join("%s by %s" % (b["pod"], b["pdb"]) for b in result["blocked"]))
+    else:
+        result["evicted"] = _evict_all(api, name, to_evict, terminating, params, *timer)
+        msgs.append("%s evicted%s" % (
+            _plural(len(result["evicted"]), "GPU pod"), ": " + ", ".join(result["evicted"]) if result["evicted"] else ""))
+    result["changed"] |= bool(to_evict)
+    if left:
+        msgs.append("left alone: %s" % "; ".join("%s (%s)" % (e["pod"], e["why"].split(":")[0]) for e in left))
+    return gpu_pods
+
+
+def _wait(api, name, params, check_mode, timer, result):
+    """Wait until the node is back (not in check mode); the result gets the node as it is then. Returns what was done."""
+    if check_mode:
+        return "would wait until it is Ready and advertises its GPUs"
+    status, result["waited"] = wait_node(api, name, params, *timer)
+    result["node"] = status
+    return "Ready%s after %d s" % (
+        ", advertising " + ", ".join("%s %s" % (v, k) for k, v in status["allocatable"].items()) if status["allocatable"] else "",
+        result["waited"])
