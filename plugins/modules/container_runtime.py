@@ -289,7 +289,8 @@ diff:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import ARGUMENT_SPEC, ModuleHost, configure
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import ARGUMENT_SPEC, configure
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR
 
 
@@ -298,7 +299,7 @@ def main():
     if not HAS_TOMLKIT and module.params["runtime"] != "docker":
         module.fail_json(msg=missing_required_lib("tomlkit"), exception=TOMLKIT_IMPORT_ERROR)
     try:
-        result = configure(module.params, ModuleHost(module), module.check_mode, module._diff)
+        result = configure(module.params, Host.for_module(module), module.check_mode, module._diff)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     for warning in result.pop("warnings"):

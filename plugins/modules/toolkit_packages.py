@@ -285,54 +285,13 @@ runtime:
       sample: {/etc/containerd/config.toml: /etc/containerd/config.toml.12345.2026-01-01@00:00:00~}
 """
 
-import glob
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as runtime_config
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit as runtime_edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt
-
-
-class ModuleSystem(object):
-    """The node, through the module: commands, files, the key's download, the lists' age."""
-
-    def __init__(self, module):
-        self.module = module
-
-    def run(self, argv, environ_update=None):
-        return self.module.run_command(argv, environ_update=environ_update or {})
-
-    def read(self, path):
-        return safe_io.read_file(path)
-
-    def write(self, path, text):
-        safe_io.write_file(self.module, path, text)
-
-    def fetch(self, url):
-        # Imported here: only a key download needs it, and importing it (http.client, ssl) costs
-        # about 50 ms on the node (docs/performance.md).
-        from ansible.module_utils.urls import fetch_url  # pylint: disable=import-outside-toplevel
-
-        response, info = fetch_url(self.module, url, timeout=30)
-        if info.get("status") != 200 or response is None:
-            raise GpuFleetError(
-                "could not download the repository key from %s: %s (HTTP %s); nothing was changed"
-                % (url, info.get("msg"), info.get("status")),
-                url=url,
-            )
-        return to_native(response.read())
-
-    def lists_age(self):
-        lists = [p for p in glob.glob(os.path.join(toolkit_apt.LISTS_DIR, "*")) if os.path.isfile(p) and not p.endswith("lock")]
-        if not lists:
-            return None
-        return time.time() - max(os.path.getmtime(p) for p in lists)
 
 
 ARGUMENT_SPEC = dict(
@@ -354,7 +313,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def configure_runtime(module, packages):
+def configure_runtime(module, host, packages):
     """What the container_runtime module does, once the packages (and tomlkit) are in place."""
     params = module.params["runtime"]
     if not runtime_edit.load_tomlkit() and params["runtime"] != "docker":
@@ -368,16 +327,17 @@ def configure_runtime(module, packages):
             changed=packages["changed"],
             actions=packages["actions"],
         )
-    return runtime_config.configure(params, runtime_config.ModuleHost(module), module.check_mode, module._diff)
+    return runtime_config.configure(params, host, module.check_mode, module._diff)
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    host = Host.for_module(module)
     packages = None
     try:
-        result = packages = toolkit_apt.converge(ModuleSystem(module), module.params, module.check_mode, module._diff)
+        result = packages = toolkit_apt.converge(host, module.params, module.check_mode, module._diff)
         if module.params["runtime"] is not None:
-            result = toolkit_apt.with_runtime(packages, configure_runtime(module, packages))
+            result = toolkit_apt.with_runtime(packages, configure_runtime(module, host, packages))
     except GpuFleetError as exc:
         done = dict(changed=packages["changed"], actions=packages["actions"]) if packages else {}
         module.fail_json(msg="toolkit_packages: %s%s" % ("runtime: " if packages else "", exc.msg), **dict(exc.details, **done))

@@ -24,7 +24,8 @@ nodes carry no major/minor/fileMode (the runtime reads them from the host node w
 starts, so a spec written before a reboot stays right when ``nvidia-uvm`` gets another major), and
 binaries are looked for in the driver's own ``bin`` folder first instead of the caller's ``PATH``.
 
-All file access goes through :class:`Host` so tests can replay a captured host tree.
+All file access goes through the host adapter (``common.host.Host``, see :func:`driver_host`) so tests
+can replay a captured host tree.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import struct
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 
 CDI_VERSION = "0.5.0"
 CDI_KIND = "nvidia.com/gpu"
@@ -132,139 +134,38 @@ _BUS_ID_RE = re.compile(r"^(?:[0-9a-f]{4,8}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 # --------------------------------------------------------------------------------------------
 
 
-def is_char_device(path: str) -> bool:
-    """True when ``path`` is a character device (not following a final symlink, as CDI does)."""
-    try:
-        return stat.S_ISCHR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-class Host(object):
-    """The file systems the spec is built from.
+def driver_host(driver_root="/", dev_root="/", system_root="/", is_device_node=None, run_command=None,
+                kernel_release=None):
+    """The host the spec is built from: ``common.host.Host`` whose root is the driver root.
 
     ``driver_root`` holds the driver's files (libraries, binaries, firmware, ld.so.cache);
     ``dev_root`` the device nodes; ``system_root`` the ``/proc`` and ``/sys`` to read (``/``
-    outside tests). ``is_device_node(host_path)`` decides what counts as a device node (a
-    character device on a real host; tests pass plain files); ``run_command(argv)`` returns
-    ``(rc, stdout, stderr)`` and is only used for the ``nvidia-smi`` fallback.
+    outside tests). ``is_device_node(path)`` decides what counts as a device node (a character
+    device on a real host; tests pass plain files); ``run_command(argv)`` returns ``(rc, stdout,
+    stderr)`` and is only used for the ``nvidia-smi`` fallback: without it nothing is run.
     """
+    return Host(
+        _clean_root(driver_root),
+        runner=run_command or runs_nothing,
+        kernel_root=_clean_root(system_root),
+        dev_root=_clean_root(dev_root),
+        kernel_release=kernel_release,
+        is_device_node=is_device_node,
+    )
 
-    def __init__(
-        self,
-        driver_root="/",
-        dev_root="/",
-        system_root="/",
-        is_device_node=None,
-        run_command=None,
-        kernel_release=None,
-        machine=None,
-    ):
-        self.driver_root = _clean_root(driver_root)
-        self.dev_root = _clean_root(dev_root)
-        self.system_root = _clean_root(system_root)
-        self.is_device_node = is_device_node or is_char_device
-        self.run_command = run_command
-        uname = os.uname()
-        self.kernel_release = kernel_release if kernel_release is not None else uname.release
-        self.machine = machine if machine is not None else uname.machine
 
-    # paths -----------------------------------------------------------------------------------
-    def driver(self, path: str) -> str:
-        """Host path of ``path`` inside the driver root."""
-        return _join_root(self.driver_root, path)
+def runs_nothing(argv, env=None):
+    """The runner of a host known from its files alone (a replayed tree): nothing is run."""
+    return 127, "", "%s: not run, this host runs no commands" % argv[0]
 
-    def dev(self, path: str) -> str:
-        return _join_root(self.dev_root, path)
 
-    def system(self, path: str) -> str:
-        return _join_root(self.system_root, path)
+def module_runner(module):
+    """``run_command(argv)`` through the module, in the C locale (nvidia-smi's XML is parsed)."""
 
-    # driver root, resolving symlinks as if driver_root were / -------------------------------
-    def resolve(self, path: str):
-        """``path`` (absolute, inside the driver root) with every symlink resolved, or None."""
-        return resolve_in_root(self.driver_root, path)
+    def run(argv, env=None):
+        return module.run_command(argv, environ_update={"LC_ALL": "C"})
 
-    def isfile(self, path: str) -> bool:
-        real = self.resolve(path)
-        return real is not None and os.path.isfile(self.driver(real))
-
-    def isdir(self, path: str) -> bool:
-        real = self.resolve(path)
-        return real is not None and os.path.isdir(self.driver(real))
-
-    def is_executable(self, path: str) -> bool:
-        real = self.resolve(path)
-        if real is None:
-            return False
-        try:
-            st = os.stat(self.driver(real))
-        except OSError:
-            return False
-        return stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o111)
-
-    def islink(self, path: str) -> bool:
-        return os.path.islink(self.driver(path))
-
-    def readlink(self, path: str):
-        try:
-            return os.readlink(self.driver(path))
-        except OSError:
-            return None
-
-    def listdir(self, path: str):
-        """Sorted names in a driver-root folder (resolving the folder's symlinks), [] if none."""
-        real = self.resolve(path)
-        if real is None:
-            return []
-        try:
-            return sorted(os.listdir(self.driver(real)))
-        except OSError:
-            return []
-
-    def read_bytes(self, path: str):
-        real = self.resolve(path)
-        if real is None:
-            return None
-        try:
-            with open(self.driver(real), "rb") as handle:
-                return handle.read()
-        except OSError:
-            return None
-
-    def open(self, path: str):
-        """A binary file object for a driver-root file, or None."""
-        real = self.resolve(path)
-        if real is None:
-            return None
-        try:
-            return open(self.driver(real), "rb")
-        except OSError:
-            return None
-
-    # /proc and /sys ---------------------------------------------------------------------------
-    def read_system(self, path: str):
-        try:
-            with open(self.system(path), "rb") as handle:
-                return handle.read().decode("utf-8", "replace")
-        except OSError:
-            return None
-
-    def list_system(self, path: str):
-        try:
-            return sorted(os.listdir(self.system(path)))
-        except OSError:
-            return []
-
-    # /dev -------------------------------------------------------------------------------------
-    def device_exists(self, path: str) -> bool:
-        return self.is_device_node(self.dev(path))
-
-    def read_dev_link(self, path: str):
-        try:
-            return os.readlink(self.dev(path))
-        except OSError:
-            return None
+    return run
 
 
 def _clean_root(root) -> str:
@@ -276,6 +177,77 @@ def _join_root(root: str, path: str) -> str:
     if root == "/":
         return path
     return root + path
+
+
+def driver_path(host, path: str) -> str:
+    """The path on this machine of the driver-root path ``path`` (links not followed)."""
+    return _join_root(host.root, path)
+
+
+# The driver root's files are read with every symbolic link resolved as if the driver root were /,
+# and a path that does not resolve is not there (resolve_in_root), whatever the host's own reads say.
+
+
+def resolve(host, path: str):
+    """``path`` (absolute, inside the driver root) with every symlink resolved, or None."""
+    return resolve_in_root(host.root, path)
+
+
+def _isfile(host, path: str) -> bool:
+    real = resolve(host, path)
+    return real is not None and host.isfile(real)
+
+
+def _isdir(host, path: str) -> bool:
+    real = resolve(host, path)
+    return real is not None and host.isdir(real)
+
+
+def _is_executable(host, path: str) -> bool:
+    real = resolve(host, path)
+    return real is not None and host.is_executable(real)
+
+
+def _listdir(host, path: str):
+    """Sorted names in a driver-root folder (resolving the folder's symlinks), [] if none."""
+    real = resolve(host, path)
+    return host.names(real) if real is not None else []
+
+
+def _read_bytes(host, path: str):
+    real = resolve(host, path)
+    if real is None:
+        return None
+    try:
+        return host.read_bytes(real)
+    except OSError:
+        return None
+
+
+def _open(host, path: str):
+    """A binary file object for a driver-root file, or None."""
+    real = resolve(host, path)
+    if real is None:
+        return None
+    try:
+        return open(host.local(real), "rb")
+    except OSError:
+        return None
+
+
+def _readlink(host, path: str):
+    try:
+        return host.readlink(path)
+    except OSError:
+        return None
+
+
+def _read_kernel(host, path: str):
+    """The text of a /proc or /sys file, or None when it cannot be read."""
+    try:
+        return host.read_text(path, kernel=True)
+    except OSError:
+        return None
 
 
 def resolve_in_root(root: str, path: str):
@@ -522,7 +494,7 @@ def so_link_name(name: str) -> str:
 
 def _mount(host, container_path, host_path=None, options=MOUNT_OPTIONS):
     return {
-        "hostPath": host_path if host_path is not None else host.driver(container_path),
+        "hostPath": host_path if host_path is not None else driver_path(host, container_path),
         "containerPath": container_path,
         "options": list(options),
     }
@@ -549,7 +521,7 @@ class Library(object):
 
 def ldcache_libraries(host):
     """``[(name, resolved path)]`` for the driver root's ld.so.cache; ``None`` if there is none."""
-    data = host.read_bytes(LDCACHE)
+    data = _read_bytes(host, LDCACHE)
     if data is None:
         return None
     try:
@@ -558,8 +530,8 @@ def ldcache_libraries(host):
         return None
     result = []
     for name, path in entries:
-        real = host.resolve(path)
-        if real is not None and host.isfile(real):
+        real = resolve(host, path)
+        if real is not None and _isfile(host, real):
             result.append((name, real))
     return result
 
@@ -581,11 +553,11 @@ def locate_libraries(host, patterns, cache, extra_dirs=()):
             consider((name, posixpath.basename(real)), real)
     dirs = list(extra_dirs) + (list(LIBRARY_DIRS) if cache is None else [])
     for folder in dirs:
-        for name in host.listdir(folder):
+        for name in _listdir(host, folder):
             if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
                 continue
-            real = host.resolve(posixpath.join(folder, name))
-            if real is not None and host.isfile(real):
+            real = resolve(host, posixpath.join(folder, name))
+            if real is not None and _isfile(host, real):
                 consider((name, posixpath.basename(real)), real)
     return [Library(path, sorted(found[path])) for path in sorted(found)]
 
@@ -609,7 +581,7 @@ def locate_libcuda(host, version, cache):
             raise GpuFleetError(
                 "cdi_spec: the loaded kernel module is driver %s but the user-space library under "
                 "driver_root %s is %s (driver/library version mismatch): reboot, or reinstall the "
-                "driver so both are the same version" % (version, host.driver_root, ", ".join(others)),
+                "driver so both are the same version" % (version, host.root, ", ".join(others)),
                 driver_version=version,
                 libraries=others,
             )
@@ -617,14 +589,14 @@ def locate_libcuda(host, version, cache):
         path = located[0].path
         return path, _LIBCUDA_RE.match(posixpath.basename(path)).group(1)
     where = (
-        "%s%s" % (host.driver_root.rstrip("/"), LDCACHE) if cache is not None
-        else "%s (no ld.so.cache at %s)" % (", ".join(LIBRARY_DIRS), host.driver(LDCACHE))
+        "%s%s" % (host.root.rstrip("/"), LDCACHE) if cache is not None
+        else "%s (no ld.so.cache at %s)" % (", ".join(LIBRARY_DIRS), driver_path(host, LDCACHE))
     )
     raise GpuFleetError(
         "cdi_spec: no NVIDIA driver library found under driver_root %s: looked for %s in %s; "
         "install the driver's user-space libraries or point driver_root at them"
-        % (host.driver_root, pattern, where),
-        driver_root=host.driver_root,
+        % (host.root, pattern, where),
+        driver_root=host.root,
         looked_for=pattern,
     )
 
@@ -636,11 +608,11 @@ def driver_libraries(host, libdir, version):
         (libdir, ("*.so." + version, "libnvidia-nvvm70.so.*")),
         (posixpath.join(libdir, "vdpau"), ("*.so." + version,)),
     ):
-        for name in host.listdir(folder):
+        for name in _listdir(host, folder):
             if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
                 continue
-            real = host.resolve(posixpath.join(folder, name))
-            if real is not None and host.isfile(real):
+            real = resolve(host, posixpath.join(folder, name))
+            if real is not None and _isfile(host, real):
                 found.setdefault(real, name)
     return sorted(found)
 
@@ -653,7 +625,7 @@ def sonames_for(host, path):
     symlink in the same folder pointing straight at the file, that is not the ``.so`` link.
     """
     soname = None
-    handle = host.open(path)
+    handle = _open(host, path)
     if handle is not None:
         with handle:
             soname = elf_soname(handle)
@@ -661,10 +633,10 @@ def sonames_for(host, path):
         return soname or posixpath.basename(path), "elf"
     folder, name = posixpath.split(path)
     dev_link = so_link_name(name)
-    for candidate in host.listdir(folder):
+    for candidate in _listdir(host, folder):
         if candidate in (name, dev_link) or not candidate.startswith(dev_link + "."):
             continue
-        if host.islink(posixpath.join(folder, candidate)) and host.readlink(posixpath.join(folder, candidate)) == name:
+        if host.islink(posixpath.join(folder, candidate)) and _readlink(host, posixpath.join(folder, candidate)) == name:
             return candidate, "links"
     return name, "links"
 
@@ -714,7 +686,7 @@ def graphics_libraries(host, libdir, version, cache):
     for name in ("nvidia_drv.so", "libglxserver_nvidia.so." + version):
         for folder in _xorg_dirs(libdir):
             candidate = posixpath.join(folder, name)
-            if host.isfile(candidate):
+            if _isfile(host, candidate):
                 located.append(candidate)
                 break
     mounts = []
@@ -762,7 +734,7 @@ def locate_binaries(host, libdir):
     for name in BINARIES:
         for folder in dirs:
             candidate = posixpath.join(folder, name)
-            if host.is_executable(candidate):
+            if _is_executable(host, candidate):
                 found.append(candidate)
                 break
     return found
@@ -770,10 +742,10 @@ def locate_binaries(host, libdir):
 
 def firmware_search_dirs(host):
     dirs = []
-    custom = (host.read_system(FIRMWARE_CLASS_PATH) or "").strip()
+    custom = (_read_kernel(host, FIRMWARE_CLASS_PATH) or "").strip()
     if custom.startswith("/"):
         dirs.append(posixpath.normpath(custom))
-    release = host.kernel_release
+    release = host.kernel_release()
     dirs += [
         posixpath.join("/lib/firmware/updates", release),
         "/lib/firmware/updates",
@@ -788,37 +760,37 @@ def locate_firmware(host, version):
     seen = set()
     for base in firmware_search_dirs(host):
         folder = posixpath.join(base, "nvidia", version)
-        for name in host.listdir(folder):
+        for name in _listdir(host, folder):
             if not fnmatch.fnmatchcase(name, "gsp*.bin"):
                 continue
             path = posixpath.join(folder, name)
-            real = host.resolve(path)
-            if real is None or real in seen or not host.isfile(real):
+            real = resolve(host, path)
+            if real is None or real in seen or not _isfile(host, real):
                 continue
             seen.add(real)
             found.append(path)
     return found
 
 
-def locate_configs(host):
+def locate_configs(host, machine):
     """``[(host-side path, container path)]`` of the vendor files that exist."""
     found = []
     seen = set()
     for name in CONFIG_FILES:
         for folder in CONFIG_DIRS:
             path = posixpath.join(folder, name)
-            if path not in seen and host.isfile(path):
+            if path not in seen and _isfile(host, path):
                 seen.add(path)
                 found.append((path, path))
     vulkan = list(VULKAN_FILES)
-    if host.machine in VULKAN_ARCH_ICD:
-        vulkan.append(VULKAN_ARCH_ICD[host.machine])
+    if machine in VULKAN_ARCH_ICD:
+        vulkan.append(VULKAN_ARCH_ICD[machine])
     for name in vulkan:
         # The standard config folders, then the driver root itself (GKE puts them there); the
         # container always sees them under /etc.
         for folder in CONFIG_DIRS + ("/",):
             path = posixpath.join(folder, name)
-            if host.isfile(path):
+            if _isfile(host, path):
                 if path not in seen:
                     seen.add(path)
                     found.append((path, posixpath.join("/etc", name)))
@@ -831,10 +803,10 @@ def locate_ipc(host):
     for name in IPC_SOCKETS:
         for folder in IPC_SOCKET_DIRS:
             path = posixpath.join(folder, name)
-            if host.resolve(path) is not None:
+            if resolve(host, path) is not None:
                 found.append(path)
                 break
-    if host.isdir(IPC_MPS_DIR):
+    if _isdir(host, IPC_MPS_DIR):
         found.append(IPC_MPS_DIR)
     return found
 
@@ -846,8 +818,8 @@ def read_gpus(host, nvidia_smi=None):
     (the CSV query has no minor number, which names the device node).
     """
     gpus = []
-    for bus in host.list_system(PROC_GPUS):
-        info = parse_gpu_information(host.read_system(posixpath.join(PROC_GPUS, bus, "information")))
+    for bus in host.names(PROC_GPUS, kernel=True):
+        info = parse_gpu_information(_read_kernel(host, posixpath.join(PROC_GPUS, bus, "information")))
         if not info:
             continue
         if info.get("GPU Excluded", "").lower().startswith("yes"):
@@ -857,28 +829,28 @@ def read_gpus(host, nvidia_smi=None):
             "bus_id": normalise_bus_id(info.get("Bus Location", bus)),
             "minor": info.get("Device Minor", ""),
         })
-    source = host.system(PROC_GPUS)
+    source = host.klocal(PROC_GPUS)
     if gpus:
         gpus.sort(key=lambda gpu: gpu["bus_id"])
-    elif nvidia_smi and host.run_command is not None:
+    elif nvidia_smi and host.runner is not runs_nothing:
         argv = [nvidia_smi, "-q", "-x"]
-        if host.driver_root != "/":
-            argv = ["chroot", host.driver_root] + argv
-        rc, out, err = host.run_command(argv)
+        if host.root != "/":
+            argv = ["chroot", host.root] + argv
+        rc, out, err = host.run(argv)
         source = " ".join(argv)
         if rc != 0:
             raise GpuFleetError(
                 "cdi_spec: no GPU under %s and `%s` failed (rc %s): %s"
-                % (host.system(PROC_GPUS), source, rc, (err or out).strip()[:400]),
+                % (host.klocal(PROC_GPUS), source, rc, (err or out).strip()[:400]),
                 rc=rc,
             )
         gpus = parse_nvidia_smi_xml(out)
     if not gpus:
         raise GpuFleetError(
             "cdi_spec: no NVIDIA GPU found: %s lists none (is the nvidia kernel module loaded?)%s"
-            % (host.system(PROC_GPUS),
-               "" if nvidia_smi else " and no nvidia-smi was found under driver_root %s" % host.driver_root),
-            looked_in=[host.system(PROC_GPUS)],
+            % (host.klocal(PROC_GPUS),
+               "" if nvidia_smi else " and no nvidia-smi was found under driver_root %s" % host.root),
+            looked_in=[host.klocal(PROC_GPUS)],
         )
     for index, gpu in enumerate(gpus):
         gpu["index"] = index
@@ -900,7 +872,7 @@ def read_gpus(host, nvidia_smi=None):
 def drm_nodes(host, bus_id):
     """``/dev/dri/card*`` and ``renderD*`` of a GPU (from sysfs) that exist under dev_root."""
     nodes = []
-    for name in host.list_system(posixpath.join("/sys/bus/pci/devices", bus_id, "drm")):
+    for name in host.names(posixpath.join("/sys/bus/pci/devices", bus_id, "drm"), kernel=True):
         if re.match(r"^(card|renderD)\d+$", name):
             path = posixpath.join("/dev/dri", name)
             if host.device_exists(path):
@@ -959,7 +931,7 @@ class HookFactory(object):
 def _device_node(host, path):
     node = {"path": path}
     if host.dev_root != "/":
-        node["hostPath"] = host.dev(path)
+        node["hostPath"] = host.dlocal(path)
     node["permissions"] = "rwm"
     return node
 
@@ -973,8 +945,11 @@ def device_names(gpu, strategy):
     return names
 
 
-def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", disabled_hooks=()):
-    """Build the spec. Returns a dict: spec, driver_version, devices, counts, warnings, sources."""
+def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", disabled_hooks=(), machine=None):
+    """Build the spec. Returns a dict: spec, driver_version, devices, counts, warnings, sources.
+
+    ``machine``: the architecture the Vulkan ICD is named for (default: this machine's).
+    """
     if device_name_strategy not in DEVICE_NAME_STRATEGIES:
         raise GpuFleetError(
             "cdi_spec: device_name_strategy %r is not one of %s"
@@ -989,7 +964,7 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
     hooks = HookFactory(hook_path, disabled_hooks)
     warnings = []
 
-    kernel_version = parse_nvrm_version(host.read_system(PROC_VERSION))
+    kernel_version = parse_nvrm_version(_read_kernel(host, PROC_VERSION))
     cache = ldcache_libraries(host)
     try:
         libcuda, version = locate_libcuda(host, kernel_version, cache)
@@ -999,7 +974,7 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
         raise GpuFleetError(
             exc.msg.replace(
                 "cdi_spec: ",
-                "cdi_spec: %s names no driver (is the nvidia kernel module loaded?) and " % host.system(PROC_VERSION),
+                "cdi_spec: %s names no driver (is the nvidia kernel module loaded?) and " % host.klocal(PROC_VERSION),
                 1,
             ),
             **exc.details
@@ -1011,7 +986,7 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
     graphics = [path for path in graphics if path not in libraries]
     binaries = locate_binaries(host, libdir)
     firmware = locate_firmware(host, version)
-    configs = locate_configs(host)
+    configs = locate_configs(host, machine or os.uname().machine)
     ipc = locate_ipc(host)
 
     nvidia_smi = next((b for b in binaries if posixpath.basename(b) == "nvidia-smi"), None)
@@ -1022,7 +997,7 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
         raise GpuFleetError(
             "cdi_spec: %s is not a device node: the NVIDIA driver has not created its control "
             "device (run nvidia-smi or nvidia-modprobe once, or check dev_root %s)"
-            % (host.dev(REQUIRED_CONTROL_NODE), host.dev_root),
+            % (host.dlocal(REQUIRED_CONTROL_NODE), host.dev_root),
             dev_root=host.dev_root,
         )
     control_nodes = [path for path in CONTROL_DEVICE_NODES if host.device_exists(path)]
@@ -1035,7 +1010,7 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
             raise GpuFleetError(
                 "cdi_spec: GPU %s (%s, minor %s) has no device node %s: run nvidia-smi or "
                 "nvidia-modprobe once so the driver creates it, or check dev_root %s"
-                % (gpu["bus_id"], gpu["uuid"], gpu["minor"], host.dev(node), host.dev_root),
+                % (gpu["bus_id"], gpu["uuid"], gpu["minor"], host.dlocal(node), host.dev_root),
                 gpu=gpu,
             )
         nodes = [node] + drm_nodes(host, gpu["bus_id"])
@@ -1056,7 +1031,7 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
 
     # Shared edits ---------------------------------------------------------------------------
     mounts = [_mount(host, p) for p in libraries + graphics + binaries + firmware]
-    mounts += [_mount(host, container, host.driver(hostp)) for hostp, container in configs]
+    mounts += [_mount(host, container, driver_path(host, hostp)) for hostp, container in configs]
     mounts += [_mount(host, p, options=IPC_MOUNT_OPTIONS) for p in ipc]
     mounts.sort(key=_mount_sort_key)
 
@@ -1094,9 +1069,9 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
     if UVM_DEVICE_NODE not in control_nodes:
         warnings.append(
             "%s does not exist, so the spec does not give it to containers and CUDA will fail in "
-            "them: create it (nvidia-modprobe -u -c=0) and run this again" % host.dev(UVM_DEVICE_NODE)
+            "them: create it (nvidia-modprobe -u -c=0) and run this again" % host.dlocal(UVM_DEVICE_NODE)
         )
-    if any(host.list_system(posixpath.join(PROC_MIG_CAPS, "gpu%s" % g["minor"], "mig")) for g in gpus):
+    if any(host.names(posixpath.join(PROC_MIG_CAPS, "gpu%s" % g["minor"], "mig"), kernel=True) for g in gpus):
         warnings.append(
             "MIG is enabled on at least one GPU; this spec describes full GPUs only (no MIG "
             "devices): use nvidia-ctk cdi generate for MIG devices"
@@ -1289,11 +1264,7 @@ def run(module):
             result["diff"] = diff
         return result
 
-    host = Host(
-        driver_root=params["driver_root"],
-        dev_root=params["dev_root"],
-        run_command=lambda argv: module.run_command(argv, environ_update={"LC_ALL": "C"}),
-    )
+    host = driver_host(driver_root=params["driver_root"], dev_root=params["dev_root"], run_command=module_runner(module))
     generated = generate(
         host,
         hook_path=params["nvidia_cdi_hook_path"],

@@ -3,7 +3,7 @@
 """The container_runtime module's flow: read the host's files, plan, check, write.
 
 :func:`configure` reads the files of the runtime asked for through a host object
-(:class:`ModuleHost` over an ``AnsibleModule``, or a fake in the tests), has the runtime's
+(``common.host.Host`` over an ``AnsibleModule``, or a fake in the tests), has the runtime's
 editor (``runtime.containerd``, ``runtime.crio``, ``runtime.docker``) plan the change,
 checks a containerd configuration with ``containerd config dump``, and writes. What the
 editors share is ``runtime.edit``.
@@ -11,24 +11,19 @@ editors share is ``runtime.edit``.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import shutil
 import tempfile
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.io import (
-    read_file,
-    remove_file,
-    write_file,
-)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio, docker
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     get_path,
     parse_toml,
     plain,
+    read_text,
     require_tomlkit,
     toml_data,
 )
@@ -81,36 +76,21 @@ def parse_containerd_version(text):
     return None
 
 
-class ModuleHost:
-    """What the flow needs from the managed host, through an ``AnsibleModule``."""
+def _which(host, name):
+    """The host path of the executable ``name``, found as the module finds it.
 
-    def __init__(self, module) -> None:
-        self.module = module
+    ``get_bin_path`` looks in PATH and the sbin folders; ``Host.which`` also looks in folders
+    where k3s, RKE2 and the GPU operator keep their own binaries, which must not decide the
+    containerd whose version the configuration is written for. A host without a module (a
+    test's) answers itself.
+    """
+    module = getattr(host, "module", None)
+    return module.get_bin_path(name) if module is not None else host.which(name)
 
-    @property
-    def tmpdir(self) -> str:
-        return self.module.tmpdir
 
-    def read(self, path):
-        return read_file(path)
-
-    def exists(self, path) -> bool:
-        return os.path.exists(path)
-
-    def glob(self, pattern) -> list:
-        return sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
-
-    def which(self, name):
-        return self.module.get_bin_path(name)
-
-    def run(self, argv):
-        return self.module.run_command(argv)
-
-    def write(self, path, text, backup=False):
-        return write_file(self.module, path, text, backup=backup)
-
-    def remove(self, path, backup=False):
-        return remove_file(self.module, path, backup=backup)
+def _names(host, pattern) -> list:
+    """The files matching ``pattern``, without hidden ones (as the shell's glob lists them)."""
+    return [p for p in host.glob(pattern) if not os.path.basename(p).startswith(".")]
 
 
 def _containerd_binary(params, host):
@@ -126,7 +106,7 @@ def _containerd_binary(params, host):
     elif runtime in BUNDLED_CONTAINERD:
         path = next((p for p in BUNDLED_CONTAINERD[runtime] if host.exists(p)), None)
     else:
-        path = host.which("containerd")
+        path = _which(host, "containerd")
     if not path:
         return None, None
     rc, out, err = host.run([path, "--version"])
@@ -164,7 +144,7 @@ def build_plan(params: dict, host):
             enable_cdi=params.get("enable_cdi"),
             **common
         )
-        return docker.plan_docker(path, host.read(path), opts), context
+        return docker.plan_docker(path, read_text(host, path), opts), context
 
     if runtime == "crio":
         require_tomlkit()
@@ -172,8 +152,8 @@ def build_plan(params: dict, host):
         main_path = params.get("config_path") or crio.DEFAULT_CONFIG
         dropin_path = params.get("dropin_path") or crio.DEFAULT_DROPIN
         others = [
-            (p, host.read(p))
-            for p in host.glob(os.path.join(os.path.dirname(dropin_path), "*"))
+            (p, read_text(host, p))
+            for p in _names(host, os.path.join(os.path.dirname(dropin_path), "*"))
             if p != dropin_path
         ]
         opts = crio.CrioOptions(
@@ -182,7 +162,7 @@ def build_plan(params: dict, host):
             dropin_path=dropin_path,
             **common
         )
-        return crio.plan_crio(main_path, host.read(main_path), host.read(dropin_path), others, opts), context
+        return crio.plan_crio(main_path, read_text(host, main_path), read_text(host, dropin_path), others, opts), context
 
     require_tomlkit()
     binary, version = (None, None)
@@ -205,13 +185,13 @@ def build_plan(params: dict, host):
         main_path = params.get("config_path") or ctd.DEFAULT_CONFIG
         dropin_path = params.get("dropin_path") or ctd.DEFAULT_DROPIN
         import_glob = os.path.join(os.path.dirname(dropin_path), "*.toml")
-        others = [p for p in host.glob(import_glob) if p != dropin_path]
+        others = [p for p in _names(host, import_glob) if p != dropin_path]
         opts = ctd.ContainerdOptions(
             mode=mode, dropin_path=dropin_path, import_glob=import_glob, other_dropins=others, **opts_kw
         )
         context.update(main_path=main_path, dropin_path=dropin_path, import_glob=import_glob, others=others)
-        other_texts = [(p, host.read(p)) for p in others]
-        plan = ctd.plan_containerd(main_path, host.read(main_path), host.read(dropin_path), opts, other_texts)
+        other_texts = [(p, read_text(host, p)) for p in others]
+        plan = ctd.plan_containerd(main_path, read_text(host, main_path), read_text(host, dropin_path), opts, other_texts)
         return plan, context
 
     # k3s / RKE2
@@ -221,7 +201,7 @@ def build_plan(params: dict, host):
         generated = os.path.join(os.path.dirname(template), "config.toml")
     else:
         template, generated = ctd.k3s_paths(runtime)
-    generated_text = host.read(generated)
+    generated_text = read_text(host, generated)
     gen_version = None
     m = re.search(r"^version\s*=\s*(\d+)", generated_text or "", re.M)
     if m:
@@ -239,7 +219,7 @@ def build_plan(params: dict, host):
     opts = ctd.ContainerdOptions(mode="inplace", **opts_kw)
     context.update(main_path=template, generated_path=generated)
     plan = ctd.plan_k3s(
-        runtime, template, host.read(template), generated, generated_text, opts, autodetected=autodetected
+        runtime, template, read_text(host, template), generated, generated_text, opts, autodetected=autodetected
     )
     return plan, context
 

@@ -27,6 +27,8 @@ import json
 import re
 import traceback
 
+from ansible.module_utils.common.text.converters import to_native
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 try:
@@ -74,6 +76,25 @@ def load_tomlkit() -> bool:
     )
     HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR = True, None
     return True
+
+
+def read_text(host, path: str):
+    """The text of the host file ``path`` (``None`` when it does not exist), UTF-8 or an error.
+
+    What the editors are given is rewritten whole: a byte that is not UTF-8 must stop the module
+    rather than come back as a replacement character (``common.io.read_file``'s rule, through
+    the host adapter, whose own ``read`` is lenient).
+    """
+    try:
+        data = host.read_bytes(path)
+    except FileNotFoundError:
+        return None
+    except (IOError, OSError) as exc:
+        raise GpuFleetError("could not read %s: %s" % (path, to_native(exc)), path=path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GpuFleetError("%s is not UTF-8 text: %s; the file was left untouched" % (path, exc), path=path)
 
 
 #: Prefix of the comment that carries the module's state record inside a managed file.

@@ -12,15 +12,22 @@ Given ``runtime``, the module then runs the ``container_runtime`` module's work 
 process, and :func:`with_runtime` folds its result into this one.
 
 :func:`plan` is a pure function of the current state and the parameters; :func:`apply` carries
-a plan out through a ``system`` object (files, commands), so both are unit-tested without apt.
+a plan out through the host (``common.host.Host``: files, commands), so both are unit-tested
+without apt. The key's download (:func:`fetch_key`) is given to :func:`converge` as a function.
 """
 
 from __future__ import annotations
 
+import functools
+import posixpath
 import re
+import time
+
+from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import read_text
 
 MANAGED_BY = "Managed by gpufleet.nvidia.container_toolkit"
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1")
@@ -63,17 +70,43 @@ def render_pin(packages, version):
     )
 
 
-def read_state(system, params):
+def read_state(host, params):
     """What is on the node now: the three files and the packages' dpkg state."""
     names = list(params["packages"]) + [p for p in params["extra_packages"] if p not in params["packages"]]
-    rc, out, err = system.run(DPKG_QUERY + names)
+    rc, out, err = host.run(DPKG_QUERY + names)
     if rc not in (0, 1):  # 1: some of the packages are unknown to dpkg
         raise GpuFleetError("dpkg-query failed (rc %s): %s" % (rc, (err or out).strip()), rc=rc)
     return {
-        "files": dict((path, system.read(path)) for path in (params["keyring"], params["source_file"], params["pin_file"])),
+        "files": dict((path, read_text(host, path)) for path in (params["keyring"], params["source_file"], params["pin_file"])),
         "packages": parse_dpkg_query(out),
-        "lists_age": system.lists_age(),
+        "lists_age": lists_age(host),
     }
+
+
+def lists_age(host):
+    """Seconds since apt last refreshed its package lists (their newest file), None without lists."""
+    lists = [p for p in host.glob(posixpath.join(LISTS_DIR, "*"))
+             if not p.endswith("lock") and not posixpath.basename(p).startswith(".")]
+    times = [t for t in (host.mtime(p) for p in lists) if t is not None]
+    if not times:
+        return None
+    return time.time() - max(times)
+
+
+def fetch_key(module, url):
+    """The repository key at ``url``, downloaded through the module (``fetch_url``: its proxy and TLS settings)."""
+    # Imported here: only a key download needs it, and importing it (http.client, ssl) costs
+    # about 50 ms on the node (docs/performance.md).
+    from ansible.module_utils.urls import fetch_url  # pylint: disable=import-outside-toplevel
+
+    response, info = fetch_url(module, url, timeout=30)
+    if info.get("status") != 200 or response is None:
+        raise GpuFleetError(
+            "could not download the repository key from %s: %s (HTTP %s); nothing was changed"
+            % (url, info.get("msg"), info.get("status")),
+            url=url,
+        )
+    return to_native(response.read())
 
 
 def desired_files(params, key):
@@ -150,29 +183,29 @@ def diff(current, todo, version):
     return entries
 
 
-def apply(system, todo):
+def apply(host, todo):
     """Carry a plan out: files first, then the lists, the install, the holds."""
     for path, text in sorted(todo["files"].items()):
-        system.write(path, text)
+        host.write(path, text)
     if todo["update_cache"]:
-        _checked(system, ["apt-get", "update", "-q"], "apt-get update")
+        _checked(host, ["apt-get", "update", "-q"], "apt-get update")
     if todo["install"]:
-        _checked(system, APT_GET_INSTALL + todo["install"], "apt-get install " + " ".join(todo["install"]))
+        _checked(host, APT_GET_INSTALL + todo["install"], "apt-get install " + " ".join(todo["install"]))
     if todo["hold"]:
-        _checked(system, ["apt-mark", "hold"] + todo["hold"], "apt-mark hold")
+        _checked(host, ["apt-mark", "hold"] + todo["hold"], "apt-mark hold")
     if todo["unhold"]:
-        _checked(system, ["apt-mark", "unhold"] + todo["unhold"], "apt-mark unhold")
+        _checked(host, ["apt-mark", "unhold"] + todo["unhold"], "apt-mark unhold")
 
 
-def _checked(system, argv, what):
-    rc, out, err = system.run(argv, environ_update=APT_ENV)
+def _checked(host, argv, what):
+    rc, out, err = host.run(argv, APT_ENV)
     if rc != 0:
         tail = "\n".join(((err or "") + "\n" + (out or "")).strip().splitlines()[-15:])
         raise GpuFleetError("%s failed (rc %s): %s" % (what, rc, tail), rc=rc, command=argv)
     return out
 
 
-def wanted_key(system, params, current):
+def wanted_key(params, current, fetch):
     """The key the keyring must hold, and whether it was downloaded to know it.
 
     Given in ``repo_key``, it is that. From ``repo_key_url``, it is downloaded only when it must be:
@@ -188,7 +221,7 @@ def wanted_key(system, params, current):
         source = render_source(params["repo_url"], params["keyring"], key_origin(params))
         if not params["repo_key_refresh"] and ARMOR in held and current["files"].get(params["source_file"]) == source:
             return held, False
-        key, downloaded = system.fetch(params["repo_key_url"]), True
+        key, downloaded = fetch(params["repo_key_url"]), True
     if ARMOR not in key:
         raise GpuFleetError(
             "the repository key from %s is not an ASCII-armored OpenPGP public key (it starts %r); "
@@ -197,16 +230,20 @@ def wanted_key(system, params, current):
     return (key if key.endswith("\n") else key + "\n"), downloaded
 
 
-def converge(system, params, check_mode=False, want_diff=False):
-    """Read, plan, and (unless check mode) apply; the module's result."""
+def converge(host, params, check_mode=False, want_diff=False, fetch=None):
+    """Read, plan, and (unless check mode) apply; the module's result.
+
+    ``fetch(url)`` downloads the repository key (default: :func:`fetch_key` through ``host.module``).
+    """
     version = full_version(params["version"])
-    current = read_state(system, params)
-    key, downloaded = wanted_key(system, params, current) if params["repo_manage"] else (None, False)
+    current = read_state(host, params)
+    fetch = fetch or functools.partial(fetch_key, host.module)
+    key, downloaded = wanted_key(params, current, fetch) if params["repo_manage"] else (None, False)
     todo = plan(current, params, key)
     changed = bool(todo["actions"])
     if changed and not check_mode:
-        apply(system, todo)
-        after = parse_dpkg_query(system.run(DPKG_QUERY + list(params["packages"]))[1])
+        apply(host, todo)
+        after = parse_dpkg_query(host.run(DPKG_QUERY + list(params["packages"]))[1])
     else:
         after = current["packages"]
     result = {

@@ -130,8 +130,7 @@ def make_host(root, **kwargs):
     kwargs.setdefault("system_root", root)
     kwargs.setdefault("is_device_node", os.path.isfile)
     kwargs.setdefault("kernel_release", KERNEL)
-    kwargs.setdefault("machine", "x86_64")
-    return cdi.Host(**kwargs)
+    return cdi.driver_host(**kwargs)
 
 
 @pytest.fixture
@@ -817,3 +816,40 @@ def test_binary_search_dirs():
     assert cdi.binary_search_dirs("/usr/lib/x86_64-linux-gnu") == list(cdi.BIN_DIRS)
     assert cdi.binary_search_dirs("/usr/lib64") == list(cdi.BIN_DIRS)
     assert cdi.binary_search_dirs("/opt/nvidia/driver/lib")[0] == "/opt/nvidia/driver/bin"
+
+
+def test_driver_host_is_the_common_host_over_clean_roots(tmp_path):
+    host = cdi.driver_host(driver_root=str(tmp_path) + "/", dev_root="//", system_root=str(tmp_path) + "/./")
+    assert (host.root, host.dev_root, host.kernel_root) == (str(tmp_path), "/", str(tmp_path))
+    assert host.runner is cdi.runs_nothing and host.run(["nvidia-smi"])[0] == 127
+
+
+def test_module_runner_runs_in_the_c_locale():
+    calls = []
+
+    class Module(object):
+        def run_command(self, argv, environ_update=None):
+            calls.append((argv, environ_update))
+            return 0, "out", ""
+
+    host = cdi.driver_host(run_command=cdi.module_runner(Module()))
+    assert host.run(["chroot", "/x", "nvidia-smi", "-q", "-x"]) == (0, "out", "")
+    assert calls == [(["chroot", "/x", "nvidia-smi", "-q", "-x"], {"LC_ALL": "C"})]
+
+
+def test_driver_root_reads_do_not_follow_what_does_not_resolve(h200):
+    """A path whose links do not resolve inside the driver root is not there, whatever is under it."""
+    host = make_host(h200)
+    os.symlink("/nowhere/x", h200 + "/usr/lib/dangling.so")
+    assert cdi.resolve(host, "/usr/lib/dangling.so") is None
+    assert not cdi._isfile(host, "/usr/lib/dangling.so") and cdi._read_bytes(host, "/usr/lib/dangling.so") is None
+    assert cdi._listdir(host, "/nowhere") == [] and cdi._open(host, "/nowhere/x") is None
+    assert cdi._readlink(host, "/usr/lib/dangling.so") == "/nowhere/x" and cdi._readlink(host, "/usr/lib/none") is None
+    assert cdi._read_kernel(host, "/proc/driver/nvidia/none") is None
+
+
+@pytest.mark.parametrize("machine, arch_icd", [("x86_64", True), ("aarch64", False), ("ppc64le", False)])
+def test_the_vulkan_icd_of_the_machine(h200, machine, arch_icd):
+    write(h200 + "/usr/share/vulkan/icd.d/nvidia_icd.x86_64.json")
+    configs = cdi.locate_configs(make_host(h200), machine)
+    assert (("/usr/share/vulkan/icd.d/nvidia_icd.x86_64.json", "/etc/vulkan/icd.d/nvidia_icd.x86_64.json") in configs) is arch_icd

@@ -17,6 +17,7 @@ import tomlkit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
@@ -356,8 +357,10 @@ class FakeHost:
         self.tmpdir = tmpdir
         self.writes = []
 
-    def read(self, path):
-        return self.files.get(path)
+    def read_bytes(self, path):
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        return self.files[path].encode("utf-8")
 
     def exists(self, path):
         return path in self.files or path in self.binaries.values() or path in self.commands_paths()
@@ -441,3 +444,34 @@ def test_configure_absent_removes_the_dropin_last(tmp_path):
 def test_configure_refuses_bad_parameters(params, message, tmp_path):
     with pytest.raises(GpuFleetError, match=message):
         rc.configure(params, FakeHost(tmpdir=str(tmp_path)))
+
+
+def test_read_text_is_utf8_or_an_error(tmp_path):
+    host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
+    (tmp_path / "ok.toml").write_bytes("# é\n".encode("utf-8"))
+    (tmp_path / "latin1.toml").write_bytes(b"# \xe9\n")
+    assert edit.read_text(host, "/ok.toml") == "# é\n"
+    assert edit.read_text(host, "/missing.toml") is None
+    with pytest.raises(GpuFleetError, match=r"^/latin1.toml is not UTF-8 text: .*; the file was left untouched$"):
+        edit.read_text(host, "/latin1.toml")
+
+
+def test_the_flow_finds_containerd_as_the_module_does(tmp_path):
+    """get_bin_path (PATH and sbin), not the wider list of folders Host.which also looks in."""
+
+    class Module(object):
+        tmpdir = str(tmp_path)
+
+        def get_bin_path(self, name):
+            return {"containerd": "/opt/found/containerd"}.get(name)
+
+    assert rc._which(Host.for_module(Module()), "containerd") == "/opt/found/containerd"
+    assert rc._which(FakeHost(binaries={"containerd": "/usr/bin/containerd"}), "containerd") == "/usr/bin/containerd"
+
+
+def test_the_flow_lists_no_hidden_files(tmp_path):
+    (tmp_path / "conf.d").mkdir()
+    for name in ("10-a.toml", ".20-editor-swap.toml", "30-b.toml"):
+        (tmp_path / "conf.d" / name).write_text("")
+    host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
+    assert rc._names(host, "/conf.d/*.toml") == ["/conf.d/10-a.toml", "/conf.d/30-b.toml"]

@@ -8,8 +8,13 @@ abbreviations ``ii`` / ``hi``, unknown packages on stderr with rc 1).
 
 from __future__ import annotations
 
+import io
+import os
+import time
+
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt as T
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -57,8 +62,10 @@ class FakeApt(object):
             return 0, "%s set on hold.\n" % argv[2], ""
         raise AssertionError("unexpected command %r" % argv)
 
-    def read(self, path):
-        return self.files.get(path)
+    def read_bytes(self, path):
+        if self.files.get(path) is None:
+            raise FileNotFoundError(path)
+        return self.files[path].encode("utf-8")
 
     def write(self, path, text):
         self.files[path] = text
@@ -67,8 +74,17 @@ class FakeApt(object):
         self.fetched.append(url)
         return self.key
 
-    def lists_age(self):
-        return self.age
+    def glob(self, pattern):
+        """apt's lists: one file, ``age`` seconds old (none when ``age`` is None)."""
+        return [T.LISTS_DIR + "/deb_dists_Packages"] if self.age is not None and pattern == T.LISTS_DIR + "/*" else []
+
+    def mtime(self, path):
+        return time.time() - self.age
+
+
+def converge(system, parameters, **kwargs):
+    """toolkit_apt.converge on the fake node, the key downloaded from the fake's server."""
+    return T.converge(system, parameters, fetch=system.fetch, **kwargs)
 
 
 def params(**extra):
@@ -100,13 +116,13 @@ def test_full_version(given, full):
 def test_bad_versions_are_refused_before_anything_is_read(bad):
     system = FakeApt()
     with pytest.raises(GpuFleetError, match="is not a toolkit version"):
-        T.converge(system, params(version=bad))
+        converge(system, params(version=bad))
     assert system.calls == [] and system.files == {}
 
 
 def test_fresh_node_gets_key_source_pin_install_and_hold_in_order():
     system = FakeApt(lists_age=None)
-    result = T.converge(system, params(), want_diff=True)
+    result = converge(system, params(), want_diff=True)
     assert result["changed"] is True
     assert result["actions"] == [
         "write " + T.KEYRING, "write " + T.PIN_FILE, "write " + T.SOURCE_FILE, "apt-get update",
@@ -130,7 +146,7 @@ def test_fresh_node_gets_key_source_pin_install_and_hold_in_order():
 
 def test_converged_node_costs_one_dpkg_query_and_changes_nothing():
     system = converged()
-    result = T.converge(system, params())
+    result = converge(system, params())
     assert result["changed"] is False and result["actions"] == []
     assert verbs(system) == ["dpkg-query"]
     assert system.fetched == [] and result["key_downloaded"] is False  # no request to the key's server
@@ -139,7 +155,7 @@ def test_converged_node_costs_one_dpkg_query_and_changes_nothing():
 
 def test_check_mode_plans_everything_and_touches_nothing():
     system = FakeApt(lists_age=None)
-    result = T.converge(system, params(), check_mode=True, want_diff=True)
+    result = converge(system, params(), check_mode=True, want_diff=True)
     assert result["changed"] is True and len(result["actions"]) == 6
     assert system.files == {} and verbs(system) == ["dpkg-query"]
     assert result["packages"] == dict((n, None) for n in T.PACKAGES)
@@ -147,7 +163,7 @@ def test_check_mode_plans_everything_and_touches_nothing():
 
 def test_version_move_reinstalls_at_the_new_version_without_refreshing_fresh_lists():
     system = converged("1.17.8-1")
-    result = T.converge(system, params(version="1.18.0-1"))
+    result = converge(system, params(version="1.18.0-1"))
     assert result["actions"] == [
         "write " + T.PIN_FILE,
         "apt-get install nvidia-container-toolkit=1.18.0-1 nvidia-container-toolkit-base=1.18.0-1 "
@@ -161,18 +177,18 @@ def test_version_move_reinstalls_at_the_new_version_without_refreshing_fresh_lis
 def test_an_install_with_stale_lists_refreshes_them_first():
     system = converged("1.17.8-1")
     system.age = 7200.0
-    T.converge(system, params(version="1.18.0-1"))
+    converge(system, params(version="1.18.0-1"))
     assert verbs(system)[:3] == ["dpkg-query", "apt-get update", "apt-get install"]
 
 
 def test_a_rotated_key_rewrites_the_keyring_and_refreshes_the_lists_with_refresh():
     system = converged()
     system.key = KEY.replace("mDMEZabc", "mDMEZnew")
-    assert T.converge(system, params())["changed"] is False  # not looked for without refresh
-    result = T.converge(system, params(repo_key_refresh=True))
+    assert converge(system, params())["changed"] is False  # not looked for without refresh
+    result = converge(system, params(repo_key_refresh=True))
     assert result["actions"] == ["write " + T.KEYRING, "apt-get update"]
     assert system.files[T.KEYRING] == system.key and system.fetched == [KEY_URL]
-    unchanged = T.converge(system, params(repo_key_refresh=True))
+    unchanged = converge(system, params(repo_key_refresh=True))
     assert unchanged["changed"] is False and unchanged["key_downloaded"] is True
 
 
@@ -188,19 +204,19 @@ def test_the_key_is_downloaded_when_the_keyring_cannot_be_trusted_as_it_is(why, 
     system = converged()
     system.files.update(files)
     system.key = KEY.replace("mDMEZabc", "mDMEZnew")
-    result = T.converge(system, params())
+    result = converge(system, params())
     assert system.fetched == [KEY_URL] and result["key_downloaded"] is True, why
     assert system.files[T.KEYRING] == system.key
     assert system.files[T.SOURCE_FILE] == T.render_source(URL, T.KEYRING, KEY_URL)
     assert "apt-get update" in result["actions"]
     again = converged()
     again.files = dict(system.files)
-    assert T.converge(again, params())["changed"] is False and again.fetched == []
+    assert converge(again, params())["changed"] is False and again.fetched == []
 
 
 def test_hold_false_releases_the_hold():
     system = converged()
-    result = T.converge(system, params(hold=False))
+    result = converge(system, params(hold=False))
     assert result["actions"] == ["apt-mark unhold " + " ".join(T.PACKAGES)]
     assert result["held"] == []
 
@@ -208,13 +224,13 @@ def test_hold_false_releases_the_hold():
 def test_repo_manage_false_leaves_the_repository_alone_and_downloads_nothing():
     system = converged()
     del system.files[T.KEYRING], system.files[T.SOURCE_FILE]
-    result = T.converge(system, params(repo_manage=False))
+    result = converge(system, params(repo_manage=False))
     assert result["changed"] is False and system.fetched == []
 
 
 def test_a_key_given_inline_is_not_downloaded():
     system = FakeApt()
-    result = T.converge(system, params(repo_key=KEY.rstrip("\n"), repo_key_refresh=True), check_mode=True)
+    result = converge(system, params(repo_key=KEY.rstrip("\n"), repo_key_refresh=True), check_mode=True)
     assert system.fetched == [] and result["key_downloaded"] is False
     assert result["files"] == sorted([T.KEYRING, T.PIN_FILE, T.SOURCE_FILE])
 
@@ -222,14 +238,14 @@ def test_a_key_given_inline_is_not_downloaded():
 def test_a_key_that_is_not_armored_fails_before_any_change():
     system = FakeApt(key="<html>404 Not Found</html>")
     with pytest.raises(GpuFleetError, match=r"not an ASCII-armored OpenPGP public key .*nothing was changed"):
-        T.converge(system, params())
+        converge(system, params())
     assert system.files == {} and verbs(system) == ["dpkg-query"]
 
 
 def test_a_failed_install_says_what_apt_said():
     system = FakeApt(fail={"apt-get install": (100, "", "E: Version '1.17.8-1' for 'nvidia-container-toolkit' was not found\n")})
     with pytest.raises(GpuFleetError) as info:
-        T.converge(system, params())
+        converge(system, params())
     assert "apt-get install nvidia-container-toolkit=1.17.8-1" in info.value.msg
     assert "(rc 100): E: Version '1.17.8-1' for 'nvidia-container-toolkit' was not found" in info.value.msg
     # the repository is configured: a retry after fixing the mirror needs no rewrite
@@ -239,4 +255,58 @@ def test_a_failed_install_says_what_apt_said():
 def test_dpkg_query_failure_is_an_error():
     system = FakeApt(fail={"dpkg-query": (2, "", "dpkg-query: error: database is locked\n")})
     with pytest.raises(GpuFleetError, match="dpkg-query failed .rc 2.: dpkg-query: error: database is locked"):
-        T.converge(system, params())
+        converge(system, params())
+
+
+def test_lists_age_is_the_newest_list_file_and_none_without_lists(tmp_path):
+    lists = tmp_path / T.LISTS_DIR.lstrip("/")
+    host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
+    assert T.lists_age(host) is None
+    lists.mkdir(parents=True)
+    (lists / "lock").write_text("")
+    (lists / ".hidden_Packages").write_text("")
+    (lists / "partial").mkdir()
+    assert T.lists_age(host) is None  # the lock, a hidden file and a folder are not lists
+    old, new = lists / "a_Packages", lists / "b_Release"
+    old.write_text(""), new.write_text("")
+    os.utime(str(old), (time.time() - 7200, time.time() - 7200))
+    os.utime(str(new), (time.time() - 60, time.time() - 60))
+    assert 59 < T.lists_age(host) < 120
+
+
+def test_fetch_key_downloads_through_the_module(monkeypatch):
+    from ansible.module_utils import urls
+
+    calls = []
+
+    def fetch_url(module, url, timeout=None):
+        calls.append((module, url, timeout))
+        if url.endswith("missing"):
+            return None, {"status": 404, "msg": "Not Found"}
+        return io.BytesIO(KEY.encode()), {"status": 200}
+
+    monkeypatch.setattr(urls, "fetch_url", fetch_url)
+    assert T.fetch_key("module", KEY_URL) == KEY
+    assert calls == [("module", KEY_URL, 30)]
+    with pytest.raises(GpuFleetError, match=r"could not download the repository key from .*missing: Not Found \(HTTP 404\)"):
+        T.fetch_key("module", KEY_URL + "missing")
+
+
+def test_converge_downloads_the_key_through_the_hosts_module_by_default(monkeypatch):
+    system = FakeApt()
+    system.module = "the module"
+    monkeypatch.setattr(T, "fetch_key", lambda module, url: system.fetch(url) if module == "the module" else None)
+    assert T.converge(system, params(), check_mode=True)["key_downloaded"] is True
+    assert system.fetched == [KEY_URL]
+
+
+class BinaryKeyring(FakeApt):
+    def read_bytes(self, path):
+        return b"\x99\x01 a binary keyring" if path == T.KEYRING else super().read_bytes(path)
+
+
+def test_a_keyring_that_is_not_utf8_stops_the_module_untouched():
+    system = BinaryKeyring()
+    with pytest.raises(GpuFleetError, match="is not UTF-8 text.*the file was left untouched"):
+        converge(system, params())
+    assert system.files == {}

@@ -67,8 +67,12 @@ def args(runtime=None, **extra):
     return base
 
 
+CONVERGE = T.converge
+
+
 def run(monkeypatch, system, module_args, **kwargs):
-    monkeypatch.setattr(toolkit_packages, "ModuleSystem", lambda module: system)
+    """The module, its packages' part on ``system`` (the fake node and its key server)."""
+    monkeypatch.setattr(T, "converge", lambda _host, *a, **kw: CONVERGE(system, *a, fetch=system.fetch, **kw))
     return run_module(toolkit_packages, module_args, **kwargs)
 
 

@@ -1,7 +1,7 @@
 """Tests of the cdi_spec module: check mode, idempotence, diff, mode, removal, failures.
 
 The node is the H200 test host rebuilt under tmp_path (see test_cdi.py); ``/proc`` and ``/sys``
-are read from that tree and its device nodes are plain files, by patching ``cdi_lib.Host``.
+are read from that tree and its device nodes are plain files, by patching ``cdi_lib.driver_host``.
 """
 
 from __future__ import annotations
@@ -31,13 +31,11 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import
 
 @pytest.fixture
 def node(tmp_path):
-    """(host root, output path) with cdi_lib.Host reading the replayed H200 tree."""
+    """(host root, output path) with cdi_lib.driver_host reading the replayed H200 tree."""
     root = materialize(str(tmp_path / "host"))
-    host = functools.partial(
-        cdi_lib.Host, system_root=root, is_device_node=os.path.isfile, kernel_release=KERNEL, machine="x86_64"
-    )
+    host = functools.partial(cdi_lib.driver_host, system_root=root, is_device_node=os.path.isfile, kernel_release=KERNEL)
     # Nothing is run in unit tests: the nvidia-smi fallback gets "command not found".
-    with mock.patch.object(cdi_lib, "Host", host), mock.patch.object(
+    with mock.patch.object(cdi_lib, "driver_host", host), mock.patch.object(
         basic.AnsibleModule, "run_command", return_value=(127, "", "nvidia-smi: command not found")
     ):
         yield root, str(tmp_path / "etc" / "cdi" / "nvidia.yaml")
