@@ -543,7 +543,55 @@ def write_local(path, content):
         handle.write(content)
 
 
-# --- the backend --------------------------------------------------------------------------------
+# --- what a plan asks the archive, and what it answers --------------------------------------------
+
+
+class Request(object):
+    """What a present plan asks the archive about.
+
+    ``names``: the driver's packages (both kernel module choices) and the fabric manager's;
+    ``precompiled``: Ubuntu's precompiled module package for this kernel (None on Debian);
+    ``fm_names``: the fabric manager's packages of the branch, ``fm_other`` those installed of
+    another branch or naming; ``extras``: ``{installed name: its name at the branch, or None}``
+    of the old driver's packages this module did not choose; ``headers``: the kernel headers.
+    """
+
+    def __init__(self, names, precompiled, fm_names, fm_other, extras, headers):
+        self.names = names
+        self.precompiled = precompiled
+        self.fm_names = fm_names
+        self.fm_other = fm_other
+        self.extras = extras
+        self.headers = headers
+
+    def query(self):
+        """The packages of one ``apt-cache madison``, sorted."""
+        carried = set(m for m in self.extras.values() if m)
+        return sorted(self.names | carried | set(self.headers) | set(self.fm_other))
+
+
+class Archive(object):
+    """What the archive answered: ``madison`` ``{name: [version, ...]}``, ``policy`` (the companions'
+    candidates) and ``precompiled_driver`` ``{package version: driver version}`` of Ubuntu's
+    precompiled modules."""
+
+    def __init__(self, madison, policy, precompiled_driver):
+        self.madison = madison
+        self.policy = policy
+        self.precompiled_driver = precompiled_driver
+
+
+def package_changes(installed, want, removals, headers):
+    """``(install, hold, unhold)``: what moves to its version (and the headers), what is held after, what first released."""
+    held = set(n for n, i in installed.items() if i["held"])
+    install = dict((n, v) for n, v in want.items() if not installed.get(n) or installed[n]["version"] != v)
+    install.update(headers)
+    unhold = sorted(held & (set(install) | set(removals)))
+    hold = sorted(n for n in want if n not in held or n in unhold)
+    return install, hold, unhold
+
+
+# --- the backend ----------------------------------------------------------------------------------
 
 
 class AptBackend(object):
@@ -648,126 +696,23 @@ class AptBackend(object):
 
     def _plan_present(self, plan, current, declared, flavor):
         installed = current["installed"]
-        old_versions = self._old_versions(installed)
         notes = []
         self._prepare_queries(plan, current["sources"])
         modules = self.layout.modules_choice(self.params.get("kernel_modules") or "auto")
-        branch = declared.branch
-        names = set(self.layout.core(branch, flavor, "dkms"))
-        precompiled_pkg = None
-        if isinstance(self.layout, UbuntuLayout):
-            precompiled_pkg = self.layout.precompiled(branch, flavor)
-            names.add(precompiled_pkg)
-        # The fabric manager's packages, when the host needs it; the fabric manager's packages of
-        # another branch or naming move to the driver's version when the archive has them there.
-        fm_names, fm_other = [], []
-        if self.fm_required:
-            fm_names = fabric_manager.packages(self.layout.fm_repository, branch)
-            fm_other = sorted(n for n in installed if fabric_manager.FAMILY.match(n) and n not in fm_names)
-            names |= set(fm_names)
-        # Packages of the installed driver this module did not choose (libnvidia-encode1, a desktop
-        # metapackage...): carried along to the new version when the archive has it, else removed.
-        extras = {}
-        for name, info in installed.items():
-            if (
-                info["version"] in old_versions
-                and not self.layout.family(name)
-                and name not in names
-                and name not in self.layout.companions
-                and not (self.fm_required and fabric_manager.FAMILY.match(name))
-            ):
-                extras[name] = self.layout.map_extra(name, branch)
-        headers = self.layout.headers() if self.params.get("kernel_headers", True) else []
-        query = sorted(names | set(m for m in extras.values() if m) | set(headers) | set(fm_other))
-        madison = parse_madison(self._apt(["madison"] + query, "list the versions of the driver's packages"))
-        policy = {}
-        if self.layout.companions:
-            policy = parse_policy(
-                self._apt(["policy"] + list(self.layout.companions), "read the candidate versions of %s"
-                          % ", ".join(self.layout.companions))
-            )
-        precompiled_driver = {}
-        if precompiled_pkg and madison.get(precompiled_pkg):
-            precompiled_driver = parse_show_depends(
-                self._apt(["show", precompiled_pkg], "read the precompiled kernel modules"), branch
-            )
-
-        where = "%s (%s %s)" % (self.layout.archive, self.os.get("id"), self.os.get("version_id"))
-        available = self._common_upstreams(madison, self.layout.core(branch, flavor, "dkms"))
-        chosen_modules = "dkms"
-        if isinstance(self.layout, UbuntuLayout) and not available:
-            available = self._common_upstreams(madison, self.layout.core(branch, flavor, "precompiled"))
-        choosable = self._fabric_manager_choice(declared, available, madison, fm_names, notes)
-        if isinstance(self.layout, UbuntuLayout):
-            chosen_modules, version = self._ubuntu_modules(
-                modules, declared, flavor, choosable, precompiled_pkg, precompiled_driver, where
-            )
-        else:
-            version = self._choose(declared, flavor, choosable, where)
-
-        want = {}
-        for name in self.layout.core(branch, flavor, chosen_modules):
-            want[name] = self._package_version(madison, name, version)
-        if chosen_modules == "precompiled":
-            want[precompiled_pkg] = next(
-                v for v in madison[precompiled_pkg] if precompiled_driver.get(v) == version
-            )
-        for name in self.layout.companions:
-            info = policy.get(name) or {}
-            if info.get("candidate"):
-                want[name] = info["candidate"]
-            elif installed.get(name):
-                want[name] = installed[name]["version"]
-            else:
-                notes.append("%s is not available from the configured repositories: not installed" % name)
-        if fm_names:
-            driver_pkg = next((want[n] for n in sorted(want) if self.layout.is_marker(n)), None)
-            for name in fm_names:
-                want[name] = self._preferred_version(madison, name, version, driver_pkg)
-            for name in fm_other:
-                target = self._package_version(madison, name, version, required=False)
-                if target:
-                    want[name] = target
-        removals = []
-        for name, mapped in sorted(extras.items()):
-            target = self._package_version(madison, mapped, version, required=False) if mapped else None
-            if target:
-                want[mapped] = target
-            if not target or mapped != name:
-                removals.append(name)
-        for name in sorted(installed):
-            if name in want or name in removals:
-                continue
-            if (
-                self.layout.family(name)
-                or self.layout.stale_module_package(name, want)
-                or (self.fm_required and fabric_manager.FAMILY.match(name))
-            ):
-                removals.append(name)
-        header_installs = self._plan_headers(madison, installed, headers, notes) if chosen_modules == "dkms" else {}
-
-        held = set(n for n, i in installed.items() if i["held"])
-        install = dict((n, v) for n, v in want.items() if not installed.get(n) or installed[n]["version"] != v)
-        install.update(header_installs)
-        unhold = sorted(held & (set(install) | set(removals)))
-        hold = sorted(n for n in want if n not in held or n in unhold)
-
+        request = self._request(installed, declared.branch, flavor)
+        archive = self._read_archive(request, declared.branch)
+        available, chosen_modules, version = self._choose_version(request, archive, declared, flavor, modules, notes)
+        want = self._want(request, archive, installed, declared.branch, flavor, chosen_modules, version, notes)
+        carried, removals = self._extras_at(request, archive.madison, version)
+        want.update(carried)
+        removals += [name for name in sorted(installed) if name not in removals and self._leftover(name, want)]
+        header_installs = {}
+        if chosen_modules == "dkms":
+            header_installs = self._plan_headers(archive.madison, installed, request.headers, notes)
+        install, hold, unhold = package_changes(installed, want, removals, header_installs)
         self._plan_sources(plan, current)
-        if unhold:
-            plan.run("hold", ["apt-mark", "unhold"] + unhold, "release the holds of the packages that move")
-        plan.write("pin", PIN_FILE, render_pin(want, version, flavor), current["pin"],
-                   "pin the driver's packages to their versions")
-        if self.params.get("unattended_upgrades_blacklist", True):
-            plan.write("unattended-upgrades", UU_FILE, render_unattended(want, version), current["unattended"],
-                       "keep the driver out of unattended-upgrades")
-        else:
-            plan.remove("unattended-upgrades", UU_FILE, current["unattended"], "unattended_upgrades_blacklist is off")
-        if install or removals:
-            argv = list(APT_GET_INSTALL) + (["--purge"] if removals else [])
-            argv += ["%s=%s" % item for item in sorted(install.items())] + ["%s-" % n for n in removals]
-            plan.run("packages", argv, "install the driver's packages at their versions", env=APT_ENV)
-        if hold:
-            plan.run("hold", ["apt-mark", "hold"] + hold, "hold the driver's packages")
+        self._plan_pins(plan, current, want, version, flavor, unhold)
+        self._plan_packages(plan, install, removals, hold)
         return {
             "version": version,
             "available_versions": sort_versions(available),
@@ -785,6 +730,154 @@ class AptBackend(object):
             "fabric_manager": self._fabric_manager_report(installed, want, install, removals),
         }
 
+    def _ours(self, name):
+        """Whether ``name`` is a package this module manages: the driver's, a companion, the fabric manager's."""
+        return bool(
+            self.layout.family(name)
+            or name in self.layout.companions
+            or (self.fm_required and fabric_manager.FAMILY.match(name))
+        )
+
+    def _request(self, installed, branch, flavor):
+        """What the plan asks the archive about (:class:`Request`)."""
+        names = set(self.layout.core(branch, flavor, "dkms"))
+        precompiled = None
+        if isinstance(self.layout, UbuntuLayout):
+            precompiled = self.layout.precompiled(branch, flavor)
+            names.add(precompiled)
+        fm_names, fm_other = [], []
+        if self.fm_required:
+            fm_names = fabric_manager.packages(self.layout.fm_repository, branch)
+            fm_other = sorted(n for n in installed if fabric_manager.FAMILY.match(n) and n not in fm_names)
+            names |= set(fm_names)
+        headers = self.layout.headers() if self.params.get("kernel_headers", True) else []
+        return Request(names, precompiled, fm_names, fm_other, self._extras(installed, names, branch), headers)
+
+    def _extras(self, installed, names, branch):
+        """``{name: the name at the new branch, or None}`` of the installed driver's packages this module did not choose.
+
+        libnvidia-encode1, a desktop metapackage...: carried along to the new version when the
+        archive has it there, else removed.
+        """
+        old_versions = self._old_versions(installed)
+        return dict(
+            (name, self.layout.map_extra(name, branch))
+            for name, info in installed.items()
+            if info["version"] in old_versions and name not in names and not self._ours(name)
+        )
+
+    def _read_archive(self, request, branch):
+        """What the archive has of the requested packages (:class:`Archive`)."""
+        madison = parse_madison(self._apt(["madison"] + request.query(), "list the versions of the driver's packages"))
+        policy = {}
+        if self.layout.companions:
+            policy = parse_policy(
+                self._apt(["policy"] + list(self.layout.companions), "read the candidate versions of %s"
+                          % ", ".join(self.layout.companions))
+            )
+        precompiled_driver = {}
+        if request.precompiled and madison.get(request.precompiled):
+            precompiled_driver = parse_show_depends(
+                self._apt(["show", request.precompiled], "read the precompiled kernel modules"), branch
+            )
+        return Archive(madison, policy, precompiled_driver)
+
+    def _choose_version(self, request, archive, declared, flavor, modules, notes):
+        """``(available, kernel_modules, version)``: the driver's versions there, and the one chosen with its modules."""
+        where = "%s (%s %s)" % (self.layout.archive, self.os.get("id"), self.os.get("version_id"))
+        ubuntu = isinstance(self.layout, UbuntuLayout)
+        available = self._common_upstreams(archive.madison, self.layout.core(declared.branch, flavor, "dkms"))
+        if ubuntu and not available:
+            available = self._common_upstreams(archive.madison, self.layout.core(declared.branch, flavor, "precompiled"))
+        choosable = self._fabric_manager_choice(declared, available, archive.madison, request.fm_names, notes)
+        if ubuntu:
+            chosen_modules, version = self._ubuntu_modules(
+                modules, declared, flavor, choosable, request.precompiled, archive.precompiled_driver, where
+            )
+            return available, chosen_modules, version
+        return available, "dkms", self._choose(declared, flavor, choosable, where)
+
+    def _want(self, request, archive, installed, branch, flavor, chosen_modules, version, notes):
+        """``{name: package version}`` of the driver's packages at ``version``, its companions and fabric manager."""
+        madison = archive.madison
+        want = dict(
+            (name, self._package_version(madison, name, version))
+            for name in self.layout.core(branch, flavor, chosen_modules)
+        )
+        if chosen_modules == "precompiled":
+            want[request.precompiled] = next(
+                v for v in madison[request.precompiled] if archive.precompiled_driver.get(v) == version
+            )
+        want.update(self._companions(archive.policy, installed, notes))
+        if request.fm_names:
+            want.update(self._fabric_manager_versions(request, madison, want, version))
+        return want
+
+    def _companions(self, policy, installed, notes):
+        """NVIDIA's tools at their own versions: the candidate, else the installed one; a note when neither."""
+        want = {}
+        for name in self.layout.companions:
+            info = policy.get(name) or {}
+            if info.get("candidate"):
+                want[name] = info["candidate"]
+            elif installed.get(name):
+                want[name] = installed[name]["version"]
+            else:
+                notes.append("%s is not available from the configured repositories: not installed" % name)
+        return want
+
+    def _fabric_manager_versions(self, request, madison, want, version):
+        """The fabric manager's packages at the driver's version (the driver's own package version where they
+        have it); those of another branch or naming that the archive has there move with them."""
+        driver_pkg = next((want[n] for n in sorted(want) if self.layout.is_marker(n)), None)
+        out = dict((name, self._preferred_version(madison, name, version, driver_pkg)) for name in request.fm_names)
+        for name in request.fm_other:
+            target = self._package_version(madison, name, version, required=False)
+            if target:
+                out[name] = target
+        return out
+
+    def _extras_at(self, request, madison, version):
+        """``(carried, removals)``: the extras the archive has at ``version`` (by their new names), those that go."""
+        carried, removals = {}, []
+        for name, mapped in sorted(request.extras.items()):
+            target = self._package_version(madison, mapped, version, required=False) if mapped else None
+            if target:
+                carried[mapped] = target
+            if not target or mapped != name:
+                removals.append(name)
+        return carried, removals
+
+    def _leftover(self, name, want):
+        """Whether the installed ``name`` goes: a package of the driver's family, or of the fabric manager, not wanted."""
+        return name not in want and bool(
+            self.layout.family(name)
+            or self.layout.stale_module_package(name, want)
+            or (self.fm_required and fabric_manager.FAMILY.match(name))
+        )
+
+    def _plan_pins(self, plan, current, want, version, flavor, unhold):
+        """Release the holds of what moves, then pin the packages and keep them from unattended-upgrades."""
+        if unhold:
+            plan.run("hold", ["apt-mark", "unhold"] + unhold, "release the holds of the packages that move")
+        plan.write("pin", PIN_FILE, render_pin(want, version, flavor), current["pin"],
+                   "pin the driver's packages to their versions")
+        if self.params.get("unattended_upgrades_blacklist", True):
+            plan.write("unattended-upgrades", UU_FILE, render_unattended(want, version), current["unattended"],
+                       "keep the driver out of unattended-upgrades")
+        else:
+            plan.remove("unattended-upgrades", UU_FILE, current["unattended"], "unattended_upgrades_blacklist is off")
+
+    @staticmethod
+    def _plan_packages(plan, install, removals, hold):
+        """One apt-get install of every package at its version (the removals purged in it), then the holds."""
+        if install or removals:
+            argv = list(APT_GET_INSTALL) + (["--purge"] if removals else [])
+            argv += ["%s=%s" % item for item in sorted(install.items())] + ["%s-" % n for n in removals]
+            plan.run("packages", argv, "install the driver's packages at their versions", env=APT_ENV)
+        if hold:
+            plan.run("hold", ["apt-mark", "hold"] + hold, "hold the driver's packages")
+
     def _plan_sources(self, plan, current):
         changes = current["sources"].changes if self.params.get("manage_sources", True) else []
         for path, before, after, missing in changes:
@@ -799,11 +892,7 @@ class AptBackend(object):
         removals = sorted(
             n
             for n, i in installed.items()
-            if self.layout.family(n)
-            or n in self.layout.companions
-            or i["version"] in old_versions
-            or self.layout.stale_module_package(n, {})
-            or (self.fm_required and fabric_manager.FAMILY.match(n))
+            if self._ours(n) or i["version"] in old_versions or self.layout.stale_module_package(n, {})
         )
         held = sorted(n for n in removals if installed[n]["held"])
         if held:

@@ -4,8 +4,9 @@
 
 :func:`run` is the whole of ``gpufleet.nvidia.nvidia_driver``: it reads the host through a
 :class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host.Host` (files under a
-root, commands through an injected runner), lets the backend of
-the OS family (:mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt` for Debian and Ubuntu, :mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.dnf` for RHEL and its
+root, commands through an injected runner), lets the backend of the OS family
+(:mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt` for Debian and Ubuntu,
+:mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.dnf` for RHEL and its
 rebuilds) compute a :class:`Plan` -- the concrete files to write and commands to run -- and, only
 when the plan is not empty and check mode is off, executes it in order.
 

@@ -144,6 +144,29 @@ def test_deb822_query_file_is_binary_only_and_keeps_the_key():
     )
 
 
+def test_package_changes_move_release_and_hold():
+    installed = {
+        "libcuda1": {"version": "535.261.03-1", "held": True},
+        "nvidia-smi": {"version": "535.309.01-0+deb12u1", "held": True},
+        "nvidia-persistenced": {"version": "535.171.04-1~deb12u1", "held": False},
+        "libnvidia-encode1": {"version": "535.261.03-1", "held": True},
+    }
+    want = {"libcuda1": "535.309.01-0+deb12u1", "nvidia-smi": "535.309.01-0+deb12u1",
+            "nvidia-persistenced": "535.171.04-1~deb12u1"}
+    install, hold, unhold = apt.package_changes(installed, want, ["libnvidia-encode1"],
+                                                {"linux-headers-amd64": "6.1.140-1"})
+    assert install == {"libcuda1": "535.309.01-0+deb12u1", "linux-headers-amd64": "6.1.140-1"}
+    assert unhold == ["libcuda1", "libnvidia-encode1"]
+    assert hold == ["libcuda1", "nvidia-persistenced"]
+
+
+def test_request_asks_about_the_carried_extras_headers_and_other_fabric_managers():
+    request = apt.Request({"libcuda1", "nvidia-smi"}, None, [], ["nvidia-fabricmanager-535"],
+                          {"libnvidia-encode1": "libnvidia-encode1", "nvidia-driver-535": None}, ["linux-headers-6.1.0-37-amd64"])
+    assert request.query() == ["libcuda1", "libnvidia-encode1", "linux-headers-6.1.0-37-amd64", "nvidia-fabricmanager-535",
+                               "nvidia-smi"]
+
+
 def test_render_pin_groups_by_version():
     text = apt.render_pin({"libcuda1": "1-1", "nvidia-smi": "1-1", "nvidia-persistenced": "2-1"}, "535.1.2", "open")
     assert text == (
