@@ -40,6 +40,7 @@ import stat
 import struct
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 
@@ -1224,22 +1225,24 @@ def plan(current, desired):
     return changed, diff
 
 
-def write_atomically(module, path: str, text: str) -> None:
-    """Write through a temp file in ``module.tmpdir`` and ``atomic_move`` (keeps an old mode)."""
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        try:
-            os.makedirs(folder, 0o755)
-        except OSError as exc:
-            raise GpuFleetError("cdi_spec: cannot create %s: %s" % (folder, exc), path=path)
-    tmp = os.path.join(module.tmpdir, "cdi-spec.%d.tmp" % os.getpid())
-    module.add_cleanup_file(tmp)
+def write_spec(module, path: str, text: str) -> None:
+    """Write the spec with common.io's atomic writer (an existing file keeps its mode), in cdi_spec's words on failure."""
     try:
-        with open(tmp, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-    except (IOError, OSError) as exc:
-        raise GpuFleetError("cdi_spec: cannot write a temporary file in %s: %s" % (module.tmpdir, exc))
-    module.atomic_move(tmp, path)
+        safe_io.write_file(module, path, text)
+    except GpuFleetError as exc:
+        cause = exc.__context__ or exc.msg  # the OSError that common.io reports
+        folder = os.path.dirname(path)
+        if not os.path.isdir(folder):
+            raise GpuFleetError("cdi_spec: cannot create %s: %s" % (folder, cause), path=path)
+        raise GpuFleetError("cdi_spec: cannot write a temporary file in %s: %s" % (module.tmpdir, cause))
+
+
+def remove_spec(module, path: str) -> None:
+    """Remove the spec with common.io, in cdi_spec's words on failure."""
+    try:
+        safe_io.remove_file(module, path)
+    except GpuFleetError as exc:
+        raise GpuFleetError("cdi_spec: cannot remove %s: %s" % (path, exc.__context__ or exc.msg), path=path)
 
 
 def run(module):
@@ -1254,10 +1257,7 @@ def run(module):
     if params["state"] == "absent":
         changed, diff = plan(current, None)
         if changed and not module.check_mode:
-            try:
-                os.remove(path)
-            except OSError as exc:
-                raise GpuFleetError("cdi_spec: cannot remove %s: %s" % (path, exc), path=path)
+            remove_spec(module, path)
         result.update(changed=changed, devices=[], counts={}, spec={})
         if module._diff:
             diff.update(headers)
@@ -1281,7 +1281,7 @@ def run(module):
     desired = render(generated["spec"], path, generated["driver_version"])
     changed, diff = plan(current, desired)
     if changed and not module.check_mode:
-        write_atomically(module, path, desired)
+        write_spec(module, path, desired)
     mode = params["mode"]
     if mode is None and current is None:
         mode = DEFAULT_FILE_MODE

@@ -194,3 +194,32 @@ def test_rejects_an_unknown_hook_name(node):
     with pytest.raises(AnsibleFailJson) as err:
         run_module(cdi_spec, args(root, output, disabled_hooks=["chmod"]))
     assert "disabled_hooks" in err.value.result["msg"]
+
+
+def test_a_folder_that_cannot_be_made_fails_in_cdi_specs_words(node):
+    root, output = node
+    with mock.patch("os.makedirs", side_effect=OSError(30, "Read-only file system")):
+        with pytest.raises(AnsibleFailJson) as err:
+            run_module(cdi_spec, args(root, output))
+    assert err.value.result["msg"] == "cdi_spec: cannot create %s: [Errno 30] Read-only file system" % os.path.dirname(output)
+    assert err.value.result["path"] == output
+
+
+def test_a_temporary_file_that_cannot_be_written_fails_in_cdi_specs_words(node):
+    root, output = node
+    with mock.patch("tempfile.mkstemp", side_effect=OSError(28, "No space left on device")):
+        with pytest.raises(AnsibleFailJson) as err:
+            run_module(cdi_spec, args(root, output))
+    msg = err.value.result["msg"]
+    assert msg.startswith("cdi_spec: cannot write a temporary file in ") and msg.endswith(": [Errno 28] No space left on device")
+    assert not os.path.exists(output)
+
+
+def test_a_spec_that_cannot_be_removed_fails_in_cdi_specs_words(node):
+    root, output = node
+    run_module(cdi_spec, args(root, output))
+    with mock.patch("os.remove", side_effect=OSError(13, "Permission denied")):
+        with pytest.raises(AnsibleFailJson) as err:
+            run_module(cdi_spec, args(root, output, state="absent"))
+    assert err.value.result["msg"] == "cdi_spec: cannot remove %s: [Errno 13] Permission denied" % output
+    assert os.path.exists(output)
