@@ -112,18 +112,22 @@ def gpu_text(facts):
     smi = [g.get("name") for g in _dig(facts, "driver", "nvidia_smi", "gpus") or []]
     pci = [g.get("name") or "unknown NVIDIA GPU" for g in facts.get("gpus") or []]
     count = facts.get("gpu_count") or len(pci)
-    names = smi if smi and len(smi) >= len(pci) else pci
+    groups = _name_groups(smi if smi and len(smi) >= len(pci) else pci)
+    text = ", ".join("%d x %s" % (n, name) for name, n in groups) if groups else "none"
+    return count, [g[0] for g in groups], text
+
+
+def _name_groups(names):
+    """``[[name, count]]`` in the order the names first come."""
     groups = []
     for name in names:
         name = name or "unknown NVIDIA GPU"
-        for group in groups:
-            if group[0] == name:
-                group[1] += 1
-                break
-        else:
+        group = next((g for g in groups if g[0] == name), None)
+        if group is None:
             groups.append([name, 1])
-    text = ", ".join("%d x %s" % (n, name) for name, n in groups) if groups else "none"
-    return count, [g[0] for g in groups], text
+        else:
+            group[1] += 1
+    return groups
 
 
 def _os_text(facts):
@@ -142,24 +146,34 @@ def _stopped(value):
 
 
 def _allocatable(cluster, cnode, expect, gpu_count):
+    """The node's allocatable GPUs against what it should advertise (GPUs x replicas of the resource).
+
+    ``cnode`` is the node's cluster verdict, None when it has none, False when the host was neither
+    discovered nor validated.
+    """
     if not cluster or not cluster.get("checked"):
-        return {"value": None, "expected": None, "resource": None, "text": "no cluster"}
+        return _alloc(None, None, None, "no cluster")
     if not gpu_count:
-        return {"value": None, "expected": None, "resource": None, "text": "no GPU" if cnode is not False else "unknown"}
+        return _alloc(None, None, None, "no GPU" if cnode is not False else "unknown")
     resource = (expect or {}).get("resource") or "nvidia.com/gpu"
-    replicas = (expect or {}).get("replicas") or 1
-    expected = gpu_count * replicas if gpu_count else None
+    expected = gpu_count * ((expect or {}).get("replicas") or 1)
     if not cnode:
-        return {"value": None, "expected": expected, "resource": resource, "text": "not checked"}
+        return _alloc(None, expected, resource, "not checked")
     if not cnode.get("found"):
-        return {"value": None, "expected": expected, "resource": resource, "text": "node not in cluster"}
-    raw = (cnode.get("allocatable") or {}).get(resource)
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        value = None
-    text = "%s of %s" % (value if value is not None else "none", expected if expected is not None else "?")
+        return _alloc(None, expected, resource, "node not in cluster")
+    value = _int_or_none((cnode.get("allocatable") or {}).get(resource))
+    return _alloc(value, expected, resource, "%s of %s" % (value if value is not None else "none", expected))
+
+
+def _alloc(value, expected, resource, text):
     return {"value": value, "expected": expected, "resource": resource, "text": text}
+
+
+def _int_or_none(raw):
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return None
 
 
 def _sharing(expect, hv):
@@ -174,20 +188,52 @@ def _sharing(expect, hv):
     }
 
 
+_NO_FACTS = "no facts: the host was unreachable, or the run stopped before it was discovered"
+_NOT_VALIDATED = "not validated: the run did not reach gpufleet.nvidia.validate on this host"
+
+
 def build_row(host, hv, cluster):
+    """One node's row, from its variables (``hv``) and the cluster verdict (None without one)."""
     facts = hv.get("gpufleet_nvidia") or {}
     val = hv.get("gpufleet_nvidia_validation") or {}
     cnode = _dig(cluster, "nodes", host) if cluster else None
     expect = val.get("cluster_expect") or {}
     stopped = _stopped(hv.get("gpufleet_stopped_at"))
-    gpu_count, gpu_names, gpus = gpu_text(facts)
+    gpus = _row_gpus(facts, val)
+    failed, drifted, not_checked = _row_messages(val, cnode, cluster, stopped)
+    status, not_checked = _row_status(facts, val, cnode, stopped, gpus["count"], not_checked)
+    return {
+        "host": host,
+        "node": expect.get("node") or (cnode or {}).get("node") or host,
+        "status": status,
+        "os": _os_text(facts),
+        "kernel": _dig(facts, "kernel", "release"),
+        "gpus": gpus,
+        "driver": _row_driver(facts, val, hv),
+        "toolkit": _row_toolkit(facts, val, hv),
+        "runtime": _row_runtime(val, hv),
+        "cdi": {"enabled": _dig(val, "cdi", "enabled"), "specs": [s.get("path") for s in _dig(val, "cdi", "specs") or []]},
+        "cuda_host": _dig(val, "cuda", "passed"),
+        "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpus["count"]),
+        "sharing": _sharing(expect, hv),
+        "drifted": drifted,
+        "failed": failed,
+        "not_checked": not_checked,
+    }
+
+
+def _row_gpus(facts, val):
+    """The node's GPUs from its facts; without facts, the count its validation found."""
+    count, names, text = gpu_text(facts)
     if not facts and val:
-        gpu_count = val.get("gpu_count") or 0
-        gpus = "%d" % gpu_count
-    declared = val.get("declared") or {}
-    driver = val.get("driver") or {}
-    smi = _dig(facts, "driver", "nvidia_smi") or {}
-    runtime = val.get("runtime") or {}
+        count = val.get("gpu_count") or 0
+        text = "%d" % count
+    return {"count": count, "names": names, "text": text}
+
+
+def _row_messages(val, cnode, cluster, stopped):
+    """``(failed, drifted, not_checked)`` of the host's validation and its node's cluster verdict;
+    what the whole cluster was not checked for is said once, for the fleet."""
     failed = ([stopped] if stopped else []) + list(val.get("failed") or [])
     drifted = list(val.get("drifted") or [])
     not_checked = list(val.get("not_checked") or [])
@@ -195,59 +241,62 @@ def build_row(host, hv, cluster):
         failed += cnode.get("failed") or []
         drifted += cnode.get("drifted") or []
         not_checked += [m for m in cnode.get("not_checked") or [] if m != (cluster or {}).get("reason")]
+    return failed, drifted, not_checked
 
-    if not facts and not val:
-        status = "not_validated"
-        why = stopped or "no facts: the host was unreachable, or the run stopped before it was discovered"
-        not_checked = [why] if not stopped else []
-    elif not val:
-        status = "failed" if stopped else "not_validated"
-        if not stopped:
-            not_checked = ["not validated: the run did not reach gpufleet.nvidia.validate on this host"]
-    elif not gpu_count and val.get("status") == "skipped" and not stopped:
-        status = "no_gpu"
-    else:
-        status = _worst(val.get("status"), (cnode or {}).get("status"), "failed" if stopped else "skipped")
-        if status == "skipped":
-            status = "no_gpu" if not gpu_count else "ok"
 
+def _row_status(facts, val, cnode, stopped, gpu_count, not_checked):
+    """``(status, not_checked)``: the worst of the validation, the cluster verdict and a stopped run."""
+    if not val:
+        return _unvalidated(facts, stopped, not_checked)
+    if not gpu_count and val.get("status") == "skipped" and not stopped:
+        return "no_gpu", not_checked
+    status = _worst(val.get("status"), (cnode or {}).get("status"), "failed" if stopped else "skipped")
+    if status == "skipped":
+        status = "no_gpu" if not gpu_count else "ok"
+    return status, not_checked
+
+
+def _unvalidated(facts, stopped, not_checked):
+    """A host the validate role did not reach: failed where the run stopped on it, else not validated."""
+    if not facts:
+        return "not_validated", [] if stopped else [_NO_FACTS]
+    if stopped:
+        return "failed", not_checked
+    return "not_validated", [_NOT_VALIDATED]
+
+
+def _row_driver(facts, val, hv):
+    driver = val.get("driver") or {}
+    smi = _dig(facts, "driver", "nvidia_smi") or {}
     installed = driver.get("installed")
     if installed is None and facts:
         installed = (_dig(facts, "driver", "installed", "version") or smi.get("driver_version"))
-    present = runtime.get("present")
-    runtime_name = runtime.get("name") or hv.get("container_toolkit_runtime")
     return {
-        "host": host,
-        "node": expect.get("node") or (cnode or {}).get("node") or host,
-        "status": status,
-        "os": _os_text(facts),
-        "kernel": _dig(facts, "kernel", "release"),
-        "gpus": {"count": gpu_count, "names": gpu_names, "text": gpus},
-        "driver": {
-            "declared": declared.get("driver_version") or hv.get("nvidia_driver_version") or None,
-            "installed": installed,
-            "loaded": driver.get("loaded") or _dig(facts, "driver", "version"),
-            "source": _dig(facts, "driver", "source"),
-            "flavor": _dig(facts, "driver", "flavor"),
-            "cuda": driver.get("cuda") or smi.get("cuda_version"),
-        },
-        "toolkit": {
-            "declared": declared.get("toolkit_version") or hv.get("container_toolkit_version") or None,
-            "installed": _dig(val, "toolkit", "installed") or _dig(facts, "container", "toolkit", "version"),
-        },
-        "runtime": {
-            "name": runtime_name,
-            "handler": runtime.get("handler") or "nvidia",
-            "present": present,
-            "text": "not checked" if present is None else ("%s: %s" % (runtime_name, "yes" if present else "no")),
-        },
-        "cdi": {"enabled": _dig(val, "cdi", "enabled"), "specs": [s.get("path") for s in _dig(val, "cdi", "specs") or []]},
-        "cuda_host": _dig(val, "cuda", "passed"),
-        "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpu_count),
-        "sharing": _sharing(expect, hv),
-        "drifted": drifted,
-        "failed": failed,
-        "not_checked": not_checked,
+        "declared": (val.get("declared") or {}).get("driver_version") or hv.get("nvidia_driver_version") or None,
+        "installed": installed,
+        "loaded": driver.get("loaded") or _dig(facts, "driver", "version"),
+        "source": _dig(facts, "driver", "source"),
+        "flavor": _dig(facts, "driver", "flavor"),
+        "cuda": driver.get("cuda") or smi.get("cuda_version"),
+    }
+
+
+def _row_toolkit(facts, val, hv):
+    return {
+        "declared": (val.get("declared") or {}).get("toolkit_version") or hv.get("container_toolkit_version") or None,
+        "installed": _dig(val, "toolkit", "installed") or _dig(facts, "container", "toolkit", "version"),
+    }
+
+
+def _row_runtime(val, hv):
+    runtime = val.get("runtime") or {}
+    present = runtime.get("present")
+    name = runtime.get("name") or hv.get("container_toolkit_runtime")
+    return {
+        "name": name,
+        "handler": runtime.get("handler") or "nvidia",
+        "present": present,
+        "text": "not checked" if present is None else ("%s: %s" % (name, "yes" if present else "no")),
     }
 
 
@@ -285,59 +334,72 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
     counts = dict((s, len([r for r in rows if r["status"] == s])) for s in STATUSES)
     run = plain(run or {})
     fleet_failed = list((cluster or {}).get("failed") or []) + _cluster_change_failures(run.get("cluster_change"))
-    overall = "ok"
-    if run.get("state") == "running":
-        overall = "incomplete"
-    elif counts["failed"] or fleet_failed:
-        overall = "failed"
-    elif counts["not_validated"] or counts["drift"]:
-        overall = "drift" if counts["drift"] else "not_validated"
+    overall = _overall(run, counts, fleet_failed)
     if run.get("limit"):
         run["partial"] = True
         run["covers"] = [r["host"] for r in rows]
-    not_checked = []
-    if cluster is None:
-        not_checked.append(
-            {"msg": "cluster: not checked: no host carries the validate role's cluster checks", "hosts": []}
-        )
-    else:
-        for msg in cluster.get("not_checked") or []:
-            not_checked.append({"msg": msg, "hosts": []})
-    grouped = {}
-    order = []
-    for row in rows:
-        for msg in row["not_checked"]:
-            if msg not in grouped:
-                grouped[msg] = []
-                order.append(msg)
-            grouped[msg].append(row["host"])
-    not_checked += [{"msg": msg, "hosts": grouped[msg]} for msg in order]
     return {
         "schema": SCHEMA,
         "title": title or "GPU fleet report",
         "generated_at": generated_at,
         "run": run,
         "status": overall,
-        "summary": {
-            "nodes": len(rows),
-            "gpu_nodes": len([r for r in rows if r["gpus"]["count"]]),
-            "gpus": sum(r["gpus"]["count"] or 0 for r in rows),
-            "ok": counts["ok"],
-            "drifted": counts["drift"],
-            "failed": counts["failed"],
-            "no_gpu": counts["no_gpu"],
-            "not_validated": counts["not_validated"],
-        },
-        "cluster": {
-            "checked": bool(cluster and cluster.get("checked")),
-            "reason": (cluster or {}).get("reason") or ("" if cluster else "no cluster checks ran"),
-            "stack": (cluster or {}).get("stack"),
-            "cuda_pod": (cluster or {}).get("cuda_pod"),
-            "failed": fleet_failed,
-        },
-        "not_checked": not_checked,
+        "summary": _summary(rows, counts),
+        "cluster": _cluster_summary(cluster, fleet_failed),
+        "not_checked": _fleet_not_checked(cluster) + _grouped_not_checked(rows),
         "nodes": rows,
     }
+
+
+def _summary(rows, counts):
+    return {
+        "nodes": len(rows),
+        "gpu_nodes": len([r for r in rows if r["gpus"]["count"]]),
+        "gpus": sum(r["gpus"]["count"] or 0 for r in rows),
+        "ok": counts["ok"],
+        "drifted": counts["drift"],
+        "failed": counts["failed"],
+        "no_gpu": counts["no_gpu"],
+        "not_validated": counts["not_validated"],
+    }
+
+
+def _overall(run, counts, fleet_failed):
+    """The fleet's status: incomplete while the run runs, else its worst row or a fleet failure."""
+    if run.get("state") == "running":
+        return "incomplete"
+    if counts["failed"] or fleet_failed:
+        return "failed"
+    if counts["drift"]:
+        return "drift"
+    return "not_validated" if counts["not_validated"] else "ok"
+
+
+def _cluster_summary(cluster, fleet_failed):
+    found = cluster or {}
+    return {
+        "checked": bool(cluster and cluster.get("checked")),
+        "reason": found.get("reason") or ("" if cluster else "no cluster checks ran"),
+        "stack": found.get("stack"),
+        "cuda_pod": found.get("cuda_pod"),
+        "failed": fleet_failed,
+    }
+
+
+def _fleet_not_checked(cluster):
+    """What the cluster was not checked for (the whole cluster, when no host carries its checks)."""
+    if cluster is None:
+        return [{"msg": "cluster: not checked: no host carries the validate role's cluster checks", "hosts": []}]
+    return [{"msg": msg, "hosts": []} for msg in cluster.get("not_checked") or []]
+
+
+def _grouped_not_checked(rows):
+    """What the rows were not checked for, each said once with its hosts, in the order first said."""
+    grouped = {}
+    for row in rows:
+        for msg in row["not_checked"]:
+            grouped.setdefault(msg, []).append(row["host"])
+    return [{"msg": msg, "hosts": hosts} for msg, hosts in grouped.items()]
 
 
 def to_json(report):
