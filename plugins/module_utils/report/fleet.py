@@ -510,10 +510,48 @@ def _row_html(row):
     )
 
 
+_TABLE_HEADER = (
+    "<tr><th>status</th><th>node</th><th>OS</th><th>GPUs</th>"
+    '<th>driver<br/><span class="small">declared / installed / loaded</span></th><th>toolkit</th>'
+    "<th>runtime handler</th><th>allocatable GPUs</th><th>sharing</th><th>drifted</th><th>failed, and why</th></tr>"
+)
+
+_PAGE = (
+    "<!DOCTYPE html>\n"
+    '<html lang="en">\n<head>\n<meta charset="utf-8"/>\n'
+    '<meta name="viewport" content="width=device-width, initial-scale=1"/>\n'
+    "<title>{title}</title>\n<style>{css}</style>\n</head>\n<body>\n"
+    "<header><h1>{title}</h1><p class=\"meta\">{meta}</p></header>\n"
+    '<section><div class="cards">{cards}</div></section>\n'
+    "{notes}"
+    "<section><h2>Cluster</h2><ul class=\"msgs\">{cluster}</ul></section>\n"
+    "<section><h2>Nodes</h2>\n<table>\n<thead>{header}</thead>\n<tbody>\n{rows}\n</tbody>\n</table></section>\n"
+    '<section><h2>Not checked, and why</h2><ul class="msgs">{not_checked}</ul></section>\n'
+    "<footer>gpufleet.nvidia fleet report, schema {schema}; the same data is in the JSON file beside this page.</footer>\n"
+    "</body>\n</html>\n"
+)
+
+
 def render_html(report):
     """The report as one self-contained HTML page (also well-formed XML)."""
-    s = report["summary"]
     run = report.get("run") or {}
+    rows = "\n".join(_row_html(r) for r in report["nodes"]) or '<tr><td colspan="11">no hosts</td></tr>'
+    return _PAGE.format(
+        title=_e(report.get("title")),
+        css=CSS,
+        meta=_e(" | ".join(_meta(report, run))),
+        cards="".join(_cards(report)),
+        notes=_notes_html(run),
+        cluster="".join("<li>%s</li>" % line for line in _cluster_lines(report.get("cluster") or {})),
+        header=_TABLE_HEADER,
+        rows=rows,
+        not_checked=_not_checked_html(report),
+        schema=_e(report.get("schema")),
+    )
+
+
+def _meta(report, run):
+    """The line under the title: when, how (check mode, a partial run, a run still going) and with what."""
     meta = ["generated %s" % report.get("generated_at")] if report.get("generated_at") else []
     if run.get("state") == "running":
         meta.append("this run started and has not written its report: it is still running, or it stopped "
@@ -525,7 +563,12 @@ def render_html(report):
     for key in ("playbook", "ansible_version"):
         if run.get(key):
             meta.append("%s %s" % (key.replace("_", " "), run[key]))
-    cards = [
+    return meta
+
+
+def _cards(report):
+    s = report["summary"]
+    return [
         _card(STATUS_TITLES.get(report["status"], report["status"]).upper(), "fleet", report["status"]),
         _card(s["nodes"], "nodes"),
         _card(s["gpu_nodes"], "GPU nodes"),
@@ -536,59 +579,38 @@ def render_html(report):
         _card(s["no_gpu"], "without GPU"),
         _card(s["not_validated"], "not validated"),
     ]
-    cluster = report.get("cluster") or {}
-    cluster_lines = []
-    if cluster.get("checked"):
-        for part in (cluster.get("stack"), cluster.get("cuda_pod")):
-            if part and part.get("msg"):
-                cluster_lines.append("%s %s" % (_badge(part.get("status") or "skipped"), _e(part["msg"])))
-                for pod in part.get("not_ready") or []:
-                    cluster_lines.append(
-                        '<span class="small">%s%s: %s</span>'
-                        % (_e(pod.get("name")), " on " + _e(pod["node"]) if pod.get("node") else "", _e(pod.get("why")))
-                    )
-        for msg in cluster.get("failed") or []:
-            cluster_lines.append("%s %s" % (_badge("failed"), _e(msg)))
-        if not cluster_lines:
-            cluster_lines.append("read")
-    else:
-        cluster_lines.append("%s %s" % (_badge("skipped"), _e(cluster.get("reason") or "not checked")))
-    header = (
-        "<tr><th>status</th><th>node</th><th>OS</th><th>GPUs</th>"
-        '<th>driver<br/><span class="small">declared / installed / loaded</span></th><th>toolkit</th>'
-        "<th>runtime handler</th><th>allocatable GPUs</th><th>sharing</th><th>drifted</th><th>failed, and why</th></tr>"
-    )
-    rows = "\n".join(_row_html(r) for r in report["nodes"]) or '<tr><td colspan="11">no hosts</td></tr>'
-    not_checked = "".join(
+
+
+def _cluster_lines(cluster):
+    """The cluster section's lines (HTML): the stack and the CUDA pod with their pods not ready, the fleet's failures."""
+    if not cluster.get("checked"):
+        return ["%s %s" % (_badge("skipped"), _e(cluster.get("reason") or "not checked"))]
+    lines = []
+    for part in (cluster.get("stack"), cluster.get("cuda_pod")):
+        if part and part.get("msg"):
+            lines.append("%s %s" % (_badge(part.get("status") or "skipped"), _e(part["msg"])))
+            lines += [_pod_line(pod) for pod in part.get("not_ready") or []]
+    for msg in cluster.get("failed") or []:
+        lines.append("%s %s" % (_badge("failed"), _e(msg)))
+    return lines or ["read"]
+
+
+def _pod_line(pod):
+    return '<span class="small">%s%s: %s</span>' % (
+        _e(pod.get("name")), " on " + _e(pod["node"]) if pod.get("node") else "", _e(pod.get("why")))
+
+
+def _not_checked_html(report):
+    return "".join(
         "<li>%s%s</li>"
         % (_e(item["msg"]), ' <span class="small">(%s)</span>' % _e(", ".join(item["hosts"])) if item["hosts"] else "")
         for item in report.get("not_checked") or []
     ) or "<li>everything was checked</li>"
+
+
+def _notes_html(run):
+    """The run's notes about the fleet, as their own section ('' without notes)."""
     notes = "".join("<li>%s</li>" % _e(note) for note in run.get("notes") or [])
-    if notes:
-        notes = '<section class="notes"><h2>About this fleet</h2><ul class="msgs">%s</ul></section>\n' % notes
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8"/>\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1"/>\n'
-        "<title>{title}</title>\n<style>{css}</style>\n</head>\n<body>\n"
-        "<header><h1>{title}</h1><p class=\"meta\">{meta}</p></header>\n"
-        '<section><div class="cards">{cards}</div></section>\n'
-        "{notes}"
-        "<section><h2>Cluster</h2><ul class=\"msgs\">{cluster}</ul></section>\n"
-        "<section><h2>Nodes</h2>\n<table>\n<thead>{header}</thead>\n<tbody>\n{rows}\n</tbody>\n</table></section>\n"
-        '<section><h2>Not checked, and why</h2><ul class="msgs">{not_checked}</ul></section>\n'
-        "<footer>gpufleet.nvidia fleet report, schema {schema}; the same data is in the JSON file beside this page.</footer>\n"
-        "</body>\n</html>\n"
-    ).format(
-        title=_e(report.get("title")),
-        css=CSS,
-        meta=_e(" | ".join(meta)),
-        cards="".join(cards),
-        notes=notes,
-        cluster="".join("<li>%s</li>" % line for line in cluster_lines),
-        header=header,
-        rows=rows,
-        not_checked=not_checked,
-        schema=_e(report.get("schema")),
-    )
+    if not notes:
+        return ""
+    return '<section class="notes"><h2>About this fleet</h2><ul class="msgs">%s</ul></section>\n' % notes
