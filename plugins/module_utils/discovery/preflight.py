@@ -188,57 +188,70 @@ def _check_os(report, facts, method):
 
 
 def _check_driver_presence(report, facts, method, declared, declared_flavor):
-    driver = facts.get("driver") or {}
+    """driver_missing, driver_not_package_owned and driver_drift: the driver there is, against the method."""
+    source = (facts.get("driver") or {}).get("source") or "absent"
+    where = _driver_whereabouts(facts.get("driver") or {})
+    if method == "package":
+        _check_driver_for_package(report, source, where)
+    elif method == "operator":
+        _check_driver_for_operator(report, source, where)
+    else:
+        _check_preinstalled_driver(report, facts, source, where, declared, declared_flavor)
+
+
+def _driver_whereabouts(driver):
+    """Where the host's driver shows, for the messages (``nvidia-smi at ..., kernel module ... loaded``)."""
     smi = driver.get("nvidia_smi") or {}
-    source = driver.get("source") or "absent"
-    installed = installed_driver_version(facts)
+    installed = driver.get("installed") or {}
     where = []
     if smi.get("path"):
         where.append("nvidia-smi at %s" % smi["path"])
     if driver.get("loaded"):
         where.append("kernel module %s loaded" % (driver.get("version") or ""))
-    elif (driver.get("installed") or {}).get("state") == "ok":
-        where.append("kernel module %s installed" % ((driver.get("installed") or {}).get("version") or ""))
-    where = ", ".join(w.strip() for w in where) or "driver files present"
+    elif installed.get("state") == "ok":
+        where.append("kernel module %s installed" % (installed.get("version") or ""))
+    return ", ".join(w.strip() for w in where) or "driver files present"
 
-    if method == "package":
-        report.skip("driver_missing", "driver_method package installs the driver")
-        report.skip("driver_drift", "driver_method package manages the version")
-        if source == "preinstalled":
-            report.problem(
-                "driver_not_package_owned",
-                BLOCKING,
-                "a driver that no package installed is present (%s) and driver_method is package" % where,
-                "Installing the driver packages over a driver from a .run file, a container or an image "
-                "leaves two drivers fighting over the same files and kernel modules.",
-                "Remove the pre-installed driver first (for a .run install: nvidia-uninstall), or set "
-                "driver_method: preinstalled to keep it.",
-            )
-        else:
-            report.passed("driver_not_package_owned", "driver source: %s" % source)
+
+def _check_driver_for_package(report, source, where):
+    report.skip("driver_missing", "driver_method package installs the driver")
+    report.skip("driver_drift", "driver_method package manages the version")
+    if source != "preinstalled":
+        report.passed("driver_not_package_owned", "driver source: %s" % source)
         return
+    report.problem(
+        "driver_not_package_owned",
+        BLOCKING,
+        "a driver that no package installed is present (%s) and driver_method is package" % where,
+        "Installing the driver packages over a driver from a .run file, a container or an image "
+        "leaves two drivers fighting over the same files and kernel modules.",
+        "Remove the pre-installed driver first (for a .run install: nvidia-uninstall), or set "
+        "driver_method: preinstalled to keep it.",
+    )
 
-    if method == "operator":
-        # The GPU Operator's driver container provides the driver. A host driver makes the
-        # operator label the node pre-installed and skip its own, so the declared version is
-        # not what the node runs.
-        report.skip("driver_missing", "driver_method operator: the GPU Operator deploys the driver")
-        report.skip("driver_drift", "driver_method operator: the GPU Operator manages the version")
-        if source == "absent":
-            report.passed("driver_not_package_owned", "no host driver for the GPU Operator's to fight with")
-        else:
-            report.problem(
-                "driver_not_package_owned",
-                WARNING,
-                "a host driver is present (%s) and driver_method is operator" % where,
-                "The GPU Operator finds the host driver, labels the node "
-                "nvidia.com/gpu.deploy.driver=pre-installed and does not deploy its own: the node runs "
-                "the host's driver, not the declared one.",
-                "Remove the host driver so the operator deploys its own, or set driver_method: "
-                "preinstalled for this node.",
-            )
+
+def _check_driver_for_operator(report, source, where):
+    # The GPU Operator's driver container provides the driver. A host driver makes the
+    # operator label the node pre-installed and skip its own, so the declared version is
+    # not what the node runs.
+    report.skip("driver_missing", "driver_method operator: the GPU Operator deploys the driver")
+    report.skip("driver_drift", "driver_method operator: the GPU Operator manages the version")
+    if source == "absent":
+        report.passed("driver_not_package_owned", "no host driver for the GPU Operator's to fight with")
         return
+    report.problem(
+        "driver_not_package_owned",
+        WARNING,
+        "a host driver is present (%s) and driver_method is operator" % where,
+        "The GPU Operator finds the host driver, labels the node "
+        "nvidia.com/gpu.deploy.driver=pre-installed and does not deploy its own: the node runs "
+        "the host's driver, not the declared one.",
+        "Remove the host driver so the operator deploys its own, or set driver_method: "
+        "preinstalled for this node.",
+    )
 
+
+def _check_preinstalled_driver(report, facts, source, where, declared, declared_flavor):
     report.skip("driver_not_package_owned", "driver_method preinstalled keeps the driver there is")
     if source == "absent":
         report.problem(
@@ -250,6 +263,14 @@ def _check_driver_presence(report, facts, method, declared, declared_flavor):
         )
         report.skip("driver_drift", "no driver to compare")
         return
+    installed = installed_driver_version(facts)
+    _check_driver_loaded(report, facts.get("driver") or {}, where, installed)
+    _check_driver_drift(report, installed, installed_driver_flavor(facts), declared, declared_flavor)
+
+
+def _check_driver_loaded(report, driver, where, installed):
+    """driver_missing for a pre-installed driver that is there: loaded, and nvidia-smi answers."""
+    smi = driver.get("nvidia_smi") or {}
     if not driver.get("loaded"):
         report.problem(
             "driver_missing",
@@ -269,12 +290,19 @@ def _check_driver_presence(report, facts, method, declared, declared_flavor):
     else:
         report.passed("driver_missing", "driver %s loaded" % (driver.get("version") or installed))
 
+
+def _driver_drift(installed, flavor, declared, declared_flavor):
+    """What of the pre-installed driver differs from what is declared (version, flavour)."""
     drift = []
     if declared is not None and installed is not None and not versions.matches(declared, installed):
         drift.append("version %s, declared %s" % (installed, declared))
-    flavor = installed_driver_flavor(facts)
     if declared_flavor in ("open", "proprietary") and flavor and flavor != declared_flavor:
         drift.append("flavour %s, declared %s" % (flavor, declared_flavor))
+    return drift
+
+
+def _check_driver_drift(report, installed, flavor, declared, declared_flavor):
+    drift = _driver_drift(installed, flavor, declared, declared_flavor)
     if drift:
         report.problem(
             "driver_drift",
@@ -298,47 +326,62 @@ def _check_fabric_manager(report, facts, method, compared, compared_label):
     """
     switches = (facts.get("nvswitches") or {}).get("count")
     fm = facts.get("fabric_manager")
-    if switches is None or not isinstance(fm, dict):
+    skipped = _fabric_manager_not_checked(switches, fm, method)
+    if skipped:
         for rule in FABRIC_MANAGER_RULES:
-            report.skip(rule, "the facts have no NVSwitch or fabric manager data (gathered by an older gpu_facts)")
-        return
-    if not switches:
-        for rule in FABRIC_MANAGER_RULES:
-            report.skip(rule, "no NVSwitch on this host")
-        return
-    if method == "operator":
-        for rule in FABRIC_MANAGER_RULES:
-            report.skip(rule, "driver_method operator: the GPU Operator's driver container runs the fabric manager")
+            report.skip(rule, skipped)
         return
     nvswitches = "%d NVSwitch%s" % (switches, "" if switches == 1 else "es")
-    os_facts = facts.get("os") or {}
+    if fm.get("installed"):
+        _check_fabric_manager_service(report, fm, method, nvswitches)
+    else:
+        _check_fabric_manager_install(report, facts.get("os") or {}, method, nvswitches)
+    _check_fabric_manager_version(report, fm, method, compared, compared_label, nvswitches)
+
+
+def _fabric_manager_not_checked(switches, fm, method):
+    """Why the fabric manager rules do not apply to the host, or None when they do."""
+    if switches is None or not isinstance(fm, dict):
+        return "the facts have no NVSwitch or fabric manager data (gathered by an older gpu_facts)"
+    if not switches:
+        return "no NVSwitch on this host"
+    if method == "operator":
+        return "driver_method operator: the GPU Operator's driver container runs the fabric manager"
+    return None
+
+
+def _check_fabric_manager_install(report, os_facts, method, nvswitches):
+    """fabric_manager_missing where none is installed: who will install it."""
+    if method == "preinstalled":
+        report.problem(
+            "fabric_manager_missing",
+            BLOCKING,
+            "the host has %s and no fabric manager, and driver_method preinstalled installs none" % nvswitches,
+            "The GPUs of an NVSwitch system reach each other only once NVIDIA's fabric manager has configured "
+            "the switches; until it runs, CUDA fails to initialise on every GPU ('system not yet initialized').",
+            "Install NVIDIA's fabric manager at the driver's exact version in the host's image and enable its "
+            "nvidia-fabricmanager service, or set driver_method: package so that the driver role installs it.",
+        )
+    elif os_facts.get("id") == "debian":
+        report.problem(
+            "fabric_manager_missing",
+            WARNING,
+            "the host has %s and Debian's archive does not package the fabric manager" % nvswitches,
+            "The driver role installs the fabric manager with the driver from the apt sources; Debian's own "
+            "archive has none, so the role fails before any change unless the sources carry NVIDIA's CUDA "
+            "repository for Debian.",
+            "Add NVIDIA's CUDA repository for Debian to the node's apt sources, or install the driver and its "
+            "fabric manager by other means and set driver_method: preinstalled.",
+        )
+    else:
+        report.passed("fabric_manager_missing",
+                      "%s: the driver role installs the fabric manager with the driver" % nvswitches)
+
+
+def _check_fabric_manager_service(report, fm, method, nvswitches):
+    """fabric_manager_missing where one is installed: a pre-installed one must run."""
     service = fm.get("service")
-    if not fm.get("installed"):
-        if method == "preinstalled":
-            report.problem(
-                "fabric_manager_missing",
-                BLOCKING,
-                "the host has %s and no fabric manager, and driver_method preinstalled installs none" % nvswitches,
-                "The GPUs of an NVSwitch system reach each other only once NVIDIA's fabric manager has configured "
-                "the switches; until it runs, CUDA fails to initialise on every GPU ('system not yet initialized').",
-                "Install NVIDIA's fabric manager at the driver's exact version in the host's image and enable its "
-                "nvidia-fabricmanager service, or set driver_method: package so that the driver role installs it.",
-            )
-        elif os_facts.get("id") == "debian":
-            report.problem(
-                "fabric_manager_missing",
-                WARNING,
-                "the host has %s and Debian's archive does not package the fabric manager" % nvswitches,
-                "The driver role installs the fabric manager with the driver from the apt sources; Debian's own "
-                "archive has none, so the role fails before any change unless the sources carry NVIDIA's CUDA "
-                "repository for Debian.",
-                "Add NVIDIA's CUDA repository for Debian to the node's apt sources, or install the driver and its "
-                "fabric manager by other means and set driver_method: preinstalled.",
-            )
-        else:
-            report.passed("fabric_manager_missing",
-                          "%s: the driver role installs the fabric manager with the driver" % nvswitches)
-    elif method == "preinstalled" and service not in (None, "active", "unknown"):
+    if method == "preinstalled" and service not in (None, "active", "unknown"):
         report.problem(
             "fabric_manager_missing",
             WARNING,
@@ -352,6 +395,9 @@ def _check_fabric_manager(report, facts, method, compared, compared_label):
         report.passed("fabric_manager_missing", "%s: fabric manager %s installed%s" % (
             nvswitches, fm.get("version") or "", ", service %s" % service if service else ""))
 
+
+def _check_fabric_manager_version(report, fm, method, compared, compared_label, nvswitches):
+    """fabric_manager_version: the fabric manager at the driver's version."""
     if not fm.get("installed"):
         report.skip("fabric_manager_version", "no fabric manager installed")
         return
@@ -376,21 +422,21 @@ def _check_fabric_manager(report, facts, method, compared, compared_label):
             "Install the fabric manager of the driver's exact version (%s) and restart %s, or bring the driver to "
             "%s." % (compared, FABRIC_MANAGER_UNIT, fm_version),
         )
-    else:
-        # driver_method package: the driver role moves the fabric manager packages it manages to
-        # the driver's version in the same run, so an older one is the normal state before an
-        # upgrade; only one it does not manage stays behind.
-        report.problem(
-            "fabric_manager_version",
-            WARNING,
-            message,
-            "The driver role moves the fabric manager packages to the driver's version with the driver "
-            "(nvidia_driver_fabric_manager auto or always); a fabric manager installed by other means, or one "
-            "kept with nvidia_driver_fabric_manager never, stays at %s and exits at start with the new driver."
-            % fm_version,
-            "Keep nvidia_driver_fabric_manager at auto (the default), or remove a fabric manager that no "
-            "package of the driver's repository installed.",
-        )
+        return
+    # driver_method package: the driver role moves the fabric manager packages it manages to
+    # the driver's version in the same run, so an older one is the normal state before an
+    # upgrade; only one it does not manage stays behind.
+    report.problem(
+        "fabric_manager_version",
+        WARNING,
+        message,
+        "The driver role moves the fabric manager packages to the driver's version with the driver "
+        "(nvidia_driver_fabric_manager auto or always); a fabric manager installed by other means, or one "
+        "kept with nvidia_driver_fabric_manager never, stays at %s and exits at start with the new driver."
+        % fm_version,
+        "Keep nvidia_driver_fabric_manager at auto (the default), or remove a fabric manager that no "
+        "package of the driver's repository installed.",
+    )
 
 
 def _resolve_flavor(report, gpus, method, declared_flavor, facts):
@@ -415,85 +461,118 @@ def _resolve_flavor(report, gpus, method, declared_flavor, facts):
 
 
 def _check_gpus(report, gpus, flavor, compared, compared_label):
+    """gpu_open_modules and gpu_driver_branch: the flavour and the driver against every GPU."""
+    _check_open_modules(report, gpus, flavor)
+    _check_driver_branch(report, gpus, compared, compared_label)
+
+
+def _check_open_modules(report, gpus, flavor):
     if flavor is None:
         report.skip("gpu_open_modules", "driver flavour unknown")
-    else:
-        bad = False
-        for gpu in gpus:
-            needs = _needs_open(gpu)
-            if flavor == "open" and _pre_turing(gpu):
-                bad = True
-                report.problem(
-                    "gpu_open_modules",
-                    BLOCKING,
-                    "the %s GPU %s cannot be driven by the open kernel modules"
-                    % (gpu["architecture"], _gpu_label(gpu)),
-                    "The open kernel modules need the GPU System Processor, which Turing introduced; "
-                    "Maxwell, Pascal and Volta GPUs need the proprietary modules.",
-                    "Set driver_flavor: proprietary (or auto).",
-                )
-            elif flavor == "proprietary" and needs:
-                bad = True
-                report.problem(
-                    "gpu_open_modules",
-                    BLOCKING,
-                    "the %s GPU %s needs the open kernel modules, not the proprietary ones" % (needs, _gpu_label(gpu)),
-                    "NVIDIA supports Blackwell and Grace Hopper only with the open kernel modules.",
-                    "Set driver_flavor: open (or auto).",
-                )
-        if not bad:
-            report.passed("gpu_open_modules", "%s modules drive the %s" % (flavor, _gpus(len(gpus))))
+        return
+    bad = False
+    for gpu in gpus:
+        bad = _check_gpu_flavor(report, gpu, flavor) or bad
+    if not bad:
+        report.passed("gpu_open_modules", "%s modules drive the %s" % (flavor, _gpus(len(gpus))))
 
+
+def _check_gpu_flavor(report, gpu, flavor):
+    """Whether the driver flavour cannot drive ``gpu`` (a problem reported)."""
+    needs = _needs_open(gpu)
+    if flavor == "open" and _pre_turing(gpu):
+        report.problem(
+            "gpu_open_modules",
+            BLOCKING,
+            "the %s GPU %s cannot be driven by the open kernel modules" % (gpu["architecture"], _gpu_label(gpu)),
+            "The open kernel modules need the GPU System Processor, which Turing introduced; "
+            "Maxwell, Pascal and Volta GPUs need the proprietary modules.",
+            "Set driver_flavor: proprietary (or auto).",
+        )
+        return True
+    if flavor == "proprietary" and needs:
+        report.problem(
+            "gpu_open_modules",
+            BLOCKING,
+            "the %s GPU %s needs the open kernel modules, not the proprietary ones" % (needs, _gpu_label(gpu)),
+            "NVIDIA supports Blackwell and Grace Hopper only with the open kernel modules.",
+            "Set driver_flavor: open (or auto).",
+        )
+        return True
+    return False
+
+
+def _check_driver_branch(report, gpus, compared, compared_label):
     if compared is None:
         report.skip("gpu_driver_branch", "no driver version to compare")
         return
     seen = set()
     bad = False
     for gpu in gpus:
-        arch = gpu.get("architecture")
-        dev = _device_int(gpu)
-        if (arch, dev) in seen:
-            continue
-        seen.add((arch, dev))
-        if not arch:
-            report.problem(
-                "gpu_driver_branch",
-                WARNING,
-                "the GPU %s has an unknown architecture: its driver support was not checked" % _gpu_label(gpu),
-                "Neither pci.ids, the collection's table nor nvidia-smi named its architecture.",
-                "Install pci.ids (pciutils / hwdata) or check NVIDIA's supported-GPU list for this driver by hand.",
-            )
-            continue
-        newest = table.ARCHITECTURE_MAX_BRANCH.get(arch)
-        if newest is not None and compared.branch > newest:
-            bad = True
-            report.problem(
-                "gpu_driver_branch",
-                BLOCKING,
-                "the %s GPU %s is not supported by drivers after R%d; %s is R%d"
-                % (arch, _gpu_label(gpu), newest, compared_label, compared.branch),
-                "NVIDIA's R%d is the last driver branch for %s GPUs." % (newest, arch),
-                "Set driver_version to %d (or an older supported branch)." % newest,
-            )
-        minimums = []
-        if arch in table.ARCHITECTURE_MIN_DRIVER:
-            minimums.append((table.ARCHITECTURE_MIN_DRIVER[arch], "%s GPUs" % arch))
-        if dev in table.DEVICE_MIN_DRIVER:
-            minimum, product = table.DEVICE_MIN_DRIVER[dev]
-            minimums.append((minimum, product))
-        unmet = [m for m in minimums if not versions.satisfies(compared, m[0])]
-        if unmet:  # only the strictest of the GPU's minimums
-            minimum, what = max(unmet, key=lambda m: versions.parse_driver_version(m[0]).key())
-            bad = True
-            report.problem(
-                "gpu_driver_branch",
-                BLOCKING,
-                "the GPU %s needs driver %s or newer; %s is older" % (_gpu_label(gpu), minimum, compared_label),
-                "%s are not supported by older drivers." % what,
-                "Set driver_version to %s or a newer branch." % versions.parse_driver_version(minimum).branch,
-            )
+        model = (gpu.get("architecture"), _device_int(gpu))
+        if model not in seen:
+            seen.add(model)
+            bad = _check_gpu_branch(report, gpu, compared, compared_label) or bad
     if not bad:
         report.passed("gpu_driver_branch", "%s supports the %s" % (compared_label, _gpus(len(gpus))))
+
+
+def _check_gpu_branch(report, gpu, compared, compared_label):
+    """Whether the driver ``compared`` is too new or too old for ``gpu`` (the problems reported)."""
+    arch = gpu.get("architecture")
+    if not arch:
+        report.problem(
+            "gpu_driver_branch",
+            WARNING,
+            "the GPU %s has an unknown architecture: its driver support was not checked" % _gpu_label(gpu),
+            "Neither pci.ids, the collection's table nor nvidia-smi named its architecture.",
+            "Install pci.ids (pciutils / hwdata) or check NVIDIA's supported-GPU list for this driver by hand.",
+        )
+        return False
+    too_new = _check_newest_branch(report, gpu, arch, compared, compared_label)
+    too_old = _check_oldest_driver(report, gpu, arch, compared, compared_label)
+    return too_new or too_old
+
+
+def _check_newest_branch(report, gpu, arch, compared, compared_label):
+    newest = table.ARCHITECTURE_MAX_BRANCH.get(arch)
+    if newest is None or compared.branch <= newest:
+        return False
+    report.problem(
+        "gpu_driver_branch",
+        BLOCKING,
+        "the %s GPU %s is not supported by drivers after R%d; %s is R%d"
+        % (arch, _gpu_label(gpu), newest, compared_label, compared.branch),
+        "NVIDIA's R%d is the last driver branch for %s GPUs." % (newest, arch),
+        "Set driver_version to %d (or an older supported branch)." % newest,
+    )
+    return True
+
+
+def _driver_minimums(arch, dev):
+    """``[(oldest driver, what needs it)]`` of a GPU: its architecture's, its product's."""
+    minimums = []
+    if arch in table.ARCHITECTURE_MIN_DRIVER:
+        minimums.append((table.ARCHITECTURE_MIN_DRIVER[arch], "%s GPUs" % arch))
+    if dev in table.DEVICE_MIN_DRIVER:
+        minimums.append(table.DEVICE_MIN_DRIVER[dev])
+    return minimums
+
+
+def _check_oldest_driver(report, gpu, arch, compared, compared_label):
+    unmet = [m for m in _driver_minimums(arch, _device_int(gpu)) if not versions.satisfies(compared, m[0])]
+    if not unmet:
+        return False
+    # only the strictest of the GPU's minimums
+    minimum, what = max(unmet, key=lambda m: versions.parse_driver_version(m[0]).key())
+    report.problem(
+        "gpu_driver_branch",
+        BLOCKING,
+        "the GPU %s needs driver %s or newer; %s is older" % (_gpu_label(gpu), minimum, compared_label),
+        "%s are not supported by older drivers." % what,
+        "Set driver_version to %s or a newer branch." % versions.parse_driver_version(minimum).branch,
+    )
+    return True
 
 
 def _check_cuda(report, cudas, compared, compared_label):
@@ -575,17 +654,14 @@ def _check_nouveau(report, facts, method):
 
 
 def _check_secure_boot(report, facts, method):
+    """secure_boot: with Secure Boot on, the driver's modules must be signed by an enrolled key."""
     sb = facts.get("secure_boot") or {}
     state = sb.get("state")
-    os_id = (facts.get("os") or {}).get("id")
-    driver = facts.get("driver") or {}
-    if state != "enabled":
-        if state == "unknown":
-            report.skip("secure_boot", "Secure Boot state unknown")
-        else:
-            report.passed("secure_boot", "Secure Boot %s" % (state or "unknown"))
-        return
-    if method == "operator":
+    if state == "unknown":
+        report.skip("secure_boot", "Secure Boot state unknown")
+    elif state != "enabled":
+        report.passed("secure_boot", "Secure Boot %s" % (state or "unknown"))
+    elif method == "operator":
         report.problem(
             "secure_boot",
             WARNING,
@@ -595,22 +671,30 @@ def _check_secure_boot(report, facts, method):
             "Use the operator's precompiled signed driver images (driver.usePrecompiled), or set "
             "driver_method: package and sign with a MOK key.",
         )
-        return
-    if method == "preinstalled":
-        installed = driver.get("installed") or {}
-        if (driver.get("source") or "absent") == "absent":
-            report.skip("secure_boot", "Secure Boot enabled; no driver to check (see driver_missing)")
-        elif driver.get("loaded") or installed.get("signer"):
-            report.passed("secure_boot", "Secure Boot enabled; the driver's module is loaded or signed")
-        else:
-            report.problem(
-                "secure_boot",
-                WARNING,
-                "Secure Boot is enabled and the pre-installed nvidia module is neither loaded nor known to be signed",
-                "With Secure Boot the kernel refuses modules that are not signed by an enrolled key.",
-                "Sign the module with a key enrolled in the MOK list (mokutil --import), or disable Secure Boot.",
-            )
-        return
+    elif method == "preinstalled":
+        _check_preinstalled_signed(report, facts.get("driver") or {})
+    else:
+        _check_package_signing(report, (facts.get("os") or {}).get("id"), sb)
+
+
+def _check_preinstalled_signed(report, driver):
+    installed = driver.get("installed") or {}
+    if (driver.get("source") or "absent") == "absent":
+        report.skip("secure_boot", "Secure Boot enabled; no driver to check (see driver_missing)")
+    elif driver.get("loaded") or installed.get("signer"):
+        report.passed("secure_boot", "Secure Boot enabled; the driver's module is loaded or signed")
+    else:
+        report.problem(
+            "secure_boot",
+            WARNING,
+            "Secure Boot is enabled and the pre-installed nvidia module is neither loaded nor known to be signed",
+            "With Secure Boot the kernel refuses modules that are not signed by an enrolled key.",
+            "Sign the module with a key enrolled in the MOK list (mokutil --import), or disable Secure Boot.",
+        )
+
+
+def _check_package_signing(report, os_id, sb):
+    """driver_method package: Ubuntu's signed modules, or DKMS signing with its MOK key."""
     if os_id == "ubuntu":
         report.passed("secure_boot", "Secure Boot enabled; Ubuntu's precompiled signed modules apply")
         return
@@ -723,6 +807,34 @@ def evaluate(
     'resolved'}``; ``ok`` is False while a blocking problem is not waived.
     """
     _check_facts(facts)
+    _check_waive(waive)
+    report = Report(waive)
+    declared, cudas = _check_format(report, driver_version, cuda_versions)
+    gpus = facts.get("gpus") or []
+    # Without a GPU the rules about GPUs have nothing to look at; the desired state itself (OS
+    # and method, the driver it declares or finds, CUDA, the runtime) is still checked, since a
+    # caller that runs preflight on such a node asks whether that state could work there.
+    _check_os(report, facts, driver_method)
+    _check_driver_presence(report, facts, driver_method, declared, driver_flavor)
+    flavor = _resolve_flavor(report, gpus, driver_method, driver_flavor, facts)
+    compared, label, source = _compared_driver(facts, driver_method, declared)
+    resolved = {
+        "driver_method": driver_method,
+        "driver_flavor": flavor,
+        "driver_version": str(compared) if compared else None,
+        "driver_version_source": source,
+    }
+    _check_gpu_rules(report, facts, gpus, driver_method, flavor, compared, label)
+    _check_cuda(report, cudas, compared, label)
+    _check_secure_boot(report, facts, driver_method)
+    _check_headers(report, facts, driver_method)
+    _check_runtime(report, facts, container_runtime)
+    _check_fabric_manager(report, facts, driver_method, compared, label)
+    return _result(report, len(gpus), resolved)
+
+
+def _check_waive(waive):
+    """Raise GpuFleetError for a waived rule that is not one."""
     unknown = [rule for rule in waive or () if rule not in RULE_IDS]
     if unknown:
         raise GpuFleetError(
@@ -730,45 +842,26 @@ def evaluate(
             % (", ".join("'%s'" % r for r in unknown), ", ".join(RULE_IDS)),
             unknown=unknown,
         )
-    report = Report(waive)
-    declared, cudas = _check_format(report, driver_version, cuda_versions)
-    gpus = facts.get("gpus") or []
-    resolved = {
-        "driver_method": driver_method,
-        "driver_flavor": None,
-        "driver_version": None,
-        "driver_version_source": None,
-    }
-    # Without a GPU the rules about GPUs have nothing to look at; the desired state itself (OS
-    # and method, the driver it declares or finds, CUDA, the runtime) is still checked, since a
-    # caller that runs preflight on such a node asks whether that state could work there.
-    _check_os(report, facts, driver_method)
-    _check_driver_presence(report, facts, driver_method, declared, driver_flavor)
-    flavor = _resolve_flavor(report, gpus, driver_method, driver_flavor, facts)
-    if driver_method == "preinstalled" and installed_driver_version(facts):
-        compared = installed_driver_version(facts)
-        label = "the installed driver %s" % compared
-        resolved["driver_version_source"] = "installed"
-    else:
-        # package method, or a pre-installed driver that is not there (driver_missing says so):
-        # what was declared is what the workloads would get.
-        compared = declared
-        label = "driver_version %s" % compared
-        resolved["driver_version_source"] = "declared" if compared else None
-    resolved["driver_flavor"] = flavor
-    resolved["driver_version"] = str(compared) if compared else None
-    if gpus:
-        _check_gpus(report, gpus, flavor, compared, label)
-        _check_nouveau(report, facts, driver_method)
-    else:
+
+
+def _compared_driver(facts, method, declared):
+    """``(version, label, source)`` of the driver that the GPU, CUDA and fabric manager rules judge."""
+    installed = installed_driver_version(facts)
+    if method == "preinstalled" and installed:
+        return installed, "the installed driver %s" % installed, "installed"
+    # package method, or a pre-installed driver that is not there (driver_missing says so):
+    # what was declared is what the workloads would get.
+    return declared, "driver_version %s" % declared, "declared" if declared else None
+
+
+def _check_gpu_rules(report, facts, gpus, method, flavor, compared, label):
+    """gpu_open_modules, gpu_driver_branch and nouveau; skipped on a host without GPU."""
+    if not gpus:
         for rule in NO_GPU_SKIPPED:
             report.skip(rule, "no NVIDIA GPU on this host")
-    _check_cuda(report, cudas, compared, label)
-    _check_secure_boot(report, facts, driver_method)
-    _check_headers(report, facts, driver_method)
-    _check_runtime(report, facts, container_runtime)
-    _check_fabric_manager(report, facts, driver_method, compared, label)
-    return _result(report, len(gpus), resolved)
+        return
+    _check_gpus(report, gpus, flavor, compared, label)
+    _check_nouveau(report, facts, method)
 
 
 def _result(report, gpu_count, resolved):

@@ -684,3 +684,53 @@ def test_fabric_manager_rules_skipped(name, edit, kwargs, detail):
     for rule in pf.FABRIC_MANAGER_RULES:
         assert outcome(result, rule) == "skipped"
         assert result["checks"][rule]["detail"] == detail
+
+
+# --- the steps of the rules ----------------------------------------------------------------------
+
+
+def test_driver_whereabouts_names_what_shows_of_the_driver():
+    driver = {"nvidia_smi": {"path": "/usr/bin/nvidia-smi"}, "loaded": True, "version": "580.95.05"}
+    assert pf._driver_whereabouts(driver) == "nvidia-smi at /usr/bin/nvidia-smi, kernel module 580.95.05 loaded"
+    assert pf._driver_whereabouts({"installed": {"state": "ok", "version": "550.1"}}) == "kernel module 550.1 installed"
+    assert pf._driver_whereabouts({}) == "driver files present"
+
+
+def test_driver_drift_lists_version_and_flavour():
+    installed = pf.versions.parse_driver_version("580.95.05")
+    assert pf._driver_drift(installed, "open", pf.versions.parse_driver_version("575"), "proprietary") == [
+        "version 580.95.05, declared 575", "flavour open, declared proprietary"]
+    assert pf._driver_drift(installed, "open", pf.versions.parse_driver_version("580"), "auto") == []
+    assert pf._driver_drift(None, None, None, "open") == []
+
+
+def test_compared_driver_is_the_installed_one_only_for_preinstalled():
+    facts = fixture_facts(H200)
+    declared = pf.versions.parse_driver_version("575")
+    version, label, source = pf._compared_driver(facts, "preinstalled", declared)
+    assert (str(version), label, source) == ("580.159.04", "the installed driver 580.159.04", "installed")
+    assert pf._compared_driver(facts, "package", declared) == (declared, "driver_version 575", "declared")
+    assert pf._compared_driver(facts, "package", None) == (None, "driver_version None", None)
+
+
+@pytest.mark.parametrize("switches, fm, method, why", [
+    (None, {}, "package", "the facts have no NVSwitch or fabric manager data (gathered by an older gpu_facts)"),
+    (4, None, "package", "the facts have no NVSwitch or fabric manager data (gathered by an older gpu_facts)"),
+    (0, {}, "package", "no NVSwitch on this host"),
+    (4, {}, "operator", "driver_method operator: the GPU Operator's driver container runs the fabric manager"),
+    (4, {}, "preinstalled", None),
+])
+def test_fabric_manager_not_checked(switches, fm, method, why):
+    assert pf._fabric_manager_not_checked(switches, fm, method) == why
+
+
+def test_driver_minimums_are_the_architectures_and_the_products():
+    assert pf._driver_minimums("Hopper", 0x2335) == [("525", "Hopper GPUs"), ("550", "H200")]
+    assert pf._driver_minimums("Ada Lovelace", 0x26B9) == []
+
+
+def test_unknown_waived_rules_are_refused():
+    pf._check_waive(["secure_boot"])
+    pf._check_waive(None)
+    with pytest.raises(GpuFleetError, match="^waive: unknown rule 'nope' "):
+        pf._check_waive(["secure_boot", "nope"])
