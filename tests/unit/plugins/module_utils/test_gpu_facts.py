@@ -916,3 +916,49 @@ def test_dpkg_status_counts_held_packages_as_installed():
         "Package: nvidia-driver\nStatus: hold ok not-installed\nVersion: 535.261.03-1\n"
     )
     assert gf.parse_dpkg_status(status) == {"nvidia-smi": "535.261.03-1", "libcuda1": "535.261.03-1"}
+
+
+# --- the steps of discovery ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, node", [("0", 0), ("1", 1), ("-1", None), (None, None), ("x", None)])
+def test_numa_node(text, node):
+    assert gf._numa_node(text) == node
+
+
+def test_gpu_name_prefers_pci_ids_then_the_table():
+    assert gf._gpu_name({0x2335: "GH100 [H200 SXM 141GB]"}, "0x2335", None, None) == ("GH100 [H200 SXM 141GB]", "pci.ids", "Hopper")
+    assert gf._gpu_name({}, "0x25b6", "0x10de", "0x157e") == ("GA107GL [A2]", "table", "Ampere")
+    assert gf._gpu_name({0x9999: "GB202 [new]"}, "0x9999", None, None) == ("GB202 [new]", "pci.ids", "Blackwell")
+    assert gf._gpu_name({}, "0x9999", None, None) == (None, "unknown", None)
+    assert gf._gpu_name({}, None, None, None) == (None, "unknown", None)
+
+
+def test_nvidia_function_classifies_by_vendor_and_class(tmp_path):
+    def device(bus_id, **attrs):
+        folder = tmp_path / "sys" / "bus" / "pci" / "devices" / bus_id
+        folder.mkdir(parents=True)
+        for name, value in attrs.items():
+            (folder / name).write_text(value + "\n")
+        return "/sys/bus/pci/devices/" + bus_id
+
+    host = common_host.Host(root=str(tmp_path), kernel_root=str(tmp_path), kernel_release="6.1.0", path_env="")
+    assert gf._nvidia_function(host, device("a", vendor="0x10de", **{"class": "0x030200"})) == ("gpu", "0x030200")
+    assert gf._nvidia_function(host, device("b", vendor="0x10DE", **{"class": "0x068000"})) == ("nvswitch", "0x068000")
+    assert gf._nvidia_function(host, device("c", vendor="0x10de", **{"class": "0x040300"})) == (None, "0x040300")
+    assert gf._nvidia_function(host, device("d", vendor="0x8086", **{"class": "0x030000"})) == (None, None)
+    assert gf._nvidia_function(host, device("e")) == ("unreadable", None)
+
+
+def test_driver_source():
+    smi = {"path": None}
+    absent = {"package": None, "loaded": False, "nvidia_smi": smi, "libcuda": None, "installed": {"state": "missing"}}
+    assert gf._driver_source(absent) == "absent"
+    assert gf._driver_source(dict(absent, package={"name": "nvidia-driver"})) == "package"
+    assert gf._driver_source(dict(absent, libcuda="/usr/lib64/libcuda.so.1")) == "preinstalled"
+    assert gf._driver_source(dict(absent, installed={"state": "ok"})) == "preinstalled"
+
+
+def test_nvlink_pairs_count_each_pair_once():
+    links = {"GPU0": {"GPU1": "NV18", "GPU2": "SYS"}, "GPU1": {"GPU0": "NV18", "GPU2": "NV4"}, "GPU2": {"GPU0": "SYS", "GPU1": None}}
+    assert gf._nvlink_pairs(links) == 2
