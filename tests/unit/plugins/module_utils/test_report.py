@@ -428,3 +428,44 @@ def test_a_refused_or_failed_cluster_change_fails_the_report(state, failed):
     report = R.build_report([], {}, run=run)
     assert report["cluster"]["failed"] == ([failed] if failed else [])
     assert (report["status"] == "failed") == bool(failed)
+
+
+# --- the steps, on their own ----------------------------------------------------------------------
+
+
+def test_gpu_names_are_grouped_in_the_order_they_come():
+    assert R._name_groups(["B", "A", None, "B"]) == [["B", 2], ["A", 1], ["unknown NVIDIA GPU", 1]]  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("facts,stopped,status,not_checked", [
+    ({}, None, "not_validated", ["no facts: the host was unreachable, or the run stopped before it was discovered"]),
+    ({}, "the run stopped at drain", "not_validated", []),
+    ({"gpu_count": 1}, "the run stopped at drain", "failed", ["kept"]),
+    ({"gpu_count": 1}, None, "not_validated", ["not validated: the run did not reach gpufleet.nvidia.validate on this host"]),
+])
+def test_a_host_the_validate_role_did_not_reach(facts, stopped, status, not_checked):
+    assert R._unvalidated(facts, stopped, ["kept"]) == (status, not_checked)  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("run,counts,fleet_failed,status", [
+    ({"state": "running"}, {"failed": 1, "drift": 0, "not_validated": 0}, [], "incomplete"),
+    ({}, {"failed": 0, "drift": 0, "not_validated": 0}, ["cluster change refused"], "failed"),
+    ({}, {"failed": 0, "drift": 1, "not_validated": 1}, [], "drift"),
+    ({}, {"failed": 0, "drift": 0, "not_validated": 1}, [], "not_validated"),
+    ({}, {"failed": 0, "drift": 0, "not_validated": 0}, [], "ok"),
+])
+def test_the_fleets_status(run, counts, fleet_failed, status):
+    assert R._overall(run, counts, fleet_failed) == status  # pylint: disable=protected-access
+
+
+def test_what_rows_were_not_checked_is_grouped_by_message():
+    rows = [{"host": "a", "not_checked": ["x", "y"]}, {"host": "b", "not_checked": ["y"]}]
+    assert R._grouped_not_checked(rows) == [{"msg": "x", "hosts": ["a"]}, {"msg": "y", "hosts": ["a", "b"]}]  # pylint: disable=protected-access
+
+
+def test_the_cluster_lines_of_the_page():
+    assert R._cluster_lines({"checked": True}) == ["read"]  # pylint: disable=protected-access
+    lines = R._cluster_lines({"checked": True, "stack": {"status": "failed", "msg": "1 pod not ready",  # pylint: disable=protected-access
+                                                         "not_ready": [{"name": "p", "node": "n", "why": "<crash>"}]}})
+    assert lines == ['<span class="badge failed">failed</span> 1 pod not ready', '<span class="small">p on n: &lt;crash&gt;</span>']
+    assert R._cluster_lines({"checked": False}) == ['<span class="badge skipped">skipped</span> not checked']  # pylint: disable=protected-access

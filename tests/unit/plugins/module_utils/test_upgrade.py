@@ -314,3 +314,46 @@ def test_check_mode_and_a_failed_cordon():
         "batch 2 of 3: gpu-b: failed at cordon (Cordon the node): gpu_drain: node gpu-b is not in the cluster; left as it is")
     assert got["lines"][2].startswith("batch 1 of 3: gpu-a: would be upgraded (check mode): cordon, evict 0 GPU pods, install driver 580")
     assert got["counts"]["would_upgrade"] == 1
+
+
+# --- the steps, on their own ----------------------------------------------------------------------
+
+
+def test_the_validations_reasons_for_an_upgrade():
+    checks = [{"name": "driver", "status": "ok"}, {"name": "driver_version", "status": "drift", "msg": "declared driver 580, loaded 570.86.15"},
+              {"name": "driver_installed", "status": "skipped"}]
+    validation = {"status": "failed", "checks": checks, "failed": ["declared driver 580, loaded 570.86.15", "nvidia-smi failed"]}
+    assert upgrade._validation_reasons(validation) == [  # pylint: disable=protected-access
+        "declared driver 580, loaded 570.86.15", "validation failed: nvidia-smi failed"]
+    assert upgrade._validation_reasons({}) == ["not validated"]  # pylint: disable=protected-access
+
+
+def test_the_nodes_reasons_for_an_upgrade():
+    expect = {"resource": "nvidia.com/gpu", "count": 8, "mig": False}
+    ready = {"ready": True, "allocatable": {"nvidia.com/gpu": "8"}, "cordoned_by": None}
+    assert upgrade._node_reasons("gpu-a", ready, expect) == []  # pylint: disable=protected-access
+    assert upgrade._node_reasons("gpu-a", {}, expect) == ["node gpu-a was not read in the cluster"]  # pylint: disable=protected-access
+    assert upgrade._node_reasons("gpu-a", dict(ready, ready=False, allocatable={}, cordoned_by="x"), expect) == [  # pylint: disable=protected-access
+        "node gpu-a is not Ready (unknown)", "node gpu-a advertises 0 nvidia.com/gpu, expected 8",
+        "node gpu-a is still cordoned by an earlier upgrade (x)"]
+
+
+@pytest.mark.parametrize("state,ran,unfinished,msg", [
+    ("failed", True, True, "failed at drain (Evict): 1 pod left; left cordoned"),
+    ("running", False, True, "did not finish the drain stage (unreachable, or the run was interrupted)"),
+    ("planned", False, False, "to upgrade"),
+    ("planned", True, True, "did not run (unreachable, or it failed outside the upgrade's stages)"),
+    ("upgraded", True, False, ""),
+])
+def test_a_nodes_entry_and_whether_it_finished(state, ran, unfinished, msg):
+    result = {"state": state, "stage": "drain", "task": "Evict", "msg": "1 pod left"}
+    entry = upgrade._node_entry(1, result, None)  # pylint: disable=protected-access
+    assert upgrade._did_not_finish(entry, ran) is unfinished  # pylint: disable=protected-access
+    assert entry["msg"] == msg
+    assert entry["error"] == ("" if not unfinished else "1 pod left" if state == "failed" else msg)
+
+
+def test_a_node_after_the_stop_is_not_started():
+    stop = {"host": "gpu-a", "stage": "drain"}
+    entry = upgrade._node_entry(2, {"state": "planned"}, stop)  # pylint: disable=protected-access
+    assert (entry["state"], entry["msg"]) == ("not_started", "not started: the upgrade stopped at gpu-a: drain")
