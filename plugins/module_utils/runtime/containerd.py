@@ -45,6 +45,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     Plan,
     TomlStyle,
     add_table,
+    check_handler_name,
     deep_merge,
     defined_tables,
     delete_path,
@@ -100,7 +101,7 @@ K3S_AUTODETECT_DIRS = ("/usr/local/nvidia/toolkit", "/usr/bin", "/usr/local/bin"
 
 
 class ContainerdOptions:
-    """The settings that decide what the containerd editor writes."""
+    """The settings that decide what the containerd editor writes (the module's argument spec checked them)."""
 
     def __init__(
         self,
@@ -118,30 +119,17 @@ class ContainerdOptions:
         other_dropins=(),
         containerd_version=None,
     ) -> None:
-        if state not in ("present", "absent"):
-            raise GpuFleetError("state must be present or absent, got %r" % (state,))
-        if mode not in ("dropin", "inplace"):
-            raise GpuFleetError("config_mode must be dropin or inplace, got %r" % (mode,))
-        if not runtime_name or runtime_name == "runc":
-            raise GpuFleetError(
-                "runtime_name %r cannot be used (expected a new handler name, e.g. nvidia)"
-                % (runtime_name,)
-            )
-        if config_version is not None and int(config_version) not in CRI_PLUGINS:
-            raise GpuFleetError(
-                "config_version %r is not a containerd config version (expected 2 or 3)"
-                % (config_version,)
-            )
+        check_handler_name(runtime_name, ("runc",))
         self.state = state
         self.mode = mode
         self.runtime_name = runtime_name
-        self.binary_name = binary_name or DEFAULT_BINARY
+        self.binary_name = binary_name
         self.set_as_default = bool(set_as_default)
         self.enable_cdi = bool(enable_cdi)
         self.enable_cri = bool(enable_cri)
-        self.dropin_path = dropin_path or DEFAULT_DROPIN
-        self.import_glob = import_glob or os.path.join(os.path.dirname(self.dropin_path), "*.toml")
-        self.config_version = int(config_version) if config_version is not None else None
+        self.dropin_path = dropin_path
+        self.import_glob = import_glob or os.path.join(os.path.dirname(dropin_path), "*.toml")
+        self.config_version = config_version
         self.containerd_version = containerd_version
         if containerd_major is None and containerd_version:
             containerd_major = int(str(containerd_version).split(".", 1)[0])

@@ -29,6 +29,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     Plan,
     TomlStyle,
     add_table,
+    check_handler_name,
     deep_merge,
     delete_path,
     dump_toml,
@@ -56,7 +57,7 @@ RUNTIMES_PATH = ("crio", "runtime", "runtimes")
 
 
 class CrioOptions:
-    """The settings that decide what the CRI-O editor writes."""
+    """The settings that decide what the CRI-O editor writes (the module's argument spec checked them)."""
 
     def __init__(
         self,
@@ -67,21 +68,13 @@ class CrioOptions:
         set_as_default: bool = False,
         dropin_path: str = DEFAULT_DROPIN,
     ) -> None:
-        if state not in ("present", "absent"):
-            raise GpuFleetError("state must be present or absent, got %r" % (state,))
-        if mode not in ("dropin", "inplace"):
-            raise GpuFleetError("config_mode must be dropin or inplace, got %r" % (mode,))
-        if not runtime_name or runtime_name in ("runc", "crun"):
-            raise GpuFleetError(
-                "runtime_name %r cannot be used (expected a new handler name, e.g. nvidia)"
-                % (runtime_name,)
-            )
+        check_handler_name(runtime_name, ("runc", "crun"))
         self.state = state
         self.mode = mode
         self.runtime_name = runtime_name
-        self.binary_name = binary_name or DEFAULT_BINARY
+        self.binary_name = binary_name
         self.set_as_default = bool(set_as_default)
-        self.dropin_path = dropin_path or DEFAULT_DROPIN
+        self.dropin_path = dropin_path
 
 
 def merged_config(texts) -> dict:

@@ -29,6 +29,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     FileChange,
     Plan,
+    check_handler_name,
     parse_json,
     same,
 )
@@ -38,7 +39,7 @@ DEFAULT_CONFIG = "/etc/docker/daemon.json"
 
 
 class DockerOptions:
-    """The settings that decide what the Docker editor writes."""
+    """The settings that decide what the Docker editor writes (the module's argument spec checked them)."""
 
     def __init__(
         self,
@@ -48,16 +49,10 @@ class DockerOptions:
         set_as_default: bool = False,
         enable_cdi: bool = False,
     ) -> None:
-        if state not in ("present", "absent"):
-            raise GpuFleetError("state must be present or absent, got %r" % (state,))
-        if not runtime_name or runtime_name in ("runc", "io.containerd.runc.v2"):
-            raise GpuFleetError(
-                "runtime_name %r cannot be used (expected a new handler name, e.g. nvidia)"
-                % (runtime_name,)
-            )
+        check_handler_name(runtime_name, ("runc", "io.containerd.runc.v2"))
         self.state = state
         self.runtime_name = runtime_name
-        self.binary_name = binary_name or DEFAULT_BINARY
+        self.binary_name = binary_name
         self.set_as_default = bool(set_as_default)
         self.enable_cdi = bool(enable_cdi)
 

@@ -179,6 +179,17 @@ class Plan:
         return self.changed, self.new_texts, self.diff, self.msg
 
 
+def check_handler_name(name: str, taken) -> None:
+    """Refuse a handler name that is empty or one the runtime keeps for its own (``taken``).
+
+    The one check of the editors' options that the module's argument spec cannot make.
+    """
+    if not name or name in taken:
+        raise GpuFleetError(
+            "runtime_name %r cannot be used (expected a new handler name, e.g. nvidia)" % (name,)
+        )
+
+
 # --------------------------------------------------------------------------------------
 # Parsing with useful errors
 # --------------------------------------------------------------------------------------

@@ -237,3 +237,13 @@ def test_docker_runtimes_must_be_an_object():
 @pytest.mark.parametrize("text", [None, "{}", '{"debug": true}'])
 def test_docker_absent_without_the_runtime_changes_nothing(text):
     assert not docker_plan(text, state="absent").changed
+
+
+@pytest.mark.parametrize(
+    "options, name",
+    [(crio.CrioOptions, "runc"), (crio.CrioOptions, "crun"), (docker.DockerOptions, "runc"),
+     (docker.DockerOptions, "io.containerd.runc.v2"), (docker.DockerOptions, "")],
+)
+def test_a_handler_name_the_runtime_keeps_for_itself_is_refused(options, name):
+    with pytest.raises(GpuFleetError, match="runtime_name %r cannot be used" % name):
+        options(runtime_name=name)
