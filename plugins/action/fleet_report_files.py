@@ -4,19 +4,17 @@
 
 The report is the run's output on the control host, so it is written there directly, by the
 controller's own process: no module is shipped or started for it (three local module runs,
-about a second each, before). Each file is written to a temporary file beside it and renamed
-into place; an unchanged file is not rewritten.
+about a second each, before), with the collection's one writer (common/io.py's replace_file: a
+temporary file beside it, renamed into place); an unchanged file is not rewritten.
 """
 
 from __future__ import annotations
-
-import os
-import tempfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import argspec
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
 
 RENDER = {"json": fleet_report.to_json, "html": fleet_report.render_html}
@@ -25,31 +23,24 @@ ARGUMENT_SPEC = argspec.from_stub(__file__)  # the options documented in plugins
 
 def write_report_files(report, path, formats, mode=0o644):
     """Write ``path.<format>`` for each format; returns ``(written, unchanged)`` paths."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, mode=0o755, exist_ok=True)
     written, unchanged = [], []
     for fmt in formats:
         target = "%s.%s" % (path, fmt)
         text = RENDER[fmt](report)
-        try:
-            with open(target, encoding="utf-8") as handle:
-                if handle.read() == text:
-                    unchanged.append(target)
-                    continue
-        except FileNotFoundError:
-            pass
-        fd, tmp = tempfile.mkstemp(prefix=".gpufleet-report-", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        if _current(target) == text:
+            unchanged.append(target)
+            continue
+        safe_io.replace_file(target, text, mode=mode)
         written.append(target)
     return written, unchanged
+
+
+def _current(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
 
 
 class ActionModule(ActionBase):

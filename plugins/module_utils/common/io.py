@@ -1,47 +1,156 @@
 # Copyright: (c) 2026, gpufleet.nvidia maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Write or remove a configuration file safely (after community.crypto's ``_io``).
+"""The one way the collection writes a file (after community.crypto's ``_io``).
 
-The new content goes to a temporary file in ``module.tmpdir`` (registered for cleanup),
-then :meth:`AnsibleModule.atomic_move` puts it in place: readers see the old file or the
-new one, never half of one, and an existing file keeps its mode, owner and SELinux
-context. A new file gets ``0644``; missing parent directories are created ``0755``.
+The new content goes to a temporary file in the target's own directory, under a name that no
+runtime, apt, dnf or systemd reads as configuration (a dotfile ending in ``.gpufleet-partial``:
+containerd's ``conf.d/*.toml`` glob matches dotfiles, apt and dnf read only their own
+extensions), is flushed to disk, and is renamed over the target (``AnsibleModule.atomic_move``
+in a module, :func:`os.replace` on the control host): readers see the old file or the new one,
+never half of one, and an interrupted write leaves at most that inert partial file. The
+directory is flushed after the rename. An existing file keeps its mode, owner and SELinux
+context; a new one gets ``mode`` (0644) and missing parent directories 0755. A symbolic link
+is written through: its target gets the content, the link stays a link.
+
+Text is written as UTF-8, strictly: a string carrying lone surrogates (what Python makes of
+bytes that are not UTF-8, or of characters outside the Basic Multilingual Plane split in two)
+is refused, naming the file, rather than written as bytes no parser accepts.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 
-from ansible.module_utils.common.text.converters import to_bytes, to_native
-
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
+__all__ = ["PARTIAL_SUFFIX", "encode", "read_file", "remove_file", "replace_file", "write_file"]
 
-def write_file(module, path: str, content: str, backup: bool = False, mode: int = 0o644):
-    """Atomically replace ``path`` with ``content``; returns the backup path (or ``None``)."""
-    backup_file = None
-    existed = os.path.exists(path)
-    directory = os.path.dirname(path) or "."
+#: The suffix of a temporary file beside its target (see the module's docstring).
+PARTIAL_SUFFIX = ".gpufleet-partial"
+
+
+def encode(path, content):
+    """``content`` as UTF-8 bytes; a string that is not valid Unicode is refused, naming ``path``."""
+    if isinstance(content, bytes):
+        return content
     try:
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        if existed and backup:
-            backup_file = module.backup_local(path)
-        fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=module.tmpdir)
-        module.add_cleanup_file(tmp)
+        return content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise GpuFleetError(
+            "%s: the new content is not valid Unicode (%s at offset %d: a lone surrogate, as made of bytes that are "
+            "not UTF-8 or of a character split in two); nothing was written" % (path, exc.reason, exc.start),
+            path=path,
+        )
+
+
+def _target(path):
+    """The file a write of ``path`` changes: a symbolic link's final target, else ``path``."""
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
+def _make_parent(directory):
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+
+
+def _partial_beside(target, data):
+    """A flushed temporary file holding ``data`` in ``target``'s directory; returns its path."""
+    directory = os.path.dirname(target) or "."
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target)[:64] + ".", suffix=PARTIAL_SUFFIX, dir=directory)
+    try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(to_bytes(content, errors="surrogate_or_strict"))
-        module.atomic_move(tmp, path, unsafe_writes=module.params.get("unsafe_writes", False))
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        _discard(tmp)
+        raise
+    return tmp
+
+
+def _discard(path):
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _sync_directory(directory):
+    try:
+        fd = os.open(directory or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some file systems cannot sync a directory; the rename is done
+        if exc.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _keep_attributes(tmp, target):
+    """Give ``tmp`` the mode and owner of the existing ``target``."""
+    st = os.stat(target)
+    os.chmod(tmp, st.st_mode & 0o7777)
+    try:
+        os.chown(tmp, st.st_uid, st.st_gid)
+    except PermissionError:  # not root: the file stays ours, as the old one may have been
+        pass
+
+
+def write_file(module, path, content, backup=False, mode=0o644):
+    """Atomically replace ``path`` with ``content`` on the module's host; returns the backup path (or None)."""
+    target = _target(path)
+    data = encode(path, content)
+    existed = os.path.exists(target)
+    backup_file = None
+    try:
+        _make_parent(os.path.dirname(target) or ".")
+        if existed and backup:
+            backup_file = module.backup_local(target)
+        tmp = _partial_beside(target, data)
+        module.add_cleanup_file(tmp)
+        if existed:
+            _keep_attributes(tmp, target)
+        else:
+            os.chmod(tmp, mode)
+        module.atomic_move(tmp, target, unsafe_writes=module.params.get("unsafe_writes", False))
         if not existed:
-            os.chmod(path, mode)
+            os.chmod(target, mode)
+        _sync_directory(os.path.dirname(target))
     except (IOError, OSError) as exc:
-        raise GpuFleetError("could not write %s: %s" % (path, to_native(exc)), path=path)
+        raise GpuFleetError("could not write %s: %s" % (path, exc), path=path)
     return backup_file
 
 
-def remove_file(module, path: str, backup: bool = False):
-    """Remove ``path`` if it exists; returns the backup path (or ``None``)."""
+def replace_file(path, content, mode=None):
+    """Atomically replace ``path`` with ``content`` from the control host's own process (no module).
+
+    ``mode`` is set on the file; without it an existing file keeps its mode and owner, and a new
+    one gets 0644.
+    """
+    target = _target(path)
+    data = encode(path, content)
+    _make_parent(os.path.dirname(target) or ".")
+    existed = os.path.exists(target)
+    tmp = _partial_beside(target, data)
+    try:
+        if existed:
+            _keep_attributes(tmp, target)
+        if mode is not None or not existed:
+            os.chmod(tmp, 0o644 if mode is None else mode)
+        os.replace(tmp, target)
+    except BaseException:
+        _discard(tmp)
+        raise
+    _sync_directory(os.path.dirname(target))
+
+
+def remove_file(module, path, backup=False):
+    """Remove ``path`` if it exists (a symbolic link itself, not its target); returns the backup path (or None)."""
     backup_file = None
     if not os.path.lexists(path):
         return None
@@ -49,12 +158,13 @@ def remove_file(module, path: str, backup: bool = False):
         if backup:
             backup_file = module.backup_local(path)
         os.remove(path)
+        _sync_directory(os.path.dirname(path))
     except (IOError, OSError) as exc:
-        raise GpuFleetError("could not remove %s: %s" % (path, to_native(exc)), path=path)
+        raise GpuFleetError("could not remove %s: %s" % (path, exc), path=path)
     return backup_file
 
 
-def read_file(path: str):
+def read_file(path):
     """The text of ``path``, or ``None`` when it does not exist."""
     try:
         with open(path, "rb") as handle:
@@ -62,7 +172,7 @@ def read_file(path: str):
     except FileNotFoundError:
         return None
     except (IOError, OSError) as exc:
-        raise GpuFleetError("could not read %s: %s" % (path, to_native(exc)), path=path)
+        raise GpuFleetError("could not read %s: %s" % (path, exc), path=path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
