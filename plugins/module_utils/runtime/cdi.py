@@ -512,14 +512,6 @@ def _node_sort_key(node):
     return (path.count("/"), path)
 
 
-class Library(object):
-    """A located library: ``path`` inside the driver root, fully resolved."""
-
-    def __init__(self, path, names):
-        self.path = path
-        self.names = names  # every name of the symlink chain that led here
-
-
 def ldcache_libraries(host):
     """``[(name, resolved path)]`` for the driver root's ld.so.cache; ``None`` if there is none."""
     data = _read_bytes(host, LDCACHE)
@@ -538,45 +530,40 @@ def ldcache_libraries(host):
 
 
 def locate_libraries(host, patterns, cache, extra_dirs=()):
-    """Libraries whose cache name or resolved file name matches a pattern, sorted, deduplicated.
+    """The resolved paths of the libraries whose cache name or file name matches a pattern, sorted.
 
     Uses the ld.so.cache when the driver root has one, else scans LIBRARY_DIRS; ``extra_dirs``
     are always scanned as well (the driver's own folder).
     """
-    found = {}
-
-    def consider(names, real):
-        if any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns):
-            found.setdefault(real, set()).update(names)
-
+    found = set()
     if cache is not None:
-        for name, real in cache:
-            consider((name, posixpath.basename(real)), real)
+        found.update(real for name, real in cache if _matches((name, posixpath.basename(real)), patterns))
     dirs = list(extra_dirs) + (list(LIBRARY_DIRS) if cache is None else [])
     for folder in dirs:
         for name in _listdir(host, folder):
-            if not any(fnmatch.fnmatchcase(name, p) for p in patterns):
+            if not _matches((name,), patterns):
                 continue
             real = resolve(host, posixpath.join(folder, name))
             if real is not None and _isfile(host, real):
-                consider((name, posixpath.basename(real)), real)
-    return [Library(path, sorted(found[path])) for path in sorted(found)]
+                found.add(real)
+    return sorted(found)
+
+
+def _matches(names, patterns) -> bool:
+    return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
 
 
 def locate_libcuda(host, version, cache):
     """``(resolved path of libcuda.so.<version>, version)``; raises when there is none."""
     pattern = "libcuda.so.%s" % version if version else "libcuda.so.*.*"
-    located = [
-        lib for lib in locate_libraries(host, [pattern], cache)
-        if _LIBCUDA_RE.match(posixpath.basename(lib.path))
-    ]
+    located = [path for path in locate_libraries(host, [pattern], cache) if _LIBCUDA_RE.match(posixpath.basename(path))]
     if version:
-        exact = [lib for lib in located if posixpath.basename(lib.path) == pattern]
+        exact = [path for path in located if posixpath.basename(path) == pattern]
         if exact:
-            return exact[0].path, version
+            return exact[0], version
         others = [
-            lib.path for lib in locate_libraries(host, ["libcuda.so.*.*"], cache)
-            if _LIBCUDA_RE.match(posixpath.basename(lib.path))
+            path for path in locate_libraries(host, ["libcuda.so.*.*"], cache)
+            if _LIBCUDA_RE.match(posixpath.basename(path))
         ]
         if others:
             raise GpuFleetError(
@@ -587,7 +574,7 @@ def locate_libcuda(host, version, cache):
                 libraries=others,
             )
     elif located:
-        path = located[0].path
+        path = located[0]
         return path, _LIBCUDA_RE.match(posixpath.basename(path)).group(1)
     where = (
         "%s%s" % (host.root.rstrip("/"), LDCACHE) if cache is not None
@@ -683,7 +670,7 @@ def graphics_libraries(host, libdir, version, cache):
         "libnvidia-allocator.so." + version,
         "libnvidia-vulkan-producer.so." + version,
     ]
-    located = [lib.path for lib in locate_libraries(host, wanted, cache, extra_dirs=(libdir,))]
+    located = locate_libraries(host, wanted, cache, extra_dirs=(libdir,))
     for name in ("nvidia_drv.so", "libglxserver_nvidia.so." + version):
         for folder in _xorg_dirs(libdir):
             candidate = posixpath.join(folder, name)

@@ -453,9 +453,9 @@ def _dropin_text(version, cri_path, tree, record, main_path) -> str:
     return dump_toml(top, header_comments=header)
 
 
-def _edit_plain_tree(tree: dict, opts, original_default=None) -> str:
+def _edit_plain_tree(tree: dict, opts) -> str:
     """The drop-in's CRI table: ``tree`` with the handler, runc, default and CDI set."""
-    source_name, desired = desired_runtime(tree, opts, original_default)
+    source_name, desired = desired_runtime(tree, opts)
     containerd = tree.setdefault("containerd", {})
     runtimes = containerd.setdefault("runtimes", {})
     if "runc" not in runtimes:

@@ -8,7 +8,7 @@ over file contents: they take the current text of each file and return a :class:
 (the new text of each file, a diff and a message) without touching the disk, so they can
 be unit-tested without Ansible. This file holds what they share, and imports none of them:
 
-* :class:`Plan` / :class:`FileChange`: the result, with ``(changed, new_texts, diff, msg)``;
+* :class:`Plan` / :class:`FileChange`: the result, each file's text before and after, a diff and a message;
 * parsing with errors that name the file, line and column;
 * the one-line state record the editors leave in the files they manage, so that
   ``state=absent`` can undo exactly what ``state=present`` did;
@@ -156,11 +156,6 @@ class Plan:
         return any(f.changed for f in self.files)
 
     @property
-    def new_texts(self) -> dict:
-        """Path -> new text (``None`` means delete) for the files that change."""
-        return dict((f.path, f.after) for f in self.files if f.changed)
-
-    @property
     def diff(self) -> list:
         return [f.diff() for f in self.files if f.changed]
 
@@ -173,10 +168,6 @@ class Plan:
             if f.path == path:
                 return f
         return None
-
-    def as_tuple(self):
-        """``(changed, new_texts, diff, msg)``."""
-        return self.changed, self.new_texts, self.diff, self.msg
 
 
 def check_handler_name(name: str, taken) -> None:
@@ -847,10 +838,6 @@ class GoTemplateMask:
     def is_action_line(comment: str) -> bool:
         """Whether a comment is a masked line of template actions."""
         return comment.startswith("#GPUFLEET_GOTMPL_LINE_")
-
-    @property
-    def has_actions(self) -> bool:
-        return bool(self.replacements)
 
     @property
     def uses_base(self) -> bool:
