@@ -125,62 +125,85 @@ def plan(current, params, key):
     files = dict(
         (path, text) for path, text in desired_files(params, key).items() if current["files"].get(path) != text
     )
-    installed = current["packages"]
-    install = ["%s=%s" % (name, version) for name in params["packages"]
-               if (installed.get(name) or {}).get("version") != version]
-    install += [name for name in params["extra_packages"] if name not in installed and name not in params["packages"]]
-    hold, unhold = [], []
-    for name in params["packages"]:
-        held = (installed.get(name) or {}).get("held", False)
-        if params["hold"] and not held:
-            hold.append(name)
-        elif not params["hold"] and held:
-            unhold.append(name)
+    install = packages_to_install(current["packages"], params, version)
+    hold, unhold = holds_to_change(current["packages"], params)
+    todo = {"files": files, "install": install, "hold": hold, "unhold": unhold,
+            "update_cache": needs_update(current, params, files, install)}
+    todo["actions"] = actions(todo)
+    return todo
+
+
+def packages_to_install(installed, params, version):
+    """The toolkit's packages not at ``version`` (pinned to it), then the extra packages not installed."""
+    install = ["%s=%s" % (name, version) for name in params["packages"] if _info(installed, name).get("version") != version]
+    return install + [name for name in params["extra_packages"] if name not in installed and name not in params["packages"]]
+
+
+def holds_to_change(installed, params):
+    """``(to hold, to release)``: the toolkit's packages whose hold is not what ``hold`` asks."""
+    held = [name for name in params["packages"] if _info(installed, name).get("held", False)]
+    if params["hold"]:
+        return [name for name in params["packages"] if name not in held], []
+    return [], held
+
+
+def needs_update(current, params, files, install):
+    """Refresh the lists when the repository changed, or before an install with stale lists (or when asked)."""
     repo_changed = params["repo_manage"] and any(p in files for p in (params["keyring"], params["source_file"]))
     age = current.get("lists_age")
     stale = age is None or age > params["cache_valid_time"]
-    update = bool(repo_changed or (install and (stale or params["update_cache"])))
-    actions = ["write %s" % path for path in sorted(files)]
-    if update:
-        actions.append("apt-get update")
-    if install:
-        actions.append("apt-get install " + " ".join(install))
-    if hold:
-        actions.append("apt-mark hold " + " ".join(hold))
-    if unhold:
-        actions.append("apt-mark unhold " + " ".join(unhold))
-    return {"files": files, "install": install, "hold": hold, "unhold": unhold, "update_cache": update, "actions": actions}
+    return bool(repo_changed or (install and (stale or params["update_cache"])))
+
+
+#: What each kind of package change runs, in the order they run.
+PACKAGE_ACTIONS = (("install", "apt-get install "), ("hold", "apt-mark hold "), ("unhold", "apt-mark unhold "))
+
+
+def actions(todo):
+    """A plan's steps as the module reports them, in the order :func:`apply` takes them."""
+    steps = ["write %s" % path for path in sorted(todo["files"])]
+    if todo["update_cache"]:
+        steps.append("apt-get update")
+    return steps + [command + " ".join(todo[key]) for key, command in PACKAGE_ACTIONS if todo[key]]
+
+
+def _info(packages, name):
+    return packages.get(name) or {}
 
 
 def diff(current, todo, version):
     """One diff entry per file, and one for the packages."""
-    entries = []
-    for path in sorted(todo["files"]):
-        entries.append({
-            "before_header": path, "after_header": path,
-            "before": current["files"].get(path) or "", "after": todo["files"][path],
-        })
+    entries = [{
+        "before_header": path, "after_header": path,
+        "before": current["files"].get(path) or "", "after": todo["files"][path],
+    } for path in sorted(todo["files"])]
     if todo["install"] or todo["hold"] or todo["unhold"]:
-        def line(name, info, held):
-            return "%s=%s%s\n" % (name, info, " (held)" if held else "")
-
-        before = "".join(
-            line(name, (current["packages"].get(name) or {}).get("version", "(not installed)"),
-                 (current["packages"].get(name) or {}).get("held", False))
-            for name in sorted(current["packages"])
-        )
-        after_pkgs = dict(current["packages"])
-        for spec in todo["install"]:
-            name, _sep, ver = spec.partition("=")
-            after_pkgs[name] = dict(after_pkgs.get(name) or {}, version=ver or "(latest)")
-        for name in todo["hold"]:
-            after_pkgs[name] = dict(after_pkgs.get(name) or {}, held=True)
-        for name in todo["unhold"]:
-            after_pkgs[name] = dict(after_pkgs.get(name) or {}, held=False)
-        after = "".join(line(n, i.get("version"), i.get("held", False)) for n, i in sorted(after_pkgs.items()))
-        entries.append({"before_header": "packages", "after_header": "packages (toolkit %s)" % version,
-                        "before": before, "after": after})
+        entries.append({
+            "before_header": "packages", "after_header": "packages (toolkit %s)" % version,
+            "before": _package_lines(dict((n, _info(current["packages"], n)) for n in current["packages"]), "(not installed)"),
+            "after": _package_lines(packages_after(current["packages"], todo)),
+        })
     return entries
+
+
+def packages_after(packages, todo):
+    """The packages' versions and holds once ``todo`` is applied."""
+    after = dict(packages)
+    for spec in todo["install"]:
+        name, _sep, version = spec.partition("=")
+        after[name] = dict(_info(after, name), version=version or "(latest)")
+    for name in todo["hold"]:
+        after[name] = dict(_info(after, name), held=True)
+    for name in todo["unhold"]:
+        after[name] = dict(_info(after, name), held=False)
+    return after
+
+
+def _package_lines(packages, missing=None):
+    return "".join(
+        "%s=%s%s\n" % (name, info.get("version", missing), " (held)" if info.get("held", False) else "")
+        for name, info in sorted(packages.items())
+    )
 
 
 def apply(host, todo):
