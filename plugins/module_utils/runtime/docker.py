@@ -132,29 +132,33 @@ def _same_order(a, b) -> bool:
 def desired_config(current: dict, opts: DockerOptions) -> dict:
     """The daemon.json content asked for, built from ``current``."""
     config = copy.deepcopy(current)
-    name = opts.runtime_name
     if opts.state == "absent":
-        runtimes = config.get("runtimes")
-        if isinstance(runtimes, dict) and name in runtimes:
-            del runtimes[name]
-            if not runtimes:
-                del config["runtimes"]
-        if config.get("default-runtime") == name:
-            del config["default-runtime"]
-        features = config.get("features")
-        if opts.enable_cdi and isinstance(features, dict) and "cdi" in features:
-            del features["cdi"]
-            if not features:
-                del config["features"]
-        return config
+        return _without_runtime(config, opts)
+    return _with_runtime(config, opts)
 
+
+def _without_runtime(config: dict, opts: DockerOptions) -> dict:
+    """``config`` less the runtime, a default that names it, and with ``enable_cdi`` CDI."""
+    name = opts.runtime_name
     runtimes = config.get("runtimes")
-    if runtimes is None:
-        runtimes = config["runtimes"] = {}
-    if not isinstance(runtimes, dict):
-        raise GpuFleetError(
-            "daemon.json: runtimes must be an object, found %s" % type(runtimes).__name__
-        )
+    if isinstance(runtimes, dict) and name in runtimes:
+        del runtimes[name]
+        if not runtimes:
+            del config["runtimes"]
+    if config.get("default-runtime") == name:
+        del config["default-runtime"]
+    features = config.get("features")
+    if opts.enable_cdi and isinstance(features, dict) and "cdi" in features:
+        del features["cdi"]
+        if not features:
+            del config["features"]
+    return config
+
+
+def _with_runtime(config: dict, opts: DockerOptions) -> dict:
+    """``config`` with the runtime (its other keys kept), the default and CDI as asked."""
+    name = opts.runtime_name
+    runtimes = _object(config, "runtimes")
     entry = runtimes.get(name)
     entry = dict(entry) if isinstance(entry, dict) else {}
     entry["path"] = opts.binary_name
@@ -163,15 +167,18 @@ def desired_config(current: dict, opts: DockerOptions) -> dict:
     if opts.set_as_default:
         config["default-runtime"] = name
     if opts.enable_cdi:
-        features = config.get("features")
-        if features is None:
-            features = config["features"] = {}
-        if not isinstance(features, dict):
-            raise GpuFleetError(
-                "daemon.json: features must be an object, found %s" % type(features).__name__
-            )
-        features["cdi"] = True
+        _object(config, "features")["cdi"] = True
     return config
+
+
+def _object(config: dict, key: str) -> dict:
+    """``config[key]``, a new object when there is none; anything but an object is refused."""
+    value = config.get(key)
+    if value is None:
+        value = config[key] = {}
+    if not isinstance(value, dict):
+        raise GpuFleetError("daemon.json: %s must be an object, found %s" % (key, type(value).__name__))
+    return value
 
 
 def _ordered(entry: dict, first) -> dict:
