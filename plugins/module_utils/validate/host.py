@@ -264,8 +264,8 @@ def check_gpus(checks, facts, expected):
 
 
 def check_driver(checks, facts, driver_method):
-    driver = facts.get("driver") or {}
-    smi = driver.get("nvidia_smi") or {}
+    """The driver check: nvidia-smi answers, at the kernel module's version, and sees every GPU
+    of the PCI bus. True when it passed, False when not, None when it is not the host's to check."""
     if driver_method == "operator":
         checks.add(
             "driver",
@@ -274,36 +274,12 @@ def check_driver(checks, facts, driver_method):
             "(driver_method operator); the cluster checks cover it",
         )
         return None
-    state = smi.get("state")
-    if state == "missing":
-        checks.add(
-            "driver",
-            FAILED,
-            "nvidia-smi not found (looked in PATH, /usr/local/nvidia/bin and /usr/bin): the driver is not installed",
-        )
-        return False
-    if state != "ok":
-        checks.add("driver", FAILED, "nvidia-smi failed: %s" % (smi.get("detail") or "no answer"))
-        return False
+    driver = facts.get("driver") or {}
+    smi = driver.get("nvidia_smi") or {}
     seen = smi.get("gpus") or []
-    pci = facts.get("gpus") or []
-    loaded = driver.get("version")
-    if loaded and smi.get("driver_version") and loaded != smi.get("driver_version"):
-        checks.add(
-            "driver",
-            FAILED,
-            "driver/library version mismatch: the kernel module is %s, nvidia-smi's libraries %s "
-            "(reboot, or reload the nvidia modules)" % (loaded, smi.get("driver_version")),
-        )
-        return False
-    if pci and len(seen) < len(pci):
-        missing = sorted(set(g.get("bus_id") for g in pci) - set(g.get("bus_id") for g in seen))
-        checks.add(
-            "driver",
-            FAILED,
-            "nvidia-smi sees %d of the %d GPUs on the PCI bus (not seen: %s)"
-            % (len(seen), len(pci), ", ".join(b for b in missing if b) or "unknown"),
-        )
+    problem = _smi_problem(smi) or _library_mismatch(driver.get("version"), smi) or _unseen_gpus(facts.get("gpus") or [], seen)
+    if problem:
+        checks.add("driver", FAILED, problem)
         return False
     checks.add(
         "driver",
@@ -312,6 +288,35 @@ def check_driver(checks, facts, driver_method):
         % (smi.get("driver_version"), smi.get("cuda_version"), _plural(len(seen), "GPU")),
     )
     return True
+
+
+def _smi_problem(smi):
+    """Why nvidia-smi gave no answer, or None."""
+    state = smi.get("state")
+    if state == "missing":
+        return "nvidia-smi not found (looked in PATH, /usr/local/nvidia/bin and /usr/bin): the driver is not installed"
+    if state != "ok":
+        return "nvidia-smi failed: %s" % (smi.get("detail") or "no answer")
+    return None
+
+
+def _library_mismatch(loaded, smi):
+    """The "driver/library version mismatch": the kernel module is not nvidia-smi's version; or None."""
+    if loaded and smi.get("driver_version") and loaded != smi.get("driver_version"):
+        return (
+            "driver/library version mismatch: the kernel module is %s, nvidia-smi's libraries %s "
+            "(reboot, or reload the nvidia modules)" % (loaded, smi.get("driver_version"))
+        )
+    return None
+
+
+def _unseen_gpus(pci, seen):
+    """Which GPUs of the PCI bus nvidia-smi does not see, as a problem; or None."""
+    if not pci or len(seen) >= len(pci):
+        return None
+    missing = sorted(set(g.get("bus_id") for g in pci) - set(g.get("bus_id") for g in seen))
+    return "nvidia-smi sees %d of the %d GPUs on the PCI bus (not seen: %s)" % (
+        len(seen), len(pci), ", ".join(b for b in missing if b) or "unknown")
 
 
 def check_prepared_driver(checks, facts, declared, driver_method):
@@ -484,49 +489,75 @@ def _explicit_cdi(files_data):
 def check_containerd(host, facts, flavor, handler):
     """``(status, msg, info)`` of the handler in containerd's (or k3s / RKE2's) merged config."""
     info = {"config": None, "source": None, "cdi": False, "default_runtime": None}
+    path, binary, problem = _locate_containerd(host, facts, flavor)
+    if problem:
+        return FAILED, problem, info
+    info["config"] = path
+    merged, problem = _containerd_config(host, path, binary, info)
+    if problem:
+        return FAILED, problem, info
+    status, msg = _containerd_handler(host, merged, path, handler, info)
+    return status, msg, info
+
+
+def _locate_containerd(host, facts, flavor):
+    """``(config, binary, problem)``: the config file and the containerd binary of ``flavor``
+    (containerd, k3s or rke2), or why there is none."""
     if flavor == "containerd":
-        path = gpu_facts.CONTAINERD_CONFIG
         binary = host.which("containerd")
         if binary is None:
-            return FAILED, "containerd is not installed (container_runtime containerd)", info
-    else:
-        path, bundled = RANCHER_CONTAINERD[flavor]
-        if not (_dig(facts, "container", flavor, "installed") or host.which(flavor)):
-            return FAILED, "%s is not installed (container_runtime %s)" % (flavor, flavor), info
-        binary = next((b for b in bundled if host.exists(b)), None)
-        if not host.exists(path):
-            return FAILED, "%s has not generated %s yet (is %s running?)" % (flavor, path, flavor), info
-    info["config"] = path
+            return None, None, "containerd is not installed (container_runtime containerd)"
+        return gpu_facts.CONTAINERD_CONFIG, binary, None
+    path, bundled = RANCHER_CONTAINERD[flavor]
+    if not (_dig(facts, "container", flavor, "installed") or host.which(flavor)):
+        return None, None, "%s is not installed (container_runtime %s)" % (flavor, flavor)
+    if not host.exists(path):
+        return None, None, "%s has not generated %s yet (is %s running?)" % (flavor, path, flavor)
+    return path, next((b for b in bundled if host.exists(b)), None), None
+
+
+def _containerd_config(host, path, binary, info):
+    """``(merged, problem)``: containerd's config with its imports, as containerd itself merges it
+    where its binary is there, else merged here; ``info`` gets its source and whether it enables CDI."""
     files, datas, error = _containerd_files(host, path)
     info["cdi"] = _explicit_cdi(datas)
     info["source"] = " + ".join(files) if files else "%s (absent: containerd's defaults)" % path
     if binary is not None and files:
-        # What containerd itself makes of the config and its imports: the authority. (containerd
-        # 1.x refuses a --config that does not exist; without a file it runs on its defaults,
-        # which have no nvidia handler.)
-        argv = [binary, "--config", path, "config", "dump"]
-        rc, out, err = host.run(argv)
-        if rc != 0:
-            detail = _first_line(err) or _first_line(out) or "exit %s" % rc
-            return FAILED, "containerd cannot load %s: %s" % (path, detail), info
-        try:
-            merged = toml_subset.loads(out)
-        except ValueError as exc:
-            return FAILED, "cannot read the output of containerd config dump: %s" % exc, info
-        info["source"] = "%s --config %s config dump" % (binary, path)
-    elif error:
-        return FAILED, error, info
-    else:
-        merged = {}
-        for data in datas:
-            merged = deep_merge(merged, data)
+        return _containerd_dump(host, binary, path, info)
+    if error:
+        return None, error
+    merged = {}
+    for data in datas:
+        merged = deep_merge(merged, data)
+    return merged, None
+
+
+def _containerd_dump(host, binary, path, info):
+    """``(merged, problem)`` from ``containerd config dump``."""
+    # What containerd itself makes of the config and its imports: the authority. (containerd
+    # 1.x refuses a --config that does not exist; without a file it runs on its defaults,
+    # which have no nvidia handler.)
+    rc, out, err = host.run([binary, "--config", path, "config", "dump"])
+    if rc != 0:
+        detail = _first_line(err) or _first_line(out) or "exit %s" % rc
+        return None, "containerd cannot load %s: %s" % (path, detail)
+    try:
+        merged = toml_subset.loads(out)
+    except ValueError as exc:
+        return None, "cannot read the output of containerd config dump: %s" % exc
+    info["source"] = "%s --config %s config dump" % (binary, path)
+    return merged, None
+
+
+def _containerd_handler(host, merged, path, handler, info):
+    """``(status, msg)`` of the handler in the merged config: the CRI plugin enabled, the handler
+    there with a runtime_type, running nvidia-container-runtime; ``info`` gets the default runtime."""
     disabled = [p for p in (merged.get("disabled_plugins") or []) if p in CRI_PLUGINS]
     if disabled:
         return (
             FAILED,
             "containerd's CRI plugin is disabled (disabled_plugins = %s in %s): Kubernetes cannot use it"
             % (json.dumps(disabled), path),
-            info,
         )
     plugin, cri = _cri_table(merged)
     runtimes = _dig(cri, "containerd", "runtimes") or {}
@@ -537,19 +568,14 @@ def check_containerd(host, facts, flavor, handler):
             FAILED,
             "containerd has no runtime handler %r (%s not in %s; handlers: %s)"
             % (handler, where, info["source"], ", ".join(sorted(runtimes)) or "none"),
-            info,
         )
     entry = runtimes[handler] if isinstance(runtimes[handler], dict) else {}
     if not entry.get("runtime_type"):
-        return FAILED, "%s has no runtime_type (containerd 2.3 refuses to start)" % where, info
+        return FAILED, "%s has no runtime_type (containerd 2.3 refuses to start)" % where
     problem = _runtime_binary_problem(host, _dig(entry, "options", "BinaryName"), where + ".options.BinaryName")
     if problem:
-        return FAILED, problem, info
-    return (
-        OK,
-        "containerd runtime handler %r runs %s (from %s)" % (handler, _dig(entry, "options", "BinaryName"), info["source"]),
-        info,
-    )
+        return FAILED, problem
+    return OK, "containerd runtime handler %r runs %s (from %s)" % (handler, _dig(entry, "options", "BinaryName"), info["source"])
 
 
 def check_docker(host, facts, handler):
@@ -632,6 +658,7 @@ def check_runtime(checks, host, facts, runtime, handler):
 # --- CDI ----------------------------------------------------------------------------------------
 
 _YAML_TOP = re.compile(r"^([A-Za-z_][\w.-]*)\s*:\s*(.*?)\s*$")
+_YAML_ITEM_NAME = re.compile(r"^name\s*:\s*(.*?)\s*$")
 
 
 def _yaml_scalar(text):
@@ -643,43 +670,64 @@ def _yaml_scalar(text):
 
 def parse_cdi_yaml_subset(text):
     """``kind``, ``cdiVersion`` and device names of a block-style YAML CDI spec, without PyYAML."""
-    spec = {}
-    devices = None
-    item_indent = None
+    reader = _CdiYamlReader()
+    for number, line in _yaml_lines(text):
+        if not line[0].isspace() and not line.startswith("-"):
+            reader.top_level(number, line)
+        else:
+            reader.nested(line)
+    return reader.spec
+
+
+def _yaml_lines(text):
+    """``(number, line)`` of the lines that carry content; ValueError for a tab in the indentation."""
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#") or line.strip() == "---":
             continue
         if "\t" in line[: len(line) - len(line.lstrip())]:
             raise ValueError("line %d: a tab in the indentation" % number)
-        if not line[0].isspace() and not line.startswith("-"):
-            match = _YAML_TOP.match(line)
-            if not match:
-                raise ValueError("line %d: expected 'key: value', got %r" % (number, line[:60]))
-            key, value = match.group(1), match.group(2)
-            if key == "devices":
-                devices = []
-                spec["devices"] = devices
-                item_indent = None
-            else:
-                devices = None
-                spec[key] = _yaml_scalar(value) if value else {}
-            continue
-        if devices is None:
-            continue
+        yield number, line
+
+
+class _CdiYamlReader(object):
+    """What :func:`parse_cdi_yaml_subset` has read: the top-level keys, and under ``devices`` the
+    name of each item (``items_at``: the indent of the list's dashes)."""
+
+    def __init__(self):
+        self.spec = {}
+        self.devices = None
+        self.items_at = None
+
+    def top_level(self, number, line):
+        match = _YAML_TOP.match(line)
+        if not match:
+            raise ValueError("line %d: expected 'key: value', got %r" % (number, line[:60]))
+        key, value = match.group(1), match.group(2)
+        if key == "devices":
+            self.devices = []
+            self.spec["devices"] = self.devices
+            self.items_at = None
+        else:
+            self.devices = None
+            self.spec[key] = _yaml_scalar(value) if value else {}
+
+    def nested(self, line):
+        """An indented (or list) line: under ``devices``, a new item or an item's ``name``."""
+        if self.devices is None:
+            return
         stripped = line.lstrip()
         indent = len(line) - len(stripped)
         if stripped.startswith("- "):
-            if item_indent is None:
-                item_indent = indent
-            if indent == item_indent:
-                devices.append({})
+            if self.items_at is None:
+                self.items_at = indent
+            if indent == self.items_at:
+                self.devices.append({})
                 stripped = stripped[2:].lstrip()
                 indent += 2
-        if devices and item_indent is not None and indent == item_indent + 2:
-            match = re.match(r"^name\s*:\s*(.*?)\s*$", stripped)
+        if self.devices and self.items_at is not None and indent == self.items_at + 2:
+            match = _YAML_ITEM_NAME.match(stripped)
             if match:
-                devices[-1]["name"] = _yaml_scalar(match.group(1))
-    return spec
+                self.devices[-1]["name"] = _yaml_scalar(match.group(1))
 
 
 def parse_cdi_spec(text, path):
@@ -703,44 +751,60 @@ def read_cdi_specs(host, dirs):
     """Every spec file in ``dirs``: ``{path, kind, devices, driver_version, error}``."""
     specs = []
     for directory in dirs:
-        if not host.isdir(directory):
-            continue
-        try:
-            names = host.listdir(directory)
-        except OSError as exc:
-            specs.append({"path": directory, "kind": None, "devices": [], "driver_version": None, "error": str(exc)})
-            continue
-        for name in names:
-            if not name.endswith((".yaml", ".yml", ".json")):
-                continue
-            path = posixpath.join(directory, name)
-            entry = {"path": path, "kind": None, "devices": [], "driver_version": None, "error": None}
-            text, error = _read(host, path)
-            if error:
-                entry["error"] = error
-                specs.append(entry)
-                continue
-            try:
-                data = parse_cdi_spec(text, path)
-                if not isinstance(data, dict):
-                    raise ValueError("not a mapping")
-                if not data.get("cdiVersion"):
-                    raise ValueError("no cdiVersion")
-                devices = data.get("devices")
-                if not isinstance(devices, list) or not devices:
-                    raise ValueError("no devices")
-                entry["kind"] = data.get("kind")
-                entry["devices"] = [str(d.get("name")) for d in devices if isinstance(d, dict) and d.get("name") is not None]
-                if len(entry["devices"]) != len(devices):
-                    raise ValueError("a device without a name")
-            except ValueError as exc:
-                entry["error"] = "%s does not parse as a CDI spec: %s" % (path, str(exc)[:200])
-            match = _LIBCUDA_VERSION.search(text)
-            entry["driver_version"] = match.group(1) if match else None
-            if entry["error"] and "nvidia" not in name and entry["kind"] is None:
-                continue  # someone else's broken spec: not ours to judge
-            specs.append(entry)
+        specs.extend(_cdi_dir_specs(host, directory))
     return specs
+
+
+def _cdi_entry(path, error=None):
+    return {"path": path, "kind": None, "devices": [], "driver_version": None, "error": error}
+
+
+def _cdi_dir_specs(host, directory):
+    """The specs of one directory; another's spec that does not parse is left out (not ours to judge)."""
+    if not host.isdir(directory):
+        return []
+    try:
+        names = host.listdir(directory)
+    except OSError as exc:
+        return [_cdi_entry(directory, str(exc))]
+    specs = []
+    for name in names:
+        if name.endswith((".yaml", ".yml", ".json")):
+            entry, read = _cdi_file(host, posixpath.join(directory, name))
+            if not read or not entry["error"] or "nvidia" in name or entry["kind"] is not None:
+                specs.append(entry)
+    return specs
+
+
+def _cdi_file(host, path):
+    """``(entry, read)``: one spec file as :func:`read_cdi_specs` lists it, and whether it could be read."""
+    entry = _cdi_entry(path)
+    text, error = _read(host, path)
+    if error:
+        entry["error"] = error
+        return entry, False
+    try:
+        _read_cdi_data(entry, parse_cdi_spec(text, path))
+    except ValueError as exc:
+        entry["error"] = "%s does not parse as a CDI spec: %s" % (path, str(exc)[:200])
+    match = _LIBCUDA_VERSION.search(text)
+    entry["driver_version"] = match.group(1) if match else None
+    return entry, True
+
+
+def _read_cdi_data(entry, data):
+    """The kind and device names of a parsed spec into ``entry``; ValueError for what is no CDI spec."""
+    if not isinstance(data, dict):
+        raise ValueError("not a mapping")
+    if not data.get("cdiVersion"):
+        raise ValueError("no cdiVersion")
+    devices = data.get("devices")
+    if not isinstance(devices, list) or not devices:
+        raise ValueError("no devices")
+    entry["kind"] = data.get("kind")
+    entry["devices"] = [str(d.get("name")) for d in devices if isinstance(d, dict) and d.get("name") is not None]
+    if len(entry["devices"]) != len(devices):
+        raise ValueError("a device without a name")
 
 
 def _toolkit_mode(host):
@@ -751,9 +815,22 @@ def _toolkit_mode(host):
 
 
 def check_cdi(checks, host, facts, mode, dirs, runtime):
+    """The CDI check, where CDI is enabled: a spec of kind nvidia.com/gpu parses, was written for
+    the loaded driver and names every GPU. Returns what the result says of CDI."""
     if mode == "disabled":
         checks.add("cdi", SKIPPED, "CDI spec: not checked (cdi disabled)")
         return {"enabled": False, "why": [], "specs": []}
+    why = _cdi_enabled_by(host, mode, runtime)
+    ours = [s for s in read_cdi_specs(host, dirs) if s["kind"] == CDI_KIND or (s["kind"] is None and s["error"])]
+    if ours and not why:
+        why.append("a spec is installed")
+    status, msg = _cdi_verdict(facts, why, ours, dirs)
+    checks.add("cdi", status, msg)
+    return {"enabled": bool(why), "why": why, "specs": ours}
+
+
+def _cdi_enabled_by(host, mode, runtime):
+    """What enables CDI on the node: the caller, the runtime's config, the toolkit's mode."""
     why = []
     if mode == "enabled":
         why.append("declared enabled")
@@ -761,75 +838,63 @@ def check_cdi(checks, host, facts, mode, dirs, runtime):
         why.append("%s enables CDI" % runtime.get("name"))
     if _toolkit_mode(host) == "cdi":
         why.append('%s has mode = "cdi"' % TOOLKIT_CONFIG)
-    specs = read_cdi_specs(host, dirs)
-    ours = [s for s in specs if s["kind"] == CDI_KIND or (s["kind"] is None and s["error"])]
-    if ours and not why:
-        why.append("a spec is installed")
-    result = {"enabled": bool(why), "why": why, "specs": ours}
+    return why
+
+
+def _cdi_verdict(facts, why, ours, dirs):
+    """``(status, msg)`` of the CDI check from the reasons it is enabled and our specs."""
     if not why:
-        checks.add("cdi", SKIPPED, "CDI spec: not checked: CDI is not enabled and no spec is installed")
-        return result
+        return SKIPPED, "CDI spec: not checked: CDI is not enabled and no spec is installed"
     if not ours:
-        checks.add(
-            "cdi",
-            FAILED,
-            "CDI is enabled (%s) but no spec of kind %s is in %s" % ("; ".join(why), CDI_KIND, ", ".join(dirs)),
-        )
-        return result
+        return FAILED, "CDI is enabled (%s) but no spec of kind %s is in %s" % ("; ".join(why), CDI_KIND, ", ".join(dirs))
     broken = [s["error"] for s in ours if s["error"]]
     if broken:
-        checks.add("cdi", FAILED, "; ".join(broken))
-        return result
+        return FAILED, "; ".join(broken)
     loaded = _dig(facts, "driver", "version")
     stale = [s for s in ours if loaded and s["driver_version"] and s["driver_version"] != loaded]
     if stale:
-        checks.add(
-            "cdi",
-            FAILED,
-            "%s was written for driver %s, the loaded driver is %s: regenerate it"
-            % (stale[0]["path"], stale[0]["driver_version"], loaded),
-        )
-        return result
+        return FAILED, "%s was written for driver %s, the loaded driver is %s: regenerate it" % (
+            stale[0]["path"], stale[0]["driver_version"], loaded)
     names = set()
     for spec in ours:
         names.update(spec["devices"])
-    smi = _dig(facts, "driver", "nvidia_smi") or {}
-    missing = []
-    if smi.get("state") == "ok" and smi.get("gpus"):
-        for gpu in smi["gpus"]:
-            if str(gpu.get("index")) not in names and gpu.get("uuid") not in names:
-                missing.append("GPU %s (%s)" % (gpu.get("index"), gpu.get("uuid")))
-        total = len(smi["gpus"])
-    else:
-        total = facts.get("gpu_count") or 0
-        listed = [n for n in names if n != "all" and ":" not in n and not n.startswith(("GPU-", "MIG-"))]
-        if len(listed) < total:
-            missing.append("%d of %d GPUs" % (total - len(listed), total))
+    missing, total = _cdi_missing(facts, names)
     paths = ", ".join(s["path"] for s in ours)
     if missing:
-        checks.add("cdi", FAILED, "%s names no device for %s" % (paths, ", ".join(missing)))
-    else:
-        checks.add("cdi", OK, "%s names all %s" % (paths, _plural(total, "GPU")))
-    return result
+        return FAILED, "%s names no device for %s" % (paths, ", ".join(missing))
+    return OK, "%s names all %s" % (paths, _plural(total, "GPU"))
+
+
+def _cdi_missing(facts, names):
+    """``(missing, total)``: the GPUs that no device of the specs (``names``) names, of how many;
+    by index or UUID where nvidia-smi answers, else by count (a spec of PCI bus ids or ``all`` counts none)."""
+    smi = _dig(facts, "driver", "nvidia_smi") or {}
+    if smi.get("state") == "ok" and smi.get("gpus"):
+        missing = [
+            "GPU %s (%s)" % (gpu.get("index"), gpu.get("uuid"))
+            for gpu in smi["gpus"]
+            if str(gpu.get("index")) not in names and gpu.get("uuid") not in names
+        ]
+        return missing, len(smi["gpus"])
+    total = facts.get("gpu_count") or 0
+    listed = [n for n in names if n != "all" and ":" not in n and not n.startswith(("GPU-", "MIG-"))]
+    if len(listed) < total:
+        return ["%d of %d GPUs" % (total - len(listed), total)], total
+    return [], total
 
 
 # --- CUDA ---------------------------------------------------------------------------------------
 
 
 def check_cuda(checks, host, enabled, nvcc_path, driver_ok, runner, tmp_root="/tmp"):
+    """The CUDA check: the vector add built with the node's nvcc in a temporary folder (removed
+    afterwards) and run on every GPU. Returns what the result says of it."""
     result = {"ran": False, "passed": None, "nvcc": None, "output": None}
-    if not enabled:
-        checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: turned off (cuda_test false)")
+    why_not = _cuda_not_run(enabled, driver_ok)
+    if why_not:
+        checks.add("cuda", SKIPPED, why_not)
         return result
-    if driver_ok is False:
-        checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: not run: the driver does not answer")
-        return result
-    if driver_ok is None:
-        checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: not run: the driver is in the GPU Operator's container")
-        return result
-    nvcc = nvcc_path or host.which("nvcc", extra_dirs=NVCC_DIRS)
-    if nvcc_path and not host.exists(nvcc_path):
-        nvcc = None
+    nvcc = _nvcc(host, nvcc_path)
     result["nvcc"] = nvcc
     if nvcc is None:
         checks.add(
@@ -843,34 +908,58 @@ def check_cuda(checks, host, enabled, nvcc_path, driver_ok, runner, tmp_root="/t
         checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: not run: the node has no %s" % tmp_root)
         return result
     work = tempfile.mkdtemp(prefix="gpufleet-vectoradd-", dir=local_tmp)
-    host_work = posixpath.join(tmp_root, os.path.basename(work))
     try:
-        with open(os.path.join(work, "vectoradd.cu"), "w") as handle:
-            handle.write(VECTOR_ADD_CU)
-        source = posixpath.join(host_work, "vectoradd.cu")
-        binary = posixpath.join(host_work, "vectoradd")
-        rc, out, err = runner([nvcc, "-o", binary, source])
-        if rc != 0:
-            reason = "timed out" if rc == 124 else _tail(err or out, 300) or "exit %s" % rc
-            checks.add("cuda", SKIPPED, "CUDA vectorAdd on the host: not run: %s could not build it: %s" % (nvcc, reason))
-            return result
-        rc, out, err = runner([binary])
-        result["ran"] = True
-        result["output"] = _tail(out + ("\n" + err if err else ""))
-        if rc == 0 and PASSED in out:
-            result["passed"] = True
-            checks.add("cuda", OK, "CUDA vectorAdd passed on the host (%s)" % (_first_line(out) or "Test PASSED"))
-        else:
-            result["passed"] = False
-            if rc == 124:
-                why = "did not finish in time"
-            else:
-                lines = [l for l in (out + "\n" + err).splitlines() if l.strip() and "Test FAILED" not in l]
-                why = "exit %s: %s" % (rc, "; ".join(lines[-3:]) or "no output")
-            checks.add("cuda", FAILED, "CUDA vectorAdd failed on the host: %s" % why)
+        status, msg = _run_vector_add(result, nvcc, work, posixpath.join(tmp_root, os.path.basename(work)), runner)
+        checks.add("cuda", status, msg)
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _cuda_not_run(enabled, driver_ok):
+    """Why the CUDA test is not run at all, or None."""
+    if not enabled:
+        return "CUDA vectorAdd on the host: turned off (cuda_test false)"
+    if driver_ok is False:
+        return "CUDA vectorAdd on the host: not run: the driver does not answer"
+    if driver_ok is None:
+        return "CUDA vectorAdd on the host: not run: the driver is in the GPU Operator's container"
+    return None
+
+
+def _nvcc(host, nvcc_path):
+    """The nvcc to build with: ``nvcc_path`` where it exists, else the node's (PATH, /usr/local/cuda/bin)."""
+    if nvcc_path:
+        return nvcc_path if host.exists(nvcc_path) else None
+    return host.which("nvcc", extra_dirs=NVCC_DIRS)
+
+
+def _run_vector_add(result, nvcc, work, host_work, runner):
+    """``(status, msg)`` of building the vector add in ``work`` (``host_work`` on the node) and
+    running it; ``result`` gets whether it ran, passed, and its output."""
+    with open(os.path.join(work, "vectoradd.cu"), "w") as handle:
+        handle.write(VECTOR_ADD_CU)
+    source = posixpath.join(host_work, "vectoradd.cu")
+    binary = posixpath.join(host_work, "vectoradd")
+    rc, out, err = runner([nvcc, "-o", binary, source])
+    if rc != 0:
+        reason = "timed out" if rc == 124 else _tail(err or out, 300) or "exit %s" % rc
+        return SKIPPED, "CUDA vectorAdd on the host: not run: %s could not build it: %s" % (nvcc, reason)
+    rc, out, err = runner([binary])
+    result["ran"] = True
+    result["output"] = _tail(out + ("\n" + err if err else ""))
+    result["passed"] = rc == 0 and PASSED in out
+    if result["passed"]:
+        return OK, "CUDA vectorAdd passed on the host (%s)" % (_first_line(out) or "Test PASSED")
+    return FAILED, "CUDA vectorAdd failed on the host: %s" % _vector_add_failure(rc, out, err)
+
+
+def _vector_add_failure(rc, out, err):
+    """Why the vector add failed: a timeout, or its exit status and last lines."""
+    if rc == 124:
+        return "did not finish in time"
+    lines = [l for l in (out + "\n" + err).splitlines() if l.strip() and "Test FAILED" not in l]
+    return "exit %s: %s" % (rc, "; ".join(lines[-3:]) or "no output")
 
 
 # --- everything ---------------------------------------------------------------------------------
@@ -980,21 +1069,34 @@ def validate_host(host, params=None, facts=None, cuda_runner=None):
     if facts is None:
         facts = gpu_facts.gather_facts(host)
     checks = Checks()
-    declared = {
-        "driver_version": p["driver_version"] or None,
-        "driver_method": p["driver_method"],
-        "toolkit_version": p["toolkit_version"] or None,
-        "container_runtime": p["container_runtime"],
-        "runtime_handler": p["runtime_handler"],
-        "gpu_count": p["gpu_count"],
-    }
+    result = _unchecked_result(p, facts)
+    found = check_gpus(checks, facts, p["gpu_count"])
+    if not found and not p["gpu_count"] and p["prepared_without_gpu"]:
+        _check_prepared_node(checks, result, host, facts, p)
+    elif not found and not p["gpu_count"]:
+        checks.add("gpus", SKIPPED, NO_GPU_MESSAGE)
+    else:
+        _check_gpu_node(checks, result, host, facts, p, cuda_runner or host.run)
+    _conclude(result, checks)
+    return result, facts
+
+
+def _unchecked_result(p, facts):
+    """The validation before any check: what is declared, and what the facts say of the driver and toolkit."""
     smi = _dig(facts, "driver", "nvidia_smi") or {}
-    result = {
+    return {
         "schema": SCHEMA,
         "status": SKIPPED,
         "summary": "",
         "gpu_count": facts.get("gpu_count") or 0,
-        "declared": declared,
+        "declared": {
+            "driver_version": p["driver_version"] or None,
+            "driver_method": p["driver_method"],
+            "toolkit_version": p["toolkit_version"] or None,
+            "container_runtime": p["container_runtime"],
+            "runtime_handler": p["runtime_handler"],
+            "gpu_count": p["gpu_count"],
+        },
         "driver": {
             "loaded": _dig(facts, "driver", "version"),
             "installed": installed_driver_version(facts),
@@ -1011,30 +1113,36 @@ def validate_host(host, params=None, facts=None, cuda_runner=None):
         "not_checked": [],
         "cluster_expect": dict(p["cluster_expect"] or {}),
     }
-    found = check_gpus(checks, facts, p["gpu_count"])
-    if not found and not p["gpu_count"] and p["prepared_without_gpu"]:
-        checks.add("gpus", SKIPPED, PREPARED_NO_GPU_MESSAGE)
-        check_prepared_driver(checks, facts, p["driver_version"], p["driver_method"])
-        check_toolkit_version(checks, facts, p["toolkit_version"])
-        runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
-        result["runtime"] = runtime_summary(runtime)
-    elif not found and not p["gpu_count"]:
-        checks.add("gpus", SKIPPED, NO_GPU_MESSAGE)
-    else:
-        driver_ok = check_driver(checks, facts, p["driver_method"])
-        check_driver_version(checks, facts, p["driver_version"], p["driver_method"])
-        check_toolkit_version(checks, facts, p["toolkit_version"])
-        runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
-        result["runtime"] = runtime_summary(runtime)
-        result["cdi"] = check_cdi(checks, host, facts, p["cdi"], p["cdi_spec_dirs"], runtime)
-        result["cuda"] = check_cuda(checks, host, p["cuda_test"], p["nvcc_path"], driver_ok, cuda_runner or host.run)
+
+
+def _check_prepared_node(checks, result, host, facts, p):
+    """A node without GPU that the host layers prepared: what is installed and configured."""
+    checks.add("gpus", SKIPPED, PREPARED_NO_GPU_MESSAGE)
+    check_prepared_driver(checks, facts, p["driver_version"], p["driver_method"])
+    check_toolkit_version(checks, facts, p["toolkit_version"])
+    runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
+    result["runtime"] = runtime_summary(runtime)
+
+
+def _check_gpu_node(checks, result, host, facts, p, cuda_runner):
+    """A node with GPUs (or declared to have some): every check."""
+    driver_ok = check_driver(checks, facts, p["driver_method"])
+    check_driver_version(checks, facts, p["driver_version"], p["driver_method"])
+    check_toolkit_version(checks, facts, p["toolkit_version"])
+    runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
+    result["runtime"] = runtime_summary(runtime)
+    result["cdi"] = check_cdi(checks, host, facts, p["cdi"], p["cdi_spec_dirs"], runtime)
+    result["cuda"] = check_cuda(checks, host, p["cuda_test"], p["nvcc_path"], driver_ok, cuda_runner)
+
+
+def _conclude(result, checks):
+    """The checks into the result: each check, the node's status, the messages by status, the summary."""
     result["checks"] = checks.items
     result["status"] = checks.status()
     result["failed"] = checks.messages(FAILED)
     result["drifted"] = checks.messages(DRIFT)
     result["not_checked"] = checks.messages(SKIPPED)
     result["summary"] = summary_line(result)
-    return result, facts
 
 
 def check_options(params):

@@ -695,3 +695,72 @@ def test_summary_line_counts_the_checks():
     facts = copy.deepcopy(h200_facts())
     result, dummy = V.validate_host(CaptureHost(H200), {"driver_version": "575", "container_runtime": "none"}, facts=facts)
     assert result["summary"] == "drift: 2 ok, 1 drifted, 0 failed, 3 not checked - declared driver 575, loaded 580.159.04"
+
+
+# --- the steps of the checks ---------------------------------------------------------------------
+
+
+def test_driver_problems_in_order():
+    assert V._smi_problem({"state": "ok"}) is None
+    assert V._smi_problem({"state": "error"}) == "nvidia-smi failed: no answer"
+    assert V._library_mismatch("580.1", {"driver_version": "580.1"}) is None
+    assert V._library_mismatch(None, {"driver_version": "580.1"}) is None
+    assert V._library_mismatch("575.1", {"driver_version": "580.1"}).startswith("driver/library version mismatch")
+    pci = [{"bus_id": "0000:01:00.0"}, {"bus_id": "0000:02:00.0"}]
+    assert V._unseen_gpus(pci, pci) is None and V._unseen_gpus([], []) is None
+    assert V._unseen_gpus(pci, pci[:1]) == "nvidia-smi sees 1 of the 2 GPUs on the PCI bus (not seen: 0000:02:00.0)"
+    assert V._unseen_gpus([{"bus_id": None}] * 2, [{"bus_id": None}]) == "nvidia-smi sees 1 of the 2 GPUs on the PCI bus (not seen: unknown)"
+
+
+@pytest.mark.parametrize("enabled, driver_ok, why", [
+    (True, True, None),
+    (False, True, "CUDA vectorAdd on the host: turned off (cuda_test false)"),
+    (True, False, "CUDA vectorAdd on the host: not run: the driver does not answer"),
+    (True, None, "CUDA vectorAdd on the host: not run: the driver is in the GPU Operator's container"),
+])
+def test_cuda_not_run(enabled, driver_ok, why):
+    assert V._cuda_not_run(enabled, driver_ok) == why
+
+
+def test_vector_add_failure():
+    assert V._vector_add_failure(124, "", "") == "did not finish in time"
+    assert V._vector_add_failure(2, "a\nb\n\nc\nd\nTest FAILED\n", "e") == "exit 2: c; d; e"
+    assert V._vector_add_failure(1, "", "") == "exit 1: no output"
+
+
+def test_cdi_missing_by_nvidia_smi_or_by_count():
+    facts = h200_facts()
+    smi = facts["driver"]["nvidia_smi"]["gpus"][0]
+    assert V._cdi_missing(facts, {"0"}) == ([], 1)
+    assert V._cdi_missing(facts, {smi["uuid"]}) == ([], 1)
+    assert V._cdi_missing(facts, {"all"}) == (["GPU 0 (%s)" % smi["uuid"]], 1)
+    facts["driver"]["nvidia_smi"]["state"] = "error"
+    assert V._cdi_missing(facts, {"all", "0000:3b:00.0", "GPU-x"}) == (["1 of 1 GPUs"], 1)
+    assert V._cdi_missing(facts, {"0"}) == ([], 1)
+
+
+def test_read_cdi_data_fills_what_it_read_before_it_refuses():
+    entry = V._cdi_entry("/etc/cdi/x.json")
+    with pytest.raises(ValueError, match="a device without a name"):
+        V._read_cdi_data(entry, {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": 0}, {}]})
+    assert (entry["kind"], entry["devices"]) == ("nvidia.com/gpu", ["0"])
+    for data, why in (([], "not a mapping"), ({}, "no cdiVersion"), ({"cdiVersion": "1", "devices": []}, "no devices")):
+        with pytest.raises(ValueError, match=why):
+            V._read_cdi_data(V._cdi_entry("x"), data)
+
+
+def test_yaml_lines_skip_comments_and_refuse_tabs():
+    assert list(V._yaml_lines("---\n# c\n\nkind: x\n  - a\n")) == [(4, "kind: x"), (5, "  - a")]
+    with pytest.raises(ValueError, match="^line 2: a tab in the indentation$"):
+        list(V._yaml_lines("a: 1\n\tb: 2\n"))
+
+
+def test_locate_containerd(tree):
+    assert V._locate_containerd(tree, {}, "containerd") == (None, None, "containerd is not installed (container_runtime containerd)")
+    tree.binary("/usr/bin/containerd")
+    assert V._locate_containerd(tree, {}, "containerd") == ("/etc/containerd/config.toml", "/usr/bin/containerd", None)
+    config = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
+    assert V._locate_containerd(tree, {"container": {"rke2": {"installed": True}}}, "rke2") == (
+        None, None, "rke2 has not generated %s yet (is rke2 running?)" % config)
+    tree.put(config, "version = 2\n")
+    assert V._locate_containerd(tree, {"container": {"rke2": {"installed": True}}}, "rke2") == (config, None, None)
