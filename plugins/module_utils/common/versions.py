@@ -21,8 +21,9 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 DRIVER_VERSION_HINT = "expected e.g. 580 or 580.95.05"
 CUDA_VERSION_HINT = "expected e.g. 12.4, 12.4.1 or 13.0"
 
-_DRIVER_RE = re.compile(r"^(\d{2,4})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$")
-_CUDA_RE = re.compile(r"^(\d{1,2})\.(\d{1,2})(?:\.(\d{1,2}))?$")
+# ASCII digits only: without re.ASCII, \d (like str.isdigit() and int()) also takes "５８０".
+_DRIVER_RE = re.compile(r"^(\d{2,4})(?:\.(\d{1,3})(?:\.(\d{1,3}))?)?$", re.ASCII)
+_CUDA_RE = re.compile(r"^(\d{1,2})\.(\d{1,2})(?:\.(\d{1,2}))?$", re.ASCII)
 
 # CUDA release (major, minor, update) -> minimum Linux x86_64 driver. Update 0 is GA.
 CUDA_MIN_DRIVER = {
