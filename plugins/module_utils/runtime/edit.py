@@ -468,23 +468,8 @@ class TomlStyle:
 
     @classmethod
     def detect(cls, text: str, default_step: str = "  ") -> "TomlStyle":
-        step = None
-        key_offset = None
-        header_indent = None
-        for line in (text or "").splitlines():
-            m = _HEADER_RE.match(line)
-            if m:
-                header_indent = m.group(1)
-                path = header_path(m.group(2).strip()) or ()
-                if step is None and len(path) >= 2:
-                    step = "  " if len(header_indent) == 2 * (len(path) - 1) else ""
-                continue
-            if header_indent is not None and key_offset is None:
-                k = _KV_RE.match(line)
-                if k and not line.strip().startswith("#"):
-                    indent = k.group(1)
-                    if indent.startswith(header_indent):
-                        key_offset = indent[len(header_indent):]
+        """The style of ``text``; an empty file gets ``default_step``, a flat one no indentation."""
+        step, key_offset = _indentation(text or "")
         if step is None:
             step = default_step if not text or not text.strip() else ""
         if key_offset is None:
@@ -498,6 +483,41 @@ class TomlStyle:
 
     def key_indent(self, depth: int) -> str:
         return self.header_indent(depth) + self.key_offset
+
+
+def _indentation(text: str):
+    """``(step, key offset)`` as the file shows them (``None`` where it does not).
+
+    The step is read from the first header of a nested table (indented by depth or not), the
+    key offset from the first key under a header.
+    """
+    step = key_offset = header_indent = None
+    for line in text.splitlines():
+        m = _HEADER_RE.match(line)
+        if m:
+            header_indent = m.group(1)
+            if step is None:
+                step = _header_step(m)
+            continue
+        if header_indent is not None and key_offset is None:
+            key_offset = _key_offset(line, header_indent)
+    return step, key_offset
+
+
+def _header_step(match):
+    """The indentation step a nested table's header shows; None for a top-level table's."""
+    path = header_path(match.group(2).strip()) or ()
+    if len(path) < 2:
+        return None
+    return "  " if len(match.group(1)) == 2 * (len(path) - 1) else ""
+
+
+def _key_offset(line: str, header_indent: str):
+    """The indentation of a key line beyond its header's; None for other lines."""
+    k = _KV_RE.match(line)
+    if k and not line.strip().startswith("#") and k.group(1).startswith(header_indent):
+        return k.group(1)[len(header_indent):]
+    return None
 
 
 def tk_value(value, style: TomlStyle):
