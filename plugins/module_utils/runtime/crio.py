@@ -178,39 +178,8 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
             FileChange(main_path, main_text, new_main),
         ]
     else:
-        overriding = [
-            p for p, t in others
-            if opts.set_as_default and get_path(plain(parse_toml(t, p)), DEFAULT_PATH) not in (None, name)
-        ]
-        if overriding:
-            raise GpuFleetError(
-                "%s sets crio.runtime.default_runtime, which overrides %s: set_as_default cannot "
-                "work in place; use config_mode=dropin" % (", ".join(overriding), main_path),
-                overriding=overriding,
-            )
-        style = TomlStyle.detect(main_text or "", default_step="")
-        record = record or {"keys": []}
-        if main_text is None:
-            record["created_file"] = True
-        created = []
-        runtimes = ensure_tables(doc, RUNTIMES_PATH, style, created)
-        depth = len(RUNTIMES_PATH) + 1
-        desired = deep_merge(plain(runtimes[name]) if name in runtimes else {}, table)
-        if name in runtimes and is_table(runtimes[name]):
-            sync_table(runtimes[name], desired, depth, style)
-        else:
-            add_table(runtimes, name, desired, depth, style)
-        runtime = lookup(doc, DEFAULT_PATH[:-1])
-        entry = record_entry(record, DEFAULT_PATH)
-        if opts.set_as_default and not same(runtime.get("default_runtime"), name):
-            note_change(record, DEFAULT_PATH, runtime, "default_runtime", name)
-            set_scalar(runtime, "default_runtime", name, 2, style)
-        elif not opts.set_as_default and entry is not None:
-            restore_entry(doc, entry, warnings)
-            record["keys"].remove(entry)
-        if created:
-            record["created"] = created
-        write_record_comment(runtimes[name], record, style.key_indent(depth))
+        _refuse_overriding_default(others, main_path, opts)
+        _handler_in_place(doc, main_text, record or {"keys": []}, table, opts, warnings)
         files = [
             FileChange(main_path, main_text, doc.as_string()),
             FileChange(opts.dropin_path, dropin_text, None),
@@ -222,6 +191,52 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
         source_runtime=source_name,
         **facts
     )
+
+
+def _refuse_overriding_default(others, main_path, opts) -> None:
+    """set_as_default cannot work in crio.conf when a drop-in (read after it) sets another default."""
+    overriding = [
+        p for p, t in others
+        if opts.set_as_default and get_path(plain(parse_toml(t, p)), DEFAULT_PATH) not in (None, opts.runtime_name)
+    ]
+    if overriding:
+        raise GpuFleetError(
+            "%s sets crio.runtime.default_runtime, which overrides %s: set_as_default cannot "
+            "work in place; use config_mode=dropin" % (", ".join(overriding), main_path),
+            overriding=overriding,
+        )
+
+
+def _handler_in_place(doc, main_text, record, table, opts, warnings) -> None:
+    """Add or update the handler (and the default) in crio.conf's ``doc``, noting it in ``record``."""
+    name = opts.runtime_name
+    style = TomlStyle.detect(main_text or "", default_step="")
+    if main_text is None:
+        record["created_file"] = True
+    created = []
+    runtimes = ensure_tables(doc, RUNTIMES_PATH, style, created)
+    depth = len(RUNTIMES_PATH) + 1
+    desired = deep_merge(plain(runtimes[name]) if name in runtimes else {}, table)
+    if name in runtimes and is_table(runtimes[name]):
+        sync_table(runtimes[name], desired, depth, style)
+    else:
+        add_table(runtimes, name, desired, depth, style)
+    _default_in_place(doc, record, opts, style, warnings)
+    if created:
+        record["created"] = created
+    write_record_comment(runtimes[name], record, style.key_indent(depth))
+
+
+def _default_in_place(doc, record, opts, style, warnings) -> None:
+    """Make the handler the default (noting the old value), or give back a default the module set."""
+    runtime = lookup(doc, DEFAULT_PATH[:-1])
+    entry = record_entry(record, DEFAULT_PATH)
+    if opts.set_as_default and not same(runtime.get("default_runtime"), opts.runtime_name):
+        note_change(record, DEFAULT_PATH, runtime, "default_runtime", opts.runtime_name)
+        set_scalar(runtime, "default_runtime", opts.runtime_name, 2, style)
+    elif not opts.set_as_default and entry is not None:
+        restore_entry(doc, entry, warnings)
+        record["keys"].remove(entry)
 
 
 def _message(files, verb: str, name: str) -> str:
