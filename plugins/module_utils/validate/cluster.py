@@ -131,10 +131,20 @@ def pod_problem(pod):
         problem = _container_problem(status.get("containerStatuses"), "container")
         return "Running, %s" % problem if problem else None
     if phase == "Failed":
-        why = status.get("reason") or _container_problem(status.get("containerStatuses"), "container") or "failed"
-        if status.get("message"):
-            why += ": " + _first_line(status["message"])
-        return "Failed, %s" % why
+        return "Failed, %s" % _failure(status)
+    return _pending_problem(status, phase)
+
+
+def _failure(status):
+    """Why a Failed pod failed: its reason, else its container's problem; and its message."""
+    why = status.get("reason") or _container_problem(status.get("containerStatuses"), "container") or "failed"
+    if status.get("message"):
+        why += ": " + _first_line(status["message"])
+    return why
+
+
+def _pending_problem(status, phase):
+    """What holds a pod that is neither running nor done: its scheduling, else its (init) containers."""
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
             return "%s, not scheduled: %s" % (phase, _first_line(condition.get("message")) or condition.get("reason"))
@@ -236,12 +246,27 @@ def _ready(node):
 
 def _check_labels(checks, node, expect, gpu_count, mig):
     labels = _dig(node, "metadata", "labels") or {}
+    problems = _expected_label_problems(labels, expect.get("labels") or {}) + _stack_label_problems(labels, expect, gpu_count, mig)
+    if problems:
+        checks.add("labels", FAILED, "node %s: %s" % (_dig(node, "metadata", "name"), "; ".join(problems)))
+    else:
+        checks.add("labels", OK, "node labels as expected (%s)" % ", ".join(sorted(expect.get("labels") or {})))
+
+
+def _expected_label_problems(labels, expected):
+    """The labels that are missing or have another value than expected ('' or None: any value)."""
     problems = []
-    for key, value in sorted((expect.get("labels") or {}).items()):
+    for key, value in sorted(expected.items()):
         if key not in labels:
             problems.append("label %s is missing" % key)
         elif value not in (None, "") and str(labels[key]) != str(value):
             problems.append("label %s is %r, expected %r" % (key, labels[key], str(value)))
+    return problems
+
+
+def _stack_label_problems(labels, expect, gpu_count, mig):
+    """The labels the stack writes that disagree with the node: GPU count (without MIG), replicas, sharing config."""
+    problems = []
     if LABEL_COUNT in labels and not mig and _int(labels[LABEL_COUNT]) != gpu_count:
         problems.append("label %s is %r, the node has %d GPUs" % (LABEL_COUNT, labels[LABEL_COUNT], gpu_count))
     replicas = expect.get("replicas") or 1
@@ -256,10 +281,7 @@ def _check_labels(checks, node, expect, gpu_count, mig):
             "label %s is %r, expected %r: the node runs another sharing config"
             % (LABEL_CONFIG, labels.get(LABEL_CONFIG), config)
         )
-    if problems:
-        checks.add("labels", FAILED, "node %s: %s" % (_dig(node, "metadata", "name"), "; ".join(problems)))
-    else:
-        checks.add("labels", OK, "node labels as expected (%s)" % ", ".join(sorted(expect.get("labels") or {})))
+    return problems
 
 
 def _check_allocatable(checks, node, expect, gpu_count, mig):
@@ -297,40 +319,33 @@ def _check_allocatable(checks, node, expect, gpu_count, mig):
 
 
 def _cuda_verdict(checks, plan_entry, cluster):
+    """The cuda_pod check of the vector-add pod ``plan_entry`` from what the role read after it ran."""
     cuda = cluster.get("cuda") or {}
     name = plan_entry["metadata"]["name"]
-    pods = dict((_pod_name(p), p) for p in cuda.get("pods") or [])
-    logs = cuda.get("logs") or {}
-    timeout = cuda.get("timeout")
-    pod = pods.get(name)
-    log = logs.get(name) or ""
+    pod = dict((_pod_name(p), p) for p in cuda.get("pods") or []).get(name)
+    log = (cuda.get("logs") or {}).get(name) or ""
     result = {"name": name, "phase": None, "passed": False, "log": _tail(log)}
-    if cuda.get("error") and pod is None:
-        checks.add("cuda_pod", FAILED, "CUDA pod %s was not run: %s" % (name, _first_line(cuda["error"])))
-        return result
-    if pod is None:
-        checks.add("cuda_pod", FAILED, "CUDA pod %s was not found after it was created" % name)
-        return result
-    phase = _dig(pod, "status", "phase") or "Unknown"
-    result["phase"] = phase
-    if phase == "Succeeded" and PASSED in log:
-        result["passed"] = True
-        checks.add("cuda_pod", OK, "CUDA pod %s completed: Test PASSED" % name)
-    elif phase == "Succeeded":
-        checks.add("cuda_pod", FAILED, "CUDA pod %s completed without %r in its log (%s)" % (name, PASSED, _tail(log) or "empty log"))
-    elif phase == "Failed":
-        checks.add(
-            "cuda_pod",
-            FAILED,
-            "CUDA pod %s failed: %s%s" % (name, pod_problem(pod), "; log: " + _tail(log) if log.strip() else ""),
-        )
-    else:
-        checks.add(
-            "cuda_pod",
-            FAILED,
-            "CUDA pod %s did not complete within %s s: %s" % (name, timeout, pod_problem(pod) or phase),
-        )
+    if pod is not None:
+        result["phase"] = _dig(pod, "status", "phase") or "Unknown"
+        result["passed"] = result["phase"] == "Succeeded" and PASSED in log
+    status, msg = _cuda_pod_status(name, pod, result["phase"], log, cuda)
+    checks.add("cuda_pod", status, msg)
     return result
+
+
+def _cuda_pod_status(name, pod, phase, log, cuda):
+    """``(status, msg)`` of one vector-add pod: not run, not found, passed, or why not."""
+    if pod is None and cuda.get("error"):
+        return FAILED, "CUDA pod %s was not run: %s" % (name, _first_line(cuda["error"]))
+    if pod is None:
+        return FAILED, "CUDA pod %s was not found after it was created" % name
+    if phase == "Succeeded" and PASSED in log:
+        return OK, "CUDA pod %s completed: Test PASSED" % name
+    if phase == "Succeeded":
+        return FAILED, "CUDA pod %s completed without %r in its log (%s)" % (name, PASSED, _tail(log) or "empty log")
+    if phase == "Failed":
+        return FAILED, "CUDA pod %s failed: %s%s" % (name, pod_problem(pod), "; log: " + _tail(log) if log.strip() else "")
+    return FAILED, "CUDA pod %s did not complete within %s s: %s" % (name, cuda.get("timeout"), pod_problem(pod) or phase)
 
 
 # --- everything ---------------------------------------------------------------------------------
@@ -367,8 +382,26 @@ def cuda_pod_plan(cluster, candidates, check_mode):
 def evaluate(hosts, hostvars, cluster):
     """The cluster verdict: fleet-level facts, per-host node verdicts, and the CUDA pods to run."""
     cluster = cluster or {}
-    check_mode = bool(cluster.get("check_mode"))
-    result = {
+    result = _unjudged(cluster)
+    reason = no_cluster_reason(cluster)
+    targets = gpu_hosts(hosts, hostvars)
+    if reason:
+        _not_checked(result, cluster, targets, reason)
+        return result
+    result["checked"] = True
+    by_name = dict((_dig(n, "metadata", "name"), n) for n in cluster.get("nodes") or [])
+    stack, pods = _judge_stack(result, cluster)
+    checks_by_host, candidates, inventory_nodes = _judge_nodes(targets, by_name, result["stack"], pods)
+    _fleet_failures(result, cluster, stack, inventory_nodes)
+    _judge_cuda_pods(result, cluster, candidates, checks_by_host)
+    for host, (name, node, checks) in checks_by_host.items():
+        result["nodes"][host] = _node_result(name, node, checks)
+    return result
+
+
+def _unjudged(cluster):
+    """The verdict before anything is judged."""
+    return {
         "schema": SCHEMA,
         "checked": False,
         "reason": "",
@@ -380,115 +413,127 @@ def evaluate(hosts, hostvars, cluster):
         "failed": [],
         "not_checked": [],
     }
-    reason = no_cluster_reason(cluster)
-    targets = gpu_hosts(hosts, hostvars)
-    if reason:
-        result["reason"] = reason
-        result["not_checked"].append(reason)
-        if cluster.get("required") and cluster.get("enabled", True):
-            result["failed"].append(reason + " (validate_cluster_required)")
-        for host, dummy, validation in targets:
-            node = _dig(validation, "cluster_expect", "node") or host
-            result["nodes"][host] = _node_result(node, None, Checks(), skipped=reason)
-        return result
-    result["checked"] = True
-    by_name = dict((_dig(n, "metadata", "name"), n) for n in cluster.get("nodes") or [])
 
+
+def _not_checked(result, cluster, targets, reason):
+    """The verdict of a cluster that was not read: every node not checked, for ``reason``."""
+    result["reason"] = reason
+    result["not_checked"].append(reason)
+    if cluster.get("required") and cluster.get("enabled", True):
+        result["failed"].append(reason + " (validate_cluster_required)")
+    for host, dummy, validation in targets:
+        node = _dig(validation, "cluster_expect", "node") or host
+        result["nodes"][host] = _node_result(node, None, Checks(), skipped=reason)
+
+
+def _judge_stack(result, cluster):
+    """``(stack, pods)``: the stack whose pods are checked, and its pods; the verdict's ``stack``
+    says how many are ready or completed, and why the others are not."""
     stack, namespace, pods, note = stack_pods(cluster)
-    stack_info = result["stack"]
-    stack_info.update({"name": stack, "namespace": namespace})
+    info = result["stack"]
+    info.update({"name": stack, "namespace": namespace})
     if note:
-        stack_info["msg"] = note
+        info["msg"] = note
         result["not_checked"].append(note)
     elif not pods:
-        stack_info.update(
-            {"status": FAILED, "msg": "no %s pods in namespace %s: it is not deployed" % (STACK_TITLES[stack], namespace)}
-        )
-        result["failed"].append(stack_info["msg"])
+        info.update({"status": FAILED, "msg": "no %s pods in namespace %s: it is not deployed" % (STACK_TITLES[stack], namespace)})
+        result["failed"].append(info["msg"])
     else:
         bad = []
         for pod in pods:
             problem = pod_problem(pod)
             if problem:
                 bad.append({"name": _pod_name(pod), "node": _dig(pod, "spec", "nodeName"), "why": problem})
-        stack_info.update({"total": len(pods), "ready": len(pods) - len(bad), "not_ready": bad})
-        stack_info["status"] = FAILED if bad else OK
-        stack_info["msg"] = "%s: %d of %d pods ready or completed in namespace %s" % (
-            STACK_TITLES[stack],
-            len(pods) - len(bad),
-            len(pods),
-            namespace,
-        )
+        info.update({"total": len(pods), "ready": len(pods) - len(bad), "not_ready": bad})
+        info["status"] = FAILED if bad else OK
+        info["msg"] = "%s: %d of %d pods ready or completed in namespace %s" % (
+            STACK_TITLES[stack], len(pods) - len(bad), len(pods), namespace)
+    return stack, pods
 
-    inventory_nodes = set()
-    checks_by_host = {}
-    candidates = []
+
+def _judge_nodes(targets, by_name, stack_info, pods):
+    """``(checks_by_host, candidates, inventory_nodes)``: each inventory GPU host's node and its
+    checks, the ``(host, node, resource)`` that can run a vector-add pod, the nodes of the inventory."""
+    checks_by_host, candidates, inventory_nodes = {}, [], set()
     for host, facts, validation in targets:
         expect = validation.get("cluster_expect") or {}
         name = expect.get("node") or host
         inventory_nodes.add(name)
-        gpu_count = facts.get("gpu_count") or validation.get("gpu_count") or 0
-        mig = _mig_enabled(facts)
-        checks = Checks()
         node = by_name.get(name)
+        checks = Checks()
         checks_by_host[host] = (name, node, checks)
         if node is None:
-            checks.add(
-                "node",
-                FAILED,
-                "node %s is not in the cluster (set gpufleet_node_name to the host's node name)" % name,
-            )
-            continue
-        ready, why, message = _ready(node)
-        if ready:
-            checks.add("node", OK, "node %s is Ready" % name)
-        else:
-            checks.add("node", FAILED, "node %s is not Ready (%s)" % (name, _first_line(message) or why or "unknown"))
-        allocatable = _check_allocatable(checks, node, expect, gpu_count, mig)
-        _check_labels(checks, node, expect, gpu_count, mig)
-        if stack and pods:
-            mine = [p for p in stack_info["not_ready"] if p["node"] == name]
-            if mine:
-                checks.add(
-                    "pods",
-                    FAILED,
-                    "%s pods not ready on %s: %s"
-                    % (STACK_TITLES[stack], name, "; ".join("%s (%s)" % (p["name"], p["why"]) for p in mine)),
-                )
-            else:
-                on_node = len([p for p in pods if _dig(p, "spec", "nodeName") == name])
-                checks.add("pods", OK, "%s: %d pods on %s, all ready or completed" % (STACK_TITLES[stack], on_node, name))
-        if allocatable:
+            checks.add("node", FAILED, "node %s is not in the cluster (set gpufleet_node_name to the host's node name)" % name)
+        elif _check_node(checks, node, name, facts, validation, stack_info, pods):
             candidates.append((host, name, expect.get("resource") or "nvidia.com/gpu"))
+    return checks_by_host, candidates, inventory_nodes
+
+
+def _check_node(checks, node, name, facts, validation, stack_info, pods):
+    """The checks of a node in the cluster: Ready, allocatable, labels, the stack's pods on it;
+    returns its allocatable GPUs."""
+    expect = validation.get("cluster_expect") or {}
+    gpu_count = facts.get("gpu_count") or validation.get("gpu_count") or 0
+    mig = _mig_enabled(facts)
+    ready, why, message = _ready(node)
+    if ready:
+        checks.add("node", OK, "node %s is Ready" % name)
+    else:
+        checks.add("node", FAILED, "node %s is not Ready (%s)" % (name, _first_line(message) or why or "unknown"))
+    allocatable = _check_allocatable(checks, node, expect, gpu_count, mig)
+    _check_labels(checks, node, expect, gpu_count, mig)
+    if stack_info["name"] and pods:
+        _check_stack_pods(checks, name, stack_info, pods)
+    return allocatable
+
+
+def _check_stack_pods(checks, name, stack_info, pods):
+    """The pods check: every pod of the stack on the node ``name`` is ready or completed."""
+    title = STACK_TITLES[stack_info["name"]]
+    mine = [p for p in stack_info["not_ready"] if p["node"] == name]
+    if mine:
+        checks.add(
+            "pods",
+            FAILED,
+            "%s pods not ready on %s: %s" % (title, name, "; ".join("%s (%s)" % (p["name"], p["why"]) for p in mine)),
+        )
+    else:
+        on_node = len([p for p in pods if _dig(p, "spec", "nodeName") == name])
+        checks.add("pods", OK, "%s: %d pods on %s, all ready or completed" % (title, on_node, name))
+
+
+def _fleet_failures(result, cluster, stack, inventory_nodes):
+    """What fails the fleet beyond its nodes: vector-add pods left behind, the stack's pods not
+    ready on nodes outside the inventory."""
     if cluster.get("cleanup_error"):
         result["failed"].append("could not remove the CUDA vector-add pods: %s" % _first_line(cluster["cleanup_error"]))
-    for pod in stack_info["not_ready"]:
+    for pod in result["stack"]["not_ready"]:
         if pod["node"] not in inventory_nodes:
             result["failed"].append(
                 "%s pod %s not ready%s: %s"
                 % (STACK_TITLES.get(stack, stack), pod["name"], " on " + pod["node"] if pod["node"] else "", pod["why"])
             )
 
-    plan, note = cuda_pod_plan(cluster, sorted(candidates), check_mode)
+
+def _judge_cuda_pods(result, cluster, candidates, checks_by_host):
+    """The vector-add pods: the plan (``cuda_pods``), and once they ran, each one's verdict."""
+    plan, note = cuda_pod_plan(cluster, sorted(candidates), bool(cluster.get("check_mode")))
     result["cuda_pods"] = plan
-    cuda_info = result["cuda_pod"]
+    info = result["cuda_pod"]
     if note:
-        cuda_info["msg"] = note
+        info["msg"] = note
         result["not_checked"].append(note)
     elif _dig(cluster, "cuda", "ran"):
         by_host = dict((p["metadata"]["annotations"]["gpufleet.nvidia/inventory-host"], p) for p in plan)
         for host, planned in sorted(by_host.items()):
             entry = _cuda_verdict(checks_by_host[host][2], planned, cluster)
             entry["node"] = planned["spec"]["nodeName"]
-            cuda_info["pods"].append(entry)
-        passed = [p for p in cuda_info["pods"] if p["passed"]]
-        cuda_info["status"] = OK if len(passed) == len(cuda_info["pods"]) else FAILED
-        cuda_info["msg"] = "CUDA vectorAdd pod (%s): %d of %d passed" % (cuda_info["image"], len(passed), len(cuda_info["pods"]))
+            info["pods"].append(entry)
+        passed = [p for p in info["pods"] if p["passed"]]
+        info["status"] = OK if len(passed) == len(info["pods"]) else FAILED
+        info["msg"] = "CUDA vectorAdd pod (%s): %d of %d passed" % (info["image"], len(passed), len(info["pods"]))
     else:
-        cuda_info["msg"] = "CUDA pod: planned on %s" % ", ".join(p["spec"]["nodeName"] for p in plan)
-    for host, (name, node, checks) in checks_by_host.items():
-        result["nodes"][host] = _node_result(name, node, checks)
-    return result
+        info["msg"] = "CUDA pod: planned on %s" % ", ".join(p["spec"]["nodeName"] for p in plan)
 
 
 def _node_result(name, node, checks, skipped=None):

@@ -377,3 +377,48 @@ def test_long_node_names_give_valid_pod_names():
 def test_cleanup_failure_is_a_fleet_failure():
     result = C.evaluate(["gpu-a"], hostvars(**{"gpu-a": H200}), read([node("gpu-a")], cleanup_error="Unauthorized"))
     assert "could not remove the CUDA vector-add pods: Unauthorized" in result["failed"]
+
+
+# --- the steps of the verdict --------------------------------------------------------------------
+
+
+def test_expected_label_problems():
+    labels = {"a": "1", "b": "x"}
+    assert C._expected_label_problems(labels, {"a": 1, "b": "", "c": None}) == ["label c is missing"]
+    assert C._expected_label_problems(labels, {"b": "y"}) == ["label b is 'x', expected 'y'"]
+
+
+def test_stack_label_problems():
+    labels = {C.LABEL_COUNT: "2", C.LABEL_REPLICAS: "1", C.LABEL_CONFIG: "default"}
+    assert C._stack_label_problems(labels, {}, 2, False) == []
+    assert C._stack_label_problems(labels, {}, 1, True) == []  # with MIG the count label is not compared
+    assert C._stack_label_problems(labels, {"replicas": 4, "sharing_config": "ts-4"}, 1, False) == [
+        "label nvidia.com/gpu.count is '2', the node has 1 GPUs",
+        "label nvidia.com/gpu.replicas is '1', expected 4: the sharing config has not taken effect",
+        "label nvidia.com/device-plugin.config is 'default', expected 'ts-4': the node runs another sharing config",
+    ]
+
+
+def test_pending_problem_says_what_holds_the_pod():
+    unscheduled = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    assert C._pending_problem(unscheduled, "Pending") == "Pending, not scheduled: Unschedulable"
+    init = {"initContainerStatuses": [{"name": "init", "state": {"waiting": {"reason": "PodInitializing"}}}]}
+    assert C._pending_problem(init, "Pending") == "Pending, init container init PodInitializing"
+    assert C._pending_problem({}, "Unknown") == "Unknown"
+
+
+def test_failure_of_a_failed_pod():
+    assert C._failure({"reason": "Evicted", "message": "low on memory\nmore"}) == "Evicted: low on memory"
+    assert C._failure({}) == "failed"
+
+
+@pytest.mark.parametrize("pod, phase, log, cuda, status, msg", [
+    (None, None, "", {"error": "forbidden\nmore"}, "failed", "CUDA pod p was not run: forbidden"),
+    (None, None, "", {}, "failed", "CUDA pod p was not found after it was created"),
+    ({}, "Succeeded", "Test PASSED\n", {}, "ok", "CUDA pod p completed: Test PASSED"),
+    ({}, "Succeeded", "", {}, "failed", "CUDA pod p completed without 'Test PASSED' in its log (empty log)"),
+    ({"status": {"phase": "Failed"}}, "Failed", "", {}, "failed", "CUDA pod p failed: Failed, failed"),
+    ({"status": {"phase": "Pending"}}, "Pending", "", {"timeout": 300}, "failed", "CUDA pod p did not complete within 300 s: Pending"),
+])
+def test_cuda_pod_status(pod, phase, log, cuda, status, msg):
+    assert C._cuda_pod_status("p", pod, phase, log, cuda) == (status, msg)
