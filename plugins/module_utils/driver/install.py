@@ -23,10 +23,11 @@ driver's set, pinned and held with it, and its service is enabled and started wh
 
 from __future__ import annotations
 
+import functools
 import os
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import systems, versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
@@ -67,6 +68,35 @@ def default_params(**params):
     out = dict((name, spec.get("default")) for name, spec in ARGUMENT_SPEC.items())
     out.update(params)
     return out
+
+
+def _choices(name):
+    return inputs.one_of(*ARGUMENT_SPEC[name]["choices"])
+
+
+# What each option's value must be, checked before anything is read (in check mode too): the
+# argument spec's choices and types, for callers that are not AnsibleModule, and what the spec
+# cannot say -- the version is ASCII (check_params then parses it), the repository's URL has
+# nothing a .repo file or dnf's --repofrompath reads as a new line, option or second URL.
+PARAM_RULES = {
+    "method": _choices("method"),
+    "state": _choices("state"),
+    "version": inputs.optional(inputs.expecting(
+        inputs.version, "a driver version (ASCII digits and dots, %s)" % versions.DRIVER_VERSION_HINT)),
+    "flavor": _choices("flavor"),
+    "kernel_modules": _choices("kernel_modules"),
+    "kernel_headers": inputs.boolean,
+    "manage_sources": inputs.boolean,
+    "update_cache": inputs.boolean,
+    "cache_valid_time": inputs.integer(0),
+    "unattended_upgrades_blacklist": inputs.boolean,
+    "blacklist_nouveau": inputs.boolean,
+    "cuda_repo_baseurl": inputs.optional(functools.partial(inputs.url, forbid=",")),
+    "fabric_manager": _choices("fabric_manager"),
+}
+
+# The running kernel's release goes into package names and the initramfs tools' argv.
+KERNEL_RELEASE = functools.partial(inputs.name, what="a kernel release")
 
 
 # NVIDIA made the open kernel modules its default in the R560 release.
@@ -568,6 +598,7 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
     ``params`` are the module's, or some of them (the others take their defaults).
     """
     params = default_params(**params)
+    inputs.check("nvidia_driver", PARAM_RULES, params)
     declared = check_params(params)
     os_facts = read_os(system)
     container = detect_container(system)
@@ -575,7 +606,7 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
         return verify_preinstalled(system, params, os_facts, container)
     check_package_os(os_facts)
     state = params["state"]
-    kernel = system.kernel_release()
+    kernel = inputs.checked("nvidia_driver: the running kernel's release", KERNEL_RELEASE, system.kernel_release())
     flavor, flavor_reason = None, None
     if state == "present":
         flavor, flavor_reason = resolve_flavor(system, params.get("flavor") or "auto", declared)
