@@ -23,6 +23,7 @@ driver's set, pinned and held with it, and its service is enabled and started wh
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 
@@ -144,9 +145,12 @@ class Plan(object):
             return
         self.actions.append({"kind": "remove", "group": group, "path": path, "before": before, "summary": summary})
 
-    def run(self, group, argv, summary, env=None):
-        self.actions.append({"kind": "run", "group": group, "argv": list(argv), "env": dict(env or {}),
-                             "summary": summary})
+    def run(self, group, argv, summary, env=None, undo=None):
+        """A command; ``undo`` puts back what it changes (a hold it releases) when a later step fails."""
+        action = {"kind": "run", "group": group, "argv": list(argv), "env": dict(env or {}), "summary": summary}
+        if undo:
+            action["undo"] = list(undo)
+        self.actions.append(action)
 
     def note(self, text):
         if text not in self.notes:
@@ -169,8 +173,18 @@ class Plan(object):
         return [a for a in self.actions if a["kind"] in ("write", "remove")]
 
 
+# The commands after which the files written before them say what the host has: once the
+# packages moved (or the initramfs holds the nouveau blacklist) those files stay, whatever fails
+# later.
+COMMITTING = ("packages", "initramfs")
+
+
 class Executor(object):
-    """Carries a plan out: files through ``writer`` (atomic writes), commands through the runner."""
+    """Carries a plan out: files through ``writer`` (atomic writes), commands through the runner.
+
+    A step that fails puts back what the steps before it changed and no committing command has
+    made good yet (:class:`Journal`), then raises.
+    """
 
     def __init__(self, system, writer=None):
         self.system = system
@@ -178,36 +192,141 @@ class Executor(object):
 
     def execute(self, plan):
         done = []
-        for action in plan.actions:
+        journal = Journal(self.system, self.writer)
+        commits = commit_points(plan.actions)
+        for index, action in enumerate(plan.actions):
+            try:
+                self._carry_out(action, journal, done)
+            except GpuFleetError as exc:
+                raise journal.undo(exc)
+            done.append(_step(action))
+            if index in commits:
+                journal.commit()
+            elif action.get("undo"):
+                journal.command(action["undo"])
+        return done
+
+    def _carry_out(self, action, journal, done):
+        if action["kind"] == "run":
+            self._run(action, done)
+            return
+        journal.save(action["path"])
+        try:
             if action["kind"] == "write":
                 self.writer.write(action["path"], action["content"], action["mode"])
-            elif action["kind"] == "remove":
-                self.writer.remove(action["path"])
             else:
-                rc, out, err = self.system.run(action["argv"], env=action["env"] or None)
-                if rc != 0:
-                    raise GpuFleetError(
-                        "`%s` failed (exit %s): %s%s"
-                        % (
-                            command_line(action["argv"]),
-                            rc,
-                            tail(err, 10) or tail(out, 10) or "no output",
-                            "; done before it: %s" % "; ".join(done) if done else "; nothing had been changed yet",
-                        ),
-                        command=action["argv"],
-                        rc=rc,
-                        stdout=out,
-                        stderr=err,
-                        done=done,
-                    )
-            done.append(_step(action))
-        return done
+                self.writer.remove(action["path"])
+        except (IOError, OSError) as exc:
+            raise GpuFleetError("could not %s %s: %s%s" % (action["kind"], action["path"], exc, _done(done)),
+                                path=action["path"], done=done)
+        except GpuFleetError as exc:
+            raise GpuFleetError(exc.msg + _done(done), **dict(exc.details, done=done))
+
+    def _run(self, action, done):
+        rc, out, err = self.system.run(action["argv"], env=action["env"] or None)
+        if rc != 0:
+            raise GpuFleetError(
+                "`%s` failed (exit %s): %s%s"
+                % (command_line(action["argv"]), rc, tail(err, 10) or tail(out, 10) or "no output", _done(done)),
+                command=action["argv"],
+                rc=rc,
+                stdout=out,
+                stderr=err,
+                done=done,
+            )
+
+
+def _done(done):
+    """What was done before a step that failed, for its message."""
+    return "; done before it: %s" % "; ".join(done) if done else "; nothing had been changed yet"
+
+
+def commit_points(actions):
+    """The indexes of the committing commands (COMMITTING): the last of each group in the plan."""
+    last = {}
+    for index, action in enumerate(actions):
+        if action["kind"] == "run" and action["group"] in COMMITTING:
+            last[action["group"]] = index
+    return set(last.values())
 
 
 def _step(action):
     if action["kind"] == "run":
         return command_line(action["argv"])
     return "%s %s" % ("wrote" if action["kind"] == "write" else "removed", action["path"])
+
+
+class Journal(object):
+    """What a run changed that a failure puts back: each file's bytes and mode before its first change
+    (None: it was not there), and the commands that restore the holds and locks it released."""
+
+    def __init__(self, system, writer):
+        self.system = system
+        self.writer = writer
+        self.entries = []  # ("file", path, bytes or None, mode) and ("run", argv), in the order they happened
+        self.saved = set()
+
+    def save(self, path):
+        """Keep ``path`` as it is now, before the run first changes it."""
+        if path in self.saved:
+            return
+        data, mode = self._snapshot(path)
+        self.saved.add(path)
+        self.entries.append(("file", path, data, mode))
+
+    def _snapshot(self, path):
+        try:
+            return self.system.read_bytes(path), os.stat(self.system.local(path)).st_mode & 0o7777
+        except (IOError, OSError) as exc:
+            if exc.errno == errno.ENOENT:
+                return None, None
+            raise GpuFleetError("could not read %s before changing it: %s" % (path, exc), path=path)
+
+    def command(self, argv):
+        self.entries.append(("run", list(argv)))
+
+    def commit(self):
+        """The changes so far stay: a committing command made them good."""
+        self.entries = []
+        self.saved = set()
+
+    def undo(self, exc):
+        """``exc`` once every change of the journal is put back, newest first, saying what was put back."""
+        if not self.entries:
+            return exc
+        restored, words, failed = [], [], []
+        for entry in reversed(self.entries):
+            try:
+                said = self._put_back(entry)
+            except GpuFleetError as error:
+                failed.append(error.msg)
+                continue
+            if said:
+                restored.append(entry[1] if entry[0] == "file" else command_line(entry[1]))
+                words.append(said)
+        self.commit()
+        msg = exc.msg + ("; put back as they were: %s" % ", ".join(words) if words else "")
+        msg += "; could not put back: %s" % "; ".join(failed) if failed else ""
+        return GpuFleetError(msg, **dict(exc.details, restored=restored, not_restored=failed))
+
+    def _put_back(self, entry):
+        """Undo one change; the words saying so (None when there was nothing to undo)."""
+        if entry[0] == "run":
+            rc, out, err = self.system.run(entry[1])
+            if rc != 0:
+                raise GpuFleetError("`%s` exited %s: %s" % (command_line(entry[1]), rc, tail(err) or tail(out)))
+            return command_line(entry[1])
+        dummy, path, data, mode = entry
+        try:
+            if data is None:
+                if not os.path.lexists(self.system.local(path)):
+                    return None
+                self.writer.remove(path)
+                return "%s (removed: it was not there)" % path
+            self.writer.write(path, data, mode)
+        except (IOError, OSError) as exc:
+            raise GpuFleetError("%s: %s" % (path, exc))
+        return path
 
 
 class LocalWriter(object):
@@ -217,13 +336,14 @@ class LocalWriter(object):
         self.system = system
 
     def write(self, path, content, mode=0o644):
+        """Write ``content`` (text, or bytes as they are); a new file gets ``mode``."""
         local = self.system.local(path)
         directory = os.path.dirname(local)
         if not os.path.isdir(directory):
             os.makedirs(directory, 0o755)
         existed = os.path.exists(local)
-        with open(local, "w") as handle:
-            handle.write(content)
+        with open(local, "wb") as handle:
+            handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))
         if not existed:
             os.chmod(local, mode)
 
