@@ -54,7 +54,8 @@ RANCHER = {
 _DPKG_LIST_RE = re.compile(r"(nvidia|libcuda|cuda-driver|cuda-compat)")
 # Installed packages reported under driver.packages.
 _DRIVER_PACKAGE_RE = re.compile(r"(nvidia|^cuda-drivers|^libcuda|^libnvidia)")
-_CRI_PLUGINS = ("cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime")
+# The tables containerd's CRI plugin has had, newest first (the order validation looks them up in).
+CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
 _DETAIL_MAX = 400
 
 
@@ -841,7 +842,7 @@ def gather_containerd(host, probes):
     facts["config_version"] = parsed["version"]
     facts["cri_plugin"] = cri_plugin_name(parsed["version"], empty=not text.strip())
     facts["disabled_plugins"] = parsed["disabled_plugins"]
-    facts["cri_disabled"] = any(p in _CRI_PLUGINS for p in parsed["disabled_plugins"])
+    facts["cri_disabled"] = any(p in CRI_PLUGINS for p in parsed["disabled_plugins"])
     facts["imports"] = parsed["imports"]
     facts["runtimes"] = parsed["runtimes"]
     probes.ok(

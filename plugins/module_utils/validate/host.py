@@ -61,10 +61,8 @@ PREPARED_NO_GPU_MESSAGE = (
     "CUDA work can run until it has a GPU, so only what is installed and configured was checked"
 )
 
-CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 CDI_KIND = "nvidia.com/gpu"
-TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 RANCHER_CONTAINERD = {
     "k3s": (
         "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
@@ -471,7 +469,7 @@ def _containerd_files(host, path):
 
 
 def _cri_table(config):
-    for plugin in CRI_PLUGINS:
+    for plugin in gpu_facts.CRI_PLUGINS:
         table = _dig(config, "plugins", plugin)
         if isinstance(_dig(table, "containerd", "runtimes"), dict):
             return plugin, table
@@ -480,7 +478,7 @@ def _cri_table(config):
 
 def _explicit_cdi(files_data):
     for data in files_data:
-        for plugin in CRI_PLUGINS:
+        for plugin in gpu_facts.CRI_PLUGINS:
             if _dig(data, "plugins", plugin, "enable_cdi") is True:
                 return True
     return False
@@ -552,7 +550,7 @@ def _containerd_dump(host, binary, path, info):
 def _containerd_handler(host, merged, path, handler, info):
     """``(status, msg)`` of the handler in the merged config: the CRI plugin enabled, the handler
     there with a runtime_type, running nvidia-container-runtime; ``info`` gets the default runtime."""
-    disabled = [p for p in (merged.get("disabled_plugins") or []) if p in CRI_PLUGINS]
+    disabled = [p for p in (merged.get("disabled_plugins") or []) if p in gpu_facts.CRI_PLUGINS]
     if disabled:
         return (
             FAILED,
@@ -562,7 +560,7 @@ def _containerd_handler(host, merged, path, handler, info):
     plugin, cri = _cri_table(merged)
     runtimes = _dig(cri, "containerd", "runtimes") or {}
     info["default_runtime"] = _dig(cri, "containerd", "default_runtime_name")
-    where = 'plugins."%s".containerd.runtimes.%s' % (plugin or CRI_PLUGINS[1], handler)
+    where = 'plugins."%s".containerd.runtimes.%s' % (plugin or gpu_facts.CRI_PLUGINS[1], handler)
     if handler not in runtimes:
         return (
             FAILED,
@@ -808,7 +806,7 @@ def _read_cdi_data(entry, data):
 
 
 def _toolkit_mode(host):
-    data, error = _read_toml_file(host, TOOLKIT_CONFIG)
+    data, error = _read_toml_file(host, gpu_facts.TOOLKIT_CONFIG)
     if error or not data:
         return None
     return _dig(data, "nvidia-container-runtime", "mode")
@@ -837,7 +835,7 @@ def _cdi_enabled_by(host, mode, runtime):
     if runtime.get("cdi"):
         why.append("%s enables CDI" % runtime.get("name"))
     if _toolkit_mode(host) == "cdi":
-        why.append('%s has mode = "cdi"' % TOOLKIT_CONFIG)
+        why.append('%s has mode = "cdi"' % gpu_facts.TOOLKIT_CONFIG)
     return why
 
 
