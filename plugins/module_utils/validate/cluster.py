@@ -550,4 +550,3 @@ def _node_result(name, node, checks, skipped=None):
         "drifted": checks.messages(DRIFT),
         "not_checked": checks.messages(SKIPPED),
     }
-
