@@ -47,6 +47,16 @@ description:
     changes, listing the versions that are available. When the apt sources still lack the
     components, the versions are read through a temporary apt configuration holding the edited
     sources, so the host's configuration is only changed once the version is known to exist."
+  - "Every option is checked before anything is read, in check mode too: a value that is not what
+    its option takes (a version of other than ASCII digits, a O(cuda_repo_baseurl) with a
+    whitespace, control character or comma) is refused, naming the option and the value. A name
+    or version the package manager answered that would break the pins, the unattended-upgrades
+    blacklist or a command line (a new line, a space, a leading C(-)) is refused before any change."
+  - "A run that fails after its first change (C(apt-get install) or C(dnf install) failing, a file
+    that cannot be written) puts back, before failing, what it changed since the packages last
+    moved: the files it wrote or removed, byte for byte and with their modes (the ones it created
+    are removed), and the holds, version locks and module stream it released; the failure says
+    what was put back. Once the packages moved, the pins and files that describe them stay."
   - "O(method=preinstalled) never installs or removes anything: it reports the driver it finds
     (its version, flavour and where it came from) and whether it drifted from O(version) and
     O(flavor); it always reports C(changed=false)."
@@ -156,6 +166,8 @@ options:
       - RHEL family only. The CUDA repository to install from; defaults to NVIDIA's
         C(https://developer.download.nvidia.com/compute/cuda/repos/rhel<major>/<arch>). Point it at
         a mirror for air-gapped hosts.
+      - An C(http), C(https) or C(file) URL of printable ASCII, without whitespace, control
+        characters or commas (dnf reads a comma as the start of a second URL).
     type: str
   fabric_manager:
     description:

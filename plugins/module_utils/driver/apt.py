@@ -37,13 +37,15 @@ import time
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
     MANAGED_BY,
+    checked,
+    checked_packages,
     choose_version,
     lines,
     run_checked,
     sort_versions,
     upstream_version,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -509,8 +511,27 @@ def parse_show_depends(text, branch):
 # --- files this backend writes ------------------------------------------------------------------
 
 
+def apt_packages(where, packages):
+    """``packages`` (``{name: version}``) when each is a Debian package name and version (:func:`checked_packages`)."""
+    return checked_packages(where, packages, inputs.debian_package, inputs.debian_version)
+
+
+def apt_names(where, names):
+    """``names`` when each is a Debian package name."""
+    for name in names:
+        checked(where, "package", inputs.debian_package, name)
+    return list(names)
+
+
 def render_pin(packages, version, flavor):
-    """The apt preferences file: every package at its exact version, priority 1001."""
+    """The apt preferences file: every package at its exact version, priority 1001.
+
+    The names and versions come from the archive and dpkg: one with a new line or a space would
+    add a stanza or a package to the file; it is refused instead.
+    """
+    apt_packages(PIN_FILE, packages)
+    checked(PIN_FILE, "driver version", inputs.version, version)
+    checked(PIN_FILE, "flavour", inputs.one_of("open", "proprietary"), flavor)
     by_version = {}
     for name, pkg_version in sorted(packages.items()):
         by_version.setdefault(pkg_version, []).append(name)
@@ -525,6 +546,8 @@ def render_pin(packages, version, flavor):
 
 
 def render_unattended(names, version):
+    apt_names(UU_FILE, names)
+    checked(UU_FILE, "driver version", inputs.version, version)
     body = "".join('    "^%s$";\n' % name for name in sorted(names))
     return (
         "// %s: unattended-upgrades never upgrades the NVIDIA driver %s, so that an\n"
@@ -859,7 +882,9 @@ class AptBackend(object):
     def _plan_pins(self, plan, current, want, version, flavor, unhold):
         """Release the holds of what moves, then pin the packages and keep them from unattended-upgrades."""
         if unhold:
-            plan.run("hold", ["apt-mark", "unhold"] + unhold, "release the holds of the packages that move")
+            apt_names("apt-mark unhold", unhold)
+            plan.run("hold", ["apt-mark", "unhold"] + unhold, "release the holds of the packages that move",
+                     undo=["apt-mark", "hold"] + unhold)
         plan.write("pin", PIN_FILE, render_pin(want, version, flavor), current["pin"],
                    "pin the driver's packages to their versions")
         if self.params.get("unattended_upgrades_blacklist", True):
@@ -872,11 +897,13 @@ class AptBackend(object):
     def _plan_packages(plan, install, removals, hold):
         """One apt-get install of every package at its version (the removals purged in it), then the holds."""
         if install or removals:
+            apt_packages("apt-get install", install)
+            apt_names("apt-get install", removals)
             argv = list(APT_GET_INSTALL) + (["--purge"] if removals else [])
             argv += ["%s=%s" % item for item in sorted(install.items())] + ["%s-" % n for n in removals]
             plan.run("packages", argv, "install the driver's packages at their versions", env=APT_ENV)
         if hold:
-            plan.run("hold", ["apt-mark", "hold"] + hold, "hold the driver's packages")
+            plan.run("hold", ["apt-mark", "hold"] + apt_names("apt-mark hold", hold), "hold the driver's packages")
 
     def _plan_sources(self, plan, current):
         changes = current["sources"].changes if self.params.get("manage_sources", True) else []
@@ -895,8 +922,10 @@ class AptBackend(object):
             if self._ours(n) or i["version"] in old_versions or self.layout.stale_module_package(n, {})
         )
         held = sorted(n for n in removals if installed[n]["held"])
+        apt_names("apt-get purge", removals)
         if held:
-            plan.run("hold", ["apt-mark", "unhold"] + held, "release the holds of the driver's packages")
+            plan.run("hold", ["apt-mark", "unhold"] + held, "release the holds of the driver's packages",
+                     undo=["apt-mark", "hold"] + held)
         if removals:
             plan.run("packages", ["apt-get", "purge", "-y", "-q"] + removals, "remove the driver's packages",
                      env=APT_ENV)

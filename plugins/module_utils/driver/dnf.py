@@ -22,12 +22,15 @@ for a compute-only ("headless") node, ``nvidia-driver-cuda`` with ``kmod-nvidia-
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
     MANAGED_BY,
+    checked,
+    checked_packages,
     choose_version,
     command_line,
     lines,
@@ -35,6 +38,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages im
     sort_versions,
     upstream_version,
 )
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 REPO_DIR = "/etc/yum.repos.d"
@@ -114,9 +118,14 @@ def _evr_key(evr):
     version, dummy, release = rest.partition("-")
 
     def parts(text):
-        return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[.\-_+~]", text) if p)
+        return tuple((0, int(p)) if _number(p) else (1, p) for p in re.split(r"[.\-_+~]", text) if p)
 
-    return (int(epoch) if epoch.isdigit() else 0, parts(version), parts(release))
+    return (int(epoch) if _number(epoch) else 0, parts(version), parts(release))
+
+
+def _number(text):
+    """Whether ``text`` is ASCII digits (str.isdigit() also takes "²", which int() refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 def parse_repo_files(texts):
@@ -170,9 +179,34 @@ def _evr_at(evrs, version):
     return next(evr for evr in evrs if upstream_version(evr) == version)
 
 
-def _specs(install):
-    """``name-evr`` of each package to install (the name alone where no version is named), sorted."""
+def _specs(install, where="dnf install"):
+    """``name-evr`` of each package to install (the name alone where no version is named), sorted.
+
+    The names and versions come from rpm and dnf: one that dnf would read as an option, or as
+    two arguments, is refused.
+    """
+    checked_packages(where, install, inputs.rpm_package, inputs.rpm_version)
     return ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())]
+
+
+def _names(where, names):
+    """``names`` when each is an RPM package name that dnf reads as one."""
+    for name in names:
+        checked(where, "package", inputs.rpm_package, name)
+    return list(names)
+
+
+# The repository's URL as it goes into the .repo file's baseurl and gpgkey and into --repofrompath:
+# dnf splits those at commas, so a comma would add a second URL (and a second key to import).
+BASEURL = functools.partial(inputs.url, forbid=",")
+# A repository id, as dnf takes it in a .repo file's [section] and in --repofrompath.
+_REPO_ID = re.compile(r"[A-Za-z0-9_.:-]+", re.ASCII)
+
+
+def _repo_id(value):
+    if not isinstance(value, str) or not _REPO_ID.fullmatch(value):
+        raise inputs.Invalid("a repository id (ASCII letters, digits and _ . : -)")
+    return value
 
 
 def _lock_changes(locks, want, managed):
@@ -183,6 +217,9 @@ def _lock_changes(locks, want, managed):
 
 
 def render_repo(repo_id, baseurl):
+    """NVIDIA's repository as a .repo file; an id or URL that would add a line, a section or a second URL is refused."""
+    checked("the CUDA repository", "id", _repo_id, repo_id)
+    checked("the CUDA repository", "baseurl", BASEURL, baseurl)
     return (
         "# %s: NVIDIA's CUDA repository, for the NVIDIA driver.\n"
         "[%s]\nname=%s\nbaseurl=%s\nenabled=1\ngpgcheck=1\ngpgkey=%s/%s\n"
@@ -282,8 +319,8 @@ class DnfBackend(object):
         self._plan_stream(plan, current["locks"], stale, streams, stream)
         self._plan_packages(plan, fm_other, install, other)
         if lock:
-            plan.run("versionlock", ["dnf", "versionlock", "add"] + ["%s-%s" % (n, want[n]) for n in lock],
-                     "lock the driver's packages at their versions")
+            locking = _specs(dict((n, want[n]) for n in lock), "dnf versionlock add")
+            plan.run("versionlock", ["dnf", "versionlock", "add"] + locking, "lock the driver's packages at their versions")
         return {
             "version": version,
             "available_versions": sort_versions(available),
@@ -376,19 +413,22 @@ class DnfBackend(object):
     def _plan_stream(plan, locks, stale, streams, stream):
         """Release the locks of what moves, then follow the branch's stream (leaving another one first)."""
         if stale:
-            plan.run("versionlock", ["dnf", "versionlock", "delete"]
-                     + ["%s-%s" % (n, locks[n]) for n in stale], "release the locks of what moves")
+            held = _specs(dict((n, locks[n]) for n in stale), "dnf versionlock delete")
+            plan.run("versionlock", ["dnf", "versionlock", "delete"] + held, "release the locks of what moves",
+                     undo=["dnf", "versionlock", "add"] + held)
         enabled = [s for s, flags in streams.items() if "e" in flags]
         if enabled != [stream]:
+            reset = ["dnf", "module", "reset", "-y", "nvidia-driver"]
             if enabled:
-                plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the stream %s" % enabled[0])
+                plan.run("stream", reset, "leave the stream %s" % enabled[0],
+                         undo=["dnf", "module", "enable", "-y", "nvidia-driver:%s" % enabled[0]])
             plan.run("stream", ["dnf", "module", "enable", "-y", "nvidia-driver:%s" % stream],
-                     "follow the branch's stream")
+                     "follow the branch's stream", undo=reset)
 
     @staticmethod
     def _plan_packages(plan, fm_other, install, other):
         if fm_other:
-            plan.run("packages", ["dnf", "remove", "-y"] + fm_other,
+            plan.run("packages", ["dnf", "remove", "-y"] + _names("dnf remove", fm_other),
                      "remove the fabric manager packages of another branch or naming")
         if install:
             plan.run("packages", ["dnf", "install", "-y", "--allowerasing"] + _specs(install),
@@ -404,10 +444,11 @@ class DnfBackend(object):
         ours = sorted(n for n in names if n in installed)
         locked = sorted(n for n in current["locks"] if n in names)
         if locked:
-            plan.run("versionlock", ["dnf", "versionlock", "delete"]
-                     + ["%s-%s" % (n, current["locks"][n]) for n in locked], "release the driver's locks")
+            held = _specs(dict((n, current["locks"][n]) for n in locked), "dnf versionlock delete")
+            plan.run("versionlock", ["dnf", "versionlock", "delete"] + held, "release the driver's locks",
+                     undo=["dnf", "versionlock", "add"] + held)
         if ours:
-            plan.run("packages", ["dnf", "remove", "-y"] + ours, "remove the driver's packages")
+            plan.run("packages", ["dnf", "remove", "-y"] + _names("dnf remove", ours), "remove the driver's packages")
             plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the driver's stream")
         return {
             "version": None,

@@ -92,7 +92,7 @@ PARAM_RULES = {
     "cache_valid_time": inputs.integer(0),
     "unattended_upgrades_blacklist": inputs.boolean,
     "blacklist_nouveau": inputs.boolean,
-    "cuda_repo_baseurl": inputs.optional(functools.partial(inputs.url, forbid=",")),
+    "cuda_repo_baseurl": inputs.optional(driver_dnf.BASEURL),
     "fabric_manager": _choices("fabric_manager"),
 }
 

@@ -11,10 +11,32 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 MANAGED_BY = "Managed by gpufleet.nvidia.nvidia_driver"
+
+
+# --- what the host answered, before it is written ---------------------------------------------
+
+
+def checked(where, what, validator, value):
+    """``value`` when ``validator`` takes it; else the refusal, before anything was changed.
+
+    For what the host answered (apt-cache, dpkg, rpm, dnf) and then goes into a file or a
+    command's argv: a name or version that would break ``where`` (a new line in a pin, an
+    argument apt-get reads as an option) is refused, not written.
+    """
+    return inputs.checked("nvidia_driver: %s: %s" % (where, what), validator, value, after="; nothing was changed")
+
+
+def checked_packages(where, packages, name_rule, version_rule):
+    """``packages`` (``{name: version}``, a version None for none) when every name and version is what ``where`` takes."""
+    for name, version in sorted(packages.items()):
+        checked(where, "package", name_rule, name)
+        if version is not None:
+            checked(where, "the version of %s" % name, version_rule, version)
+    return packages
 
 
 # --- commands ---------------------------------------------------------------------------------
