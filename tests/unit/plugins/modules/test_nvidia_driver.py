@@ -8,6 +8,7 @@ writes under the replayed root, so nothing on this machine is touched.
 from __future__ import annotations
 
 import contextlib
+import os
 from unittest import mock
 
 import pytest
@@ -171,3 +172,65 @@ def test_module_host_runs_commands_in_the_c_locale(tmp_path):
     assert calls == [(["apt-get", "update"],
                       {"LC_ALL": "C", "LANG": "C", "LANGUAGE": "C", "DEBIAN_FRONTEND": "noninteractive"})]
     assert system.root == "/" and system.tmpdir == str(tmp_path)
+
+
+# --- malformed options and failed runs, as the user sees them (issue: no input and no interruption breaks a node) ---
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+def test_malformed_option_is_a_clean_refusal_before_anything_is_read(tmp_path, check_mode):
+    replay = Replay(D12_PRISTINE, tmp_path)
+    args = dict(ARGS, cuda_repo_baseurl="https://mirror.invalid/cuda\n[evil]\ngpgcheck=0")
+    with host(replay), pytest.raises(AnsibleFailJson) as raised:
+        run_module(nvidia_driver, args, check_mode=check_mode)
+    assert raised.value.result["msg"] == (
+        "nvidia_driver: cuda_repo_baseurl 'https://mirror.invalid/cuda\\n[evil]\\ngpgcheck=0' is not a URL (http, https, "
+        "file; no whitespace or control characters, no ',')"
+    )
+    assert raised.value.result["option"] == "cuda_repo_baseurl"
+    assert replay.calls == []
+
+
+def test_full_width_version_is_refused(tmp_path):
+    replay = Replay(D12_PRISTINE, tmp_path)
+    with host(replay), pytest.raises(AnsibleFailJson) as raised:
+        run_module(nvidia_driver, {"version": "\uff15\uff18\uff10"}, check_mode=True)
+    assert raised.value.result["msg"].startswith("nvidia_driver: version '\uff15\uff18\uff10' is not a driver version (ASCII")
+    assert replay.calls == []
+
+
+def test_failed_install_fails_the_task_with_the_files_put_back(tmp_path):
+    replay = Replay(D12_PRISTINE, tmp_path)
+    plan = run_module_plan(replay)
+    argv = [a.strip("'") for a in plan[4].split(" ")]
+    replay = Replay(D12_PRISTINE, tmp_path / "again", overrides={tuple(argv): (100, "", "E: Unable to fetch some archives")})
+    sources = replay.read("/etc/apt/sources.list")
+    with host(replay), pytest.raises(AnsibleFailJson) as raised:
+        run_module(nvidia_driver, ARGS)
+    result = raised.value.result
+    assert result["rc"] == 100 and "; put back as they were: " in result["msg"]
+    assert result["restored"] == [apt.UU_FILE, apt.PIN_FILE, "/etc/apt/sources.list"]
+    assert replay.read("/etc/apt/sources.list") == sources
+    assert replay.read(apt.PIN_FILE) is None and replay.read(apt.UU_FILE) is None
+
+
+def run_module_plan(replay):
+    with host(replay):
+        return run_module(nvidia_driver, ARGS, check_mode=True)["plan"]
+
+
+def test_atomic_writer_puts_bytes_back_as_they_were(tmp_path):
+    class Module(object):
+        params = {}
+
+        def add_cleanup_file(self, path):
+            pass
+
+        def atomic_move(self, src, dest, unsafe_writes=False):
+            os.rename(src, dest)
+
+    path = str(tmp_path / "sources.list")
+    nvidia_driver._AtomicWriter(Module()).write(path, b"# caf\xe9\n", 0o640)
+    with open(path, "rb") as handle:
+        assert handle.read() == b"# caf\xe9\n"
+    assert os.stat(path).st_mode & 0o777 == 0o640
