@@ -676,11 +676,13 @@ def test_cuda_test_turned_off(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
-def test_the_vector_add_source_builds_with_the_real_nvcc(tmp_path):
+def test_the_vector_add_source_builds_with_the_real_nvcc(tmp_path, monkeypatch):
     """Builds with this machine's nvcc and runs; without a GPU it must say Test FAILED and why."""
     host = common_host.make_host("/")
     checks = V.Checks()
-    before = set(glob.glob("/tmp/gpufleet-vectoradd-*"))
+    made = []  # the work folder this check makes (other test runs may share /tmp)
+    mkdtemp = V.tempfile.mkdtemp
+    monkeypatch.setattr(V.tempfile, "mkdtemp", lambda **kw: made.append(mkdtemp(**kw)) or made[-1])
     result = V.check_cuda(checks, host, True, shutil.which("nvcc"), True, common_host.subprocess_runner("/", 300))
     assert result["ran"] is True, checks.items  # built
     if result["passed"]:
@@ -688,7 +690,7 @@ def test_the_vector_add_source_builds_with_the_real_nvcc(tmp_path):
     else:
         assert checks.items[0]["msg"].startswith("CUDA vectorAdd failed on the host: exit 1: ")
         assert "Test FAILED" in result["output"] and "(cuda" in result["output"]
-    assert set(glob.glob("/tmp/gpufleet-vectoradd-*")) == before
+    assert len(made) == 1 and os.path.basename(made[0]).startswith("gpufleet-vectoradd-") and not os.path.exists(made[0])
 
 
 def test_summary_line_counts_the_checks():
