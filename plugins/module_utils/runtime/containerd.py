@@ -34,6 +34,7 @@ the places where this does better are marked *beats nvidia-ctk*):
 
 from __future__ import annotations
 
+import collections
 import copy
 import os
 
@@ -242,44 +243,64 @@ def desired_runtime(cri: dict, opts: ContainerdOptions, original_default=None, e
 
 
 def _edit_top(doc, version, version_source, opts, record, style, warnings, with_import) -> None:
-    if version_source not in ("file", "v1") and "version" not in doc:
+    """The main file's top-level keys: the version when the file has none, the disabled plugins, the import."""
+    written = version_source in ("file", "v1")  # the file's version is the one it says, or 1
+    if not written and "version" not in doc:
         note_change(record, ["version"], doc, "version", version)
         insert_top_kv(doc, "version", toml_item(version), first=True)
-
-    disabled = doc.get("disabled_plugins")
-    if disabled is not None and isinstance(plain(disabled), list):
-        names = plain(disabled)
-        wanted = list(names)
-        if version_source not in ("file", "v1"):
-            # The file was version 1 (no version key): "cri" is a v1 short name that
-            # version 2 refuses ("invalid disabled plugin URI"). Give it its full name.
-            wanted = ["io.containerd.grpc.v1.cri" if n == "cri" else n for n in wanted]
-        if opts.enable_cri:
-            wanted = [n for n in wanted if n not in CRI_PLUGIN_NAMES]
-        if wanted != names:
-            note_change(record, ["disabled_plugins"], doc, "disabled_plugins", wanted)
-            # Edit the array itself: the key keeps its place and its comment.
-            while len(disabled):
-                del disabled[0]
-            for name in wanted:
-                disabled.append(tk_value(name, style))
-        still = [n for n in wanted if n in CRI_PLUGIN_NAMES]
-        if still:
-            warnings.append(
-                "the CRI plugin is disabled (disabled_plugins = %s): Kubernetes cannot use this "
-                "containerd until it is enabled (option enable_cri)" % still
-            )
-
+    _edit_disabled_plugins(doc, written, opts, record, style, warnings)
     if with_import:
-        imports = doc.get("imports")
-        if imports is None:
-            value = tk_value([opts.import_glob], style)
-            note_change(record, ["imports"], doc, "imports", [opts.import_glob])
-            insert_top_kv(doc, "imports", value)
-        elif opts.import_glob not in (plain(imports) or []):
-            new = list(plain(imports)) + [opts.import_glob]
-            note_change(record, ["imports"], doc, "imports", new)
-            imports.append(tk_value(opts.import_glob, style))
+        _add_import(doc, opts, record, style)
+
+
+def _edit_disabled_plugins(doc, version_written, opts, record, style, warnings) -> None:
+    """Give ``disabled_plugins`` what the version and ``enable_cri`` need; warn while CRI stays off."""
+    disabled = doc.get("disabled_plugins")
+    if disabled is None or not isinstance(plain(disabled), list):
+        return
+    names = plain(disabled)
+    wanted = wanted_disabled_plugins(names, version_written, opts.enable_cri)
+    if wanted != names:
+        note_change(record, ["disabled_plugins"], doc, "disabled_plugins", wanted)
+        # Edit the array itself: the key keeps its place and its comment.
+        while len(disabled):
+            del disabled[0]
+        for name in wanted:
+            disabled.append(tk_value(name, style))
+    still = [n for n in wanted if n in CRI_PLUGIN_NAMES]
+    if still:
+        warnings.append(
+            "the CRI plugin is disabled (disabled_plugins = %s): Kubernetes cannot use this "
+            "containerd until it is enabled (option enable_cri)" % still
+        )
+
+
+def wanted_disabled_plugins(names, version_written: bool, enable_cri: bool) -> list:
+    """``disabled_plugins`` as the file needs it.
+
+    A file that was version 1 (no version key) and gets a version: "cri" is a v1 short name
+    that version 2 refuses ("invalid disabled plugin URI"), so it gets its full name.
+    ``enable_cri``: no name of the CRI plugin is left.
+    """
+    wanted = list(names)
+    if not version_written:
+        wanted = ["io.containerd.grpc.v1.cri" if n == "cri" else n for n in wanted]
+    if enable_cri:
+        wanted = [n for n in wanted if n not in CRI_PLUGIN_NAMES]
+    return wanted
+
+
+def _add_import(doc, opts, record, style) -> None:
+    """Make the main file import the drop-in's folder (appended to the imports it has)."""
+    imports = doc.get("imports")
+    if imports is None:
+        value = tk_value([opts.import_glob], style)
+        note_change(record, ["imports"], doc, "imports", [opts.import_glob])
+        insert_top_kv(doc, "imports", value)
+    elif opts.import_glob not in (plain(imports) or []):
+        new = list(plain(imports)) + [opts.import_glob]
+        note_change(record, ["imports"], doc, "imports", new)
+        imports.append(tk_value(opts.import_glob, style))
 
 
 def _undo_top(doc, record, opts, warnings) -> None:
@@ -330,52 +351,16 @@ def _present_inplace(
     """
     name = opts.runtime_name
     created = []
-    cri_plain = plain(lookup(doc, cri_path)) or {}
     default_entry = record_entry(record, list(cri_path) + ["containerd", "default_runtime_name"])
-    original_default = None
-    if default_entry is not None:
-        original_default = plain(parse_raw(default_entry["raw"])) if default_entry.get("raw") else "runc"
-    existing = _runtimes_of(cri_plain)[1].get(name)
-    source_name, desired = desired_runtime(
-        source_cri if source_cri is not None else cri_plain, opts, original_default, existing or {}
-    )
-
+    source_name, desired = _desired_in_place(doc, cri_path, opts, default_entry, source_cri)
     runtimes_path = list(cri_path) + ["containerd", "runtimes"]
-    depth = len(runtimes_path) + 1
     if "runtime" not in skip:
-        runtimes = ensure_tables(doc, runtimes_path, style, created)
-        if allow_runc and "runc" not in runtimes:
-            add_table(runtimes, "runc", {"runtime_type": RUNC_TYPE}, depth, style)
-            record["runc"] = True
-        if name in runtimes and is_table(runtimes[name]):
-            sync_table(runtimes[name], desired, depth, style)
-        else:
-            if name in runtimes:
-                del runtimes[name]
-            add_table(runtimes, name, desired, depth, style)
-
-    containerd_path = list(cri_path) + ["containerd"]
-    if opts.set_as_default:
-        table = ensure_tables(doc, containerd_path, style, created)
-        if not same(table.get("default_runtime_name"), name):
-            note_change(record, containerd_path + ["default_runtime_name"], table, "default_runtime_name", name)
-            _note_header(record, table, containerd_path, created)
-            set_scalar(table, "default_runtime_name", name, len(containerd_path), style)
-    elif default_entry is not None:
-        restore_entry(doc, default_entry, warnings)
-        record["keys"].remove(default_entry)
-
+        _put_runtime(doc, runtimes_path, name, desired, allow_runc, record, style, created)
+    edit = _Edit(doc, record, style, created, warnings)
+    default = name if opts.set_as_default else None
+    _set_recorded(edit, list(cri_path) + ["containerd"], "default_runtime_name", default, default_entry)
     cdi_entry = record_entry(record, list(cri_path) + ["enable_cdi"])
-    if opts.enable_cdi:
-        table = ensure_tables(doc, cri_path, style, created)
-        if not same(table.get("enable_cdi"), True):
-            note_change(record, list(cri_path) + ["enable_cdi"], table, "enable_cdi", True)
-            _note_header(record, table, list(cri_path), created)
-            set_scalar(table, "enable_cdi", True, len(cri_path), style)
-    elif cdi_entry is not None:
-        restore_entry(doc, cdi_entry, warnings)
-        record["keys"].remove(cdi_entry)
-
+    _set_recorded(edit, list(cri_path), "enable_cdi", True if opts.enable_cdi else None, cdi_entry)
     if created:
         record.setdefault("created", [])
         for path in created:
@@ -383,8 +368,54 @@ def _present_inplace(
                 record["created"].append(path)
     if "runtime" not in skip:
         runtimes = lookup(doc, runtimes_path)
-        write_record_comment(runtimes[name], record, style.key_indent(depth))
+        write_record_comment(runtimes[name], record, style.key_indent(len(runtimes_path) + 1))
     return source_name
+
+
+def _desired_in_place(doc, cri_path, opts, default_entry, source_cri) -> tuple:
+    """``(source name, table)`` of the handler, copied from the default before the module changed it."""
+    cri_plain = plain(lookup(doc, cri_path)) or {}
+    original_default = None
+    if default_entry is not None:
+        original_default = plain(parse_raw(default_entry["raw"])) if default_entry.get("raw") else "runc"
+    existing = _runtimes_of(cri_plain)[1].get(opts.runtime_name)
+    return desired_runtime(
+        source_cri if source_cri is not None else cri_plain, opts, original_default, existing or {}
+    )
+
+
+def _put_runtime(doc, runtimes_path, name, desired, allow_runc, record, style, created) -> None:
+    """The handler's table as ``desired`` (other keys kept), and runc when the file has none."""
+    depth = len(runtimes_path) + 1
+    runtimes = ensure_tables(doc, runtimes_path, style, created)
+    if allow_runc and "runc" not in runtimes:
+        add_table(runtimes, "runc", {"runtime_type": RUNC_TYPE}, depth, style)
+        record["runc"] = True
+    if name in runtimes and is_table(runtimes[name]):
+        sync_table(runtimes[name], desired, depth, style)
+    else:
+        if name in runtimes:
+            del runtimes[name]
+        add_table(runtimes, name, desired, depth, style)
+
+
+#: A file being edited in place: its document, the record of what changed, its style, the key
+#: paths of the tables the edit made, the warnings.
+_Edit = collections.namedtuple("_Edit", "doc record style created warnings")
+
+
+def _set_recorded(edit, table_path, key, value, entry) -> None:
+    """Set ``key`` of the table at ``table_path`` to ``value``, its old text noted in the record;
+    with ``value`` None, put back what the record's ``entry`` (if any) says was there."""
+    if value is not None:
+        table = ensure_tables(edit.doc, table_path, edit.style, edit.created)
+        if not same(table.get(key), value):
+            note_change(edit.record, table_path + [key], table, key, value)
+            _note_header(edit.record, table, table_path, edit.created)
+            set_scalar(table, key, value, len(table_path), edit.style)
+    elif entry is not None:
+        restore_entry(edit.doc, entry, edit.warnings)
+        edit.record["keys"].remove(entry)
 
 
 def _note_header(record, table, path, created) -> None:
@@ -505,6 +536,11 @@ def _effective_cri(doc, cri_path, opts, others, warnings) -> dict:
     return tree
 
 
+#: The main file being planned: its path, text and document, its config version (and where that
+#: came from: detect_version's source), the CRI plugin table of that version, the file's style.
+_Main = collections.namedtuple("_Main", "path text doc version source cri_path style")
+
+
 def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOptions, others=()) -> Plan:
     """Plan the edits of a containerd configuration (main file + drop-in).
 
@@ -512,60 +548,32 @@ def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOpti
     ``others``: ``(path, text)`` of the other files the drop-in import matches.
     """
     doc = parse_toml(main_text, main_path)
-    dropin_doc = parse_toml(dropin_text, opts.dropin_path) if dropin_text is not None else None
+    if dropin_text is not None:
+        parse_toml(dropin_text, opts.dropin_path)  # a drop-in that does not parse stops the plan too
     version, source = detect_version(doc, opts.containerd_major, opts.config_version)
-    cri_path = plugin_path(version)
-    style = TomlStyle.detect(main_text or "")
+    main = _Main(main_path, main_text, doc, version, source, plugin_path(version), TomlStyle.detect(main_text or ""))
+    dropin_record = find_record_in_text(dropin_text) if dropin_text is not None else {}
     warnings = []
     name = opts.runtime_name
-    dropin_record = find_record_in_text(dropin_text) if dropin_text is not None else {}
-
     if opts.state == "absent":
-        created_file = False
-        if dropin_doc is not None:
-            _undo_top(doc, dropin_record, opts, warnings)
-            created_file = bool(dropin_record.get("created_file"))
-        if lookup(doc, list(cri_path) + ["containerd", "runtimes", name]) is not None:
-            created_file = bool(_absent_inplace(doc, cri_path, opts, warnings).get("created_file")) or created_file
-        new_main = _render(doc, main_text)
-        if created_file and new_main is not None and not new_main.strip():
-            new_main = None  # the module created the file: remove it again
-        _check_unrelated(main_path, main_text, new_main, cri_path, name)
+        new_main = _removed_from_main(main, dropin_text, dropin_record, opts, warnings)
+        _check_unrelated(main_path, main_text, new_main, main.cri_path, name)
         files = [FileChange(main_path, main_text, new_main), FileChange(opts.dropin_path, dropin_text, None)]
         return Plan(
             files,
             msg=_message(files, "removed the %s runtime" % name, "the %s runtime is not configured" % name),
             warnings=warnings,
-            **_facts(version, cri_path, opts)
+            **_facts(version, main.cri_path, opts)
         )
-
     if opts.mode == "inplace":
-        record = _inplace_record(doc, cri_path, name) or {}
-        if main_text is None or dropin_record.get("created_file"):
-            record["created_file"] = True
-        if dropin_doc is not None:
-            # Switching from drop-in to in-place: undo the drop-in's main-file changes.
-            _undo_top(doc, dropin_record, opts, warnings)
-        _edit_top(doc, version, source, opts, record, style, warnings, with_import=False)
-        source_name = _present_inplace(doc, cri_path, opts, style, record, warnings)
+        source_name = _handler_in_main(main, dropin_text, dropin_record, opts, warnings)
         new_main = _render(doc, main_text)
         files = [FileChange(main_path, main_text, new_main), FileChange(opts.dropin_path, dropin_text, None)]
     else:
-        if _inplace_record(doc, cri_path, name) is not None:
-            # Switching from in-place to drop-in: take the in-place edits out first.
-            _absent_inplace(doc, cri_path, opts, warnings)
-        record = copy.deepcopy(dropin_record)
-        record.setdefault("keys", [])
-        if main_text is None:
-            record["created_file"] = True
-        _edit_top(doc, version, source, opts, record, style, warnings, with_import=True)
-        tree = _effective_cri(doc, cri_path, opts, others, warnings)
-        source_name = _edit_plain_tree(tree, opts)
-        new_dropin = _dropin_text(version, cri_path, tree, record, main_path)
+        new_dropin, source_name = _handler_in_dropin(main, dropin_record, opts, others, warnings)
         new_main = _render(doc, main_text)
         files = [FileChange(opts.dropin_path, dropin_text, new_dropin), FileChange(main_path, main_text, new_main)]
-
-    _check_unrelated(main_path, main_text, new_main, cri_path, name)
+    _check_unrelated(main_path, main_text, new_main, main.cri_path, name)
     if opts.enable_cdi and opts.version_below(1, 7):
         warnings.append(
             "containerd %s ignores enable_cdi (CDI in the CRI plugin needs containerd 1.7 or later)"
@@ -575,8 +583,49 @@ def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOpti
         files,
         msg=_message(files, "configured the %s runtime" % name, "the %s runtime is already configured" % name),
         warnings=warnings,
-        **_facts(version, cri_path, opts, source_runtime=source_name, version_source=source)
+        **_facts(version, main.cri_path, opts, source_runtime=source_name, version_source=source)
     )
+
+
+def _removed_from_main(main, dropin_text, dropin_record, opts, warnings):
+    """The main file's new text once the handler and what the module changed are gone (None: remove it)."""
+    created_file = False
+    if dropin_text is not None:
+        _undo_top(main.doc, dropin_record, opts, warnings)
+        created_file = bool(dropin_record.get("created_file"))
+    if lookup(main.doc, list(main.cri_path) + ["containerd", "runtimes", opts.runtime_name]) is not None:
+        created_file = bool(_absent_inplace(main.doc, main.cri_path, opts, warnings).get("created_file")) or created_file
+    new_main = _render(main.doc, main.text)
+    if created_file and new_main is not None and not new_main.strip():
+        return None  # the module created the file: remove it again
+    return new_main
+
+
+def _handler_in_main(main, dropin_text, dropin_record, opts, warnings):
+    """Edit the handler into the main file itself; the name of the runtime it copies."""
+    record = _inplace_record(main.doc, main.cri_path, opts.runtime_name) or {}
+    if main.text is None or dropin_record.get("created_file"):
+        record["created_file"] = True
+    if dropin_text is not None:
+        # Switching from drop-in to in-place: undo the drop-in's main-file changes.
+        _undo_top(main.doc, dropin_record, opts, warnings)
+    _edit_top(main.doc, main.version, main.source, opts, record, main.style, warnings, with_import=False)
+    return _present_inplace(main.doc, main.cri_path, opts, main.style, record, warnings)
+
+
+def _handler_in_dropin(main, dropin_record, opts, others, warnings):
+    """The drop-in's new text (the main file only imports it), and the name of the runtime it copies."""
+    if _inplace_record(main.doc, main.cri_path, opts.runtime_name) is not None:
+        # Switching from in-place to drop-in: take the in-place edits out first.
+        _absent_inplace(main.doc, main.cri_path, opts, warnings)
+    record = copy.deepcopy(dropin_record)
+    record.setdefault("keys", [])
+    if main.text is None:
+        record["created_file"] = True
+    _edit_top(main.doc, main.version, main.source, opts, record, main.style, warnings, with_import=True)
+    tree = _effective_cri(main.doc, main.cri_path, opts, others, warnings)
+    source_name = _edit_plain_tree(tree, opts)
+    return _dropin_text(main.version, main.cri_path, tree, record, main.path), source_name
 
 
 def _render(doc, original):
@@ -682,125 +731,111 @@ def plan_k3s(
     ``autodetected``: the NVIDIA runtime binary k3s will add by itself (base template only).
     """
     label = "k3s" if flavor == "k3s" else "RKE2"
-    warnings = []
-    name = opts.runtime_name
     if opts.mode != "inplace":
         raise GpuFleetError(
             "%s: config_mode=dropin is not supported; the module edits %s (config_mode=inplace)"
             % (label, template_path)
         )
     generated_doc = parse_toml(generated_text, generated_path) if generated_text else None
-    gen_version = None
-    if generated_doc is not None and "version" in generated_doc:
-        gen_version = int(plain(generated_doc["version"]))
-
-    if template_text is None:
-        if opts.state == "absent":
-            return Plan(
-                [FileChange(template_path, None, None)],
-                msg="the %s runtime is not configured (no %s)" % (name, template_path),
-                config_version=gen_version,
-            )
-        if generated_text is None:
-            raise GpuFleetError(
-                "%s has not written %s yet: start %s once so that the template can be made from "
-                "it, or create %s" % (label, generated_path, label, template_path)
-            )
-        source_text = "%s: created from %s; delete it to go back to %s's own.\n%s" % (
-            OWNER_MARK,
-            os.path.basename(generated_path),
-            label,
-            generated_text,
+    gen_version = _version_of(generated_doc)
+    if template_text is None and opts.state == "absent":
+        return Plan(
+            [FileChange(template_path, None, None)],
+            msg="the %s runtime is not configured (no %s)" % (opts.runtime_name, template_path),
+            config_version=gen_version,
         )
-        created_by_module = True
-    else:
-        source_text = template_text
-        created_by_module = template_text.startswith(OWNER_MARK)
-
+    source_text, created_by_module = _template_source(label, template_path, template_text, generated_path, generated_text)
     if opts.state == "absent" and created_by_module:
         return Plan(
             [FileChange(template_path, template_text, None)],
             msg="removed %s (created by this module)" % template_path,
             config_version=gen_version,
         )
-
     mask = GoTemplateMask(source_text)
     doc = parse_toml(mask.masked, template_path)
-    version = gen_version
-    if "version" in doc:
-        version = int(plain(doc["version"]))
+    version = _template_version(doc, gen_version, template_path)
+    template = _Template(label, template_path, template_text, mask, doc, version, plugin_path(version))
+    if opts.state == "absent":
+        return _k3s_removed(template, opts)
+    return _k3s_configured(template, generated_text, generated_doc, opts, autodetected)
+
+
+#: The k3s / RKE2 template being planned: k3s or RKE2, its path and text, the Go template mask,
+#: the masked text's document, its config version and CRI plugin table.
+_Template = collections.namedtuple("_Template", "label path text mask doc version cri_path")
+
+
+def _version_of(doc):
+    """The ``version`` a parsed file says (None without a file or a version)."""
+    if doc is None or "version" not in doc:
+        return None
+    return int(plain(doc["version"]))
+
+
+def _template_source(label, template_path, template_text, generated_path, generated_text) -> tuple:
+    """``(text to edit, whether the module made the template)``: the template, else one made from config.toml."""
+    if template_text is not None:
+        return template_text, template_text.startswith(OWNER_MARK)
+    if generated_text is None:
+        raise GpuFleetError(
+            "%s has not written %s yet: start %s once so that the template can be made from "
+            "it, or create %s" % (label, generated_path, label, template_path)
+        )
+    made = "%s: created from %s; delete it to go back to %s's own.\n%s" % (
+        OWNER_MARK,
+        os.path.basename(generated_path),
+        label,
+        generated_text,
+    )
+    return made, True
+
+
+def _template_version(doc, generated_version, template_path) -> int:
+    """The template's config version: its own, else the generated file's, else 2."""
+    version = int(plain(doc["version"])) if "version" in doc else generated_version
     if version is None:
         version = 2
     if version not in CRI_PLUGINS:
         raise GpuFleetError("%s: unsupported containerd config version %r" % (template_path, version))
-    cri_path = plugin_path(version)
-    style = TomlStyle.detect(mask.masked, default_step="")
+    return version
 
-    if opts.state == "absent":
-        _absent_inplace(doc, cri_path, opts, warnings)
-        masked_after = doc.as_string()
-        _check_unrelated(template_path, mask.masked, masked_after, cri_path, name)
-        new_text = mask.unmask(masked_after)
-        files = [FileChange(template_path, template_text, new_text)]
-        return Plan(
-            files,
-            msg=_message(files, "removed the %s runtime" % name, "the %s runtime is not configured" % name),
-            warnings=warnings,
-            **_facts(version, cri_path, opts, template=template_path)
-        )
 
+def _k3s_removed(template, opts) -> Plan:
+    """Take the handler and what the module changed out of a template the module did not make."""
+    name = opts.runtime_name
+    warnings = []
+    _absent_inplace(template.doc, template.cri_path, opts, warnings)
+    files = [FileChange(template.path, template.text, _unmasked(template, opts))]
+    return Plan(
+        files,
+        msg=_message(files, "removed the %s runtime" % name, "the %s runtime is not configured" % name),
+        warnings=warnings,
+        **_facts(template.version, template.cri_path, opts, template=template.path)
+    )
+
+
+def _k3s_configured(template, generated_text, generated_doc, opts, autodetected) -> Plan:
+    """Add the handler (and the default, CDI) to the template, leaving to a base template what it defines."""
+    name = opts.runtime_name
+    warnings = []
     if opts.enable_cri:
-        warnings.append("%s: enable_cri does not apply (the CRI plugin is always on)" % label)
-    record = _inplace_record(doc, cri_path, name) or {}
-    skip = set()
-    notes = []
-    allow_runc = True
-    source_cri = None
-    if mask.uses_base:
-        base_tables = defined_tables(generated_text or "") - defined_tables(mask.masked)
-        runtime_table = tuple(cri_path) + ("containerd", "runtimes", name)
-        allow_runc = (tuple(cri_path) + ("containerd", "runtimes", "runc")) not in base_tables
-        if runtime_table in base_tables:
-            skip.add("runtime")
-            notes.append("%s's base template already defines the %s runtime" % (label, name))
-        elif autodetected and name == "nvidia":
-            skip.add("runtime")
-            notes.append(
-                "%s adds the nvidia runtime by itself at its next start (found %s)" % (label, autodetected)
-            )
-        blocked = []
-        if opts.set_as_default and (tuple(cri_path) + ("containerd",)) in base_tables:
-            blocked.append(
-                "set_as_default (use %s's own option: default-runtime: %s in its config.yaml)" % (label, name)
-            )
-        if opts.enable_cdi and tuple(cri_path) in base_tables:
-            blocked.append("enable_cdi")
-        if blocked:
-            raise GpuFleetError(
-                "%s extends %s's base template, which already defines the table that %s would "
-                "change; a second definition would stop containerd. Use a full template instead "
-                "(delete %s and run the module again to have it made from config.toml)"
-                % (template_path, label, " and ".join(blocked), template_path)
-            )
-        # The runtime copies the base's default runtime, as rendered in config.toml.
-        if generated_doc is not None:
-            source_cri = plain(lookup(generated_doc, cri_path)) or {}
+        warnings.append("%s: enable_cri does not apply (the CRI plugin is always on)" % template.label)
+    record = _inplace_record(template.doc, template.cri_path, name) or {}
+    skip, notes, allow_runc, source_cri = _left_to_the_base(template, generated_text, generated_doc, opts, autodetected)
     if skip == {"runtime"} and not opts.set_as_default and not opts.enable_cdi and not record:
-        files = [FileChange(template_path, template_text, template_text)]
+        files = [FileChange(template.path, template.text, template.text)]
         return Plan(
             files,
             msg="; ".join(notes),
             warnings=warnings,
-            **_facts(version, cri_path, opts, template=template_path)
+            **_facts(template.version, template.cri_path, opts, template=template.path)
         )
+    style = TomlStyle.detect(template.mask.masked, default_step="")
     source_name = _present_inplace(
-        doc, cri_path, opts, style, record, warnings, allow_runc=allow_runc, skip=skip,
+        template.doc, template.cri_path, opts, style, record, warnings, allow_runc=allow_runc, skip=skip,
         source_cri=source_cri,
     )
-    masked_after = doc.as_string()
-    _check_unrelated(template_path, mask.masked, masked_after, cri_path, name)
-    new_text = mask.unmask(masked_after)
-    files = [FileChange(template_path, template_text, new_text)]
+    files = [FileChange(template.path, template.text, _unmasked(template, opts))]
     msg = _message(files, "configured the %s runtime" % name, "the %s runtime is already configured" % name)
     if notes:
         msg = "%s; %s" % (msg, "; ".join(notes))
@@ -808,5 +843,61 @@ def plan_k3s(
         files,
         msg=msg,
         warnings=warnings,
-        **_facts(version, cri_path, opts, template=template_path, source_runtime=source_name)
+        **_facts(template.version, template.cri_path, opts, template=template.path, source_runtime=source_name)
     )
+
+
+def _unmasked(template, opts) -> str:
+    """The edited template's text, its Go actions back, once nothing unrelated is seen to change."""
+    masked_after = template.doc.as_string()
+    _check_unrelated(template.path, template.mask.masked, masked_after, template.cri_path, opts.runtime_name)
+    return template.mask.unmask(masked_after)
+
+
+def _left_to_the_base(template, generated_text, generated_doc, opts, autodetected) -> tuple:
+    """What a template that extends the base template leaves to it: ``(skip, notes, allow_runc, source_cri)``.
+
+    ``source_cri``: the base's CRI table as rendered in config.toml, whose default runtime the
+    handler copies (None: the template's own).
+    """
+    if not template.mask.uses_base:
+        return set(), [], True, None
+    base_tables = defined_tables(generated_text or "") - defined_tables(template.mask.masked)
+    skip, notes = _runtime_of_the_base(template, base_tables, opts, autodetected)
+    _refuse_second_definitions(template, base_tables, opts)
+    allow_runc = (tuple(template.cri_path) + ("containerd", "runtimes", "runc")) not in base_tables
+    source_cri = None
+    if generated_doc is not None:
+        source_cri = plain(lookup(generated_doc, template.cri_path)) or {}
+    return skip, notes, allow_runc, source_cri
+
+
+def _runtime_of_the_base(template, base_tables, opts, autodetected) -> tuple:
+    """``({"runtime"}, [why])`` when the base defines the handler or k3s adds it itself, else nothing."""
+    name = opts.runtime_name
+    if tuple(template.cri_path) + ("containerd", "runtimes", name) in base_tables:
+        return {"runtime"}, ["%s's base template already defines the %s runtime" % (template.label, name)]
+    if autodetected and name == "nvidia":
+        return {"runtime"}, [
+            "%s adds the nvidia runtime by itself at its next start (found %s)" % (template.label, autodetected)
+        ]
+    return set(), []
+
+
+def _refuse_second_definitions(template, base_tables, opts) -> None:
+    """Refuse what would define again a table the base template defines (containerd would not start)."""
+    blocked = []
+    if opts.set_as_default and (tuple(template.cri_path) + ("containerd",)) in base_tables:
+        blocked.append(
+            "set_as_default (use %s's own option: default-runtime: %s in its config.yaml)"
+            % (template.label, opts.runtime_name)
+        )
+    if opts.enable_cdi and tuple(template.cri_path) in base_tables:
+        blocked.append("enable_cdi")
+    if blocked:
+        raise GpuFleetError(
+            "%s extends %s's base template, which already defines the table that %s would "
+            "change; a second definition would stop containerd. Use a full template instead "
+            "(delete %s and run the module again to have it made from config.toml)"
+            % (template.path, template.label, " and ".join(blocked), template.path)
+        )

@@ -633,3 +633,16 @@ def test_sparse_files_present_again_absent(original, mode, options):
     assert runtimes["nvidia"]["options"]["BinaryName"] == BINARY and "runc" in runtimes
     assert not plan(main, dropin, mode=mode, containerd_major=1, **options).changed
     assert outputs(plan(main, dropin, mode=mode, state="absent")) == (original, None)
+
+
+@pytest.mark.parametrize(
+    "names, written, enable_cri, wanted",
+    [
+        (["cri", "x"], True, False, ["cri", "x"]),
+        (["cri", "x"], False, False, ["io.containerd.grpc.v1.cri", "x"]),  # v1's short name in a file given a version
+        (["cri", "io.containerd.cri.v1.images", "x"], False, True, ["x"]),
+        ([], False, True, []),
+    ],
+)
+def test_wanted_disabled_plugins(names, written, enable_cri, wanted):
+    assert ctd.wanted_disabled_plugins(names, written, enable_cri) == wanted
