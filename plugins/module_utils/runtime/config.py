@@ -135,93 +135,121 @@ def build_plan(params: dict, host):
         set_as_default=params.get("set_as_default"),
     )
     context = {"runtime": runtime}
+    return _PLANNERS[runtime](params, host, common, context), context
 
-    if runtime == "docker":
-        _mode(params, "inplace", ("inplace",))
-        path = params.get("config_path") or docker.DEFAULT_CONFIG
-        opts = docker.DockerOptions(
-            binary_name=params.get("binary_name") or docker.DEFAULT_BINARY,
-            enable_cdi=params.get("enable_cdi"),
-            **common
-        )
-        return docker.plan_docker(path, read_text(host, path), opts), context
 
-    if runtime == "crio":
-        require_tomlkit()
-        mode = _mode(params, "dropin", ("dropin", "inplace"))
-        main_path = params.get("config_path") or crio.DEFAULT_CONFIG
-        dropin_path = params.get("dropin_path") or crio.DEFAULT_DROPIN
-        others = [
-            (p, read_text(host, p))
-            for p in _names(host, os.path.join(os.path.dirname(dropin_path), "*"))
-            if p != dropin_path
-        ]
-        opts = crio.CrioOptions(
-            mode=mode,
-            binary_name=params.get("binary_name") or crio.DEFAULT_BINARY,
-            dropin_path=dropin_path,
-            **common
-        )
-        return crio.plan_crio(main_path, read_text(host, main_path), read_text(host, dropin_path), others, opts), context
+def _plan_docker(params, host, common, context):
+    _mode(params, "inplace", ("inplace",))
+    path = params.get("config_path") or docker.DEFAULT_CONFIG
+    opts = docker.DockerOptions(
+        binary_name=params.get("binary_name") or docker.DEFAULT_BINARY,
+        enable_cdi=params.get("enable_cdi"),
+        **common
+    )
+    return docker.plan_docker(path, read_text(host, path), opts)
 
+
+def _plan_crio(params, host, common, context):
+    require_tomlkit()
+    mode = _mode(params, "dropin", ("dropin", "inplace"))
+    main_path = params.get("config_path") or crio.DEFAULT_CONFIG
+    dropin_path = params.get("dropin_path") or crio.DEFAULT_DROPIN
+    others = [
+        (p, read_text(host, p))
+        for p in _names(host, os.path.join(os.path.dirname(dropin_path), "*"))
+        if p != dropin_path
+    ]
+    opts = crio.CrioOptions(
+        mode=mode,
+        binary_name=params.get("binary_name") or crio.DEFAULT_BINARY,
+        dropin_path=dropin_path,
+        **common
+    )
+    return crio.plan_crio(main_path, read_text(host, main_path), read_text(host, dropin_path), others, opts)
+
+
+def _containerd_options(params, host, common, context) -> dict:
+    """The options of both containerd editors; the binary found and its version go into ``context``."""
     require_tomlkit()
     binary, version = (None, None)
-    if params.get("validate", True) or runtime == "containerd":
+    if params.get("validate", True) or params["runtime"] == "containerd":
         binary, version = _containerd_binary(params, host)
     context.update(containerd_binary=binary, containerd_version=version)
-    major = int(version.split(".")[0]) if version else None
-    opts_kw = dict(
+    return dict(
         binary_name=params.get("binary_name") or ctd.DEFAULT_BINARY,
         enable_cdi=params.get("enable_cdi"),
         enable_cri=params.get("enable_cri"),
         config_version=params.get("config_version"),
-        containerd_major=major,
         containerd_version=version,
         **common
     )
 
-    if runtime == "containerd":
-        mode = _mode(params, "dropin", ("dropin", "inplace"))
-        main_path = params.get("config_path") or ctd.DEFAULT_CONFIG
-        dropin_path = params.get("dropin_path") or ctd.DEFAULT_DROPIN
-        import_glob = os.path.join(os.path.dirname(dropin_path), "*.toml")
-        others = [p for p in _names(host, import_glob) if p != dropin_path]
-        opts = ctd.ContainerdOptions(
-            mode=mode, dropin_path=dropin_path, import_glob=import_glob, other_dropins=others, **opts_kw
-        )
-        context.update(main_path=main_path, dropin_path=dropin_path, import_glob=import_glob, others=others)
-        other_texts = [(p, read_text(host, p)) for p in others]
-        plan = ctd.plan_containerd(main_path, read_text(host, main_path), read_text(host, dropin_path), opts, other_texts)
-        return plan, context
 
-    # k3s / RKE2
+def _plan_containerd(params, host, common, context):
+    options = _containerd_options(params, host, common, context)
+    mode = _mode(params, "dropin", ("dropin", "inplace"))
+    main_path = params.get("config_path") or ctd.DEFAULT_CONFIG
+    dropin_path = params.get("dropin_path") or ctd.DEFAULT_DROPIN
+    import_glob = os.path.join(os.path.dirname(dropin_path), "*.toml")
+    others = [p for p in _names(host, import_glob) if p != dropin_path]
+    opts = ctd.ContainerdOptions(
+        mode=mode, dropin_path=dropin_path, import_glob=import_glob, other_dropins=others, **options
+    )
+    context.update(main_path=main_path, dropin_path=dropin_path, import_glob=import_glob, others=others)
+    other_texts = [(p, read_text(host, p)) for p in others]
+    return ctd.plan_containerd(main_path, read_text(host, main_path), read_text(host, dropin_path), opts, other_texts)
+
+
+def _plan_k3s(params, host, common, context):
+    """k3s and RKE2: their containerd template (in place only)."""
+    runtime = params["runtime"]
+    options = _containerd_options(params, host, common, context)
     _mode(params, "inplace", ("inplace",))
+    template, generated, generated_text = _k3s_files(params, host)
+    opts = ctd.ContainerdOptions(mode="inplace", **options)
+    context.update(main_path=template, generated_path=generated)
+    return ctd.plan_k3s(
+        runtime, template, read_text(host, template), generated, generated_text, opts, autodetected=_autodetected(host)
+    )
+
+
+def _k3s_files(params, host) -> tuple:
+    """``(template, generated config.toml, its text)``: config_path, else the template k3s reads.
+
+    That is the one that exists (config-v3.toml.tmpl first), else the one for the version of
+    the generated file.
+    """
     if params.get("config_path"):
         template = params["config_path"]
         generated = os.path.join(os.path.dirname(template), "config.toml")
-    else:
-        template, generated = ctd.k3s_paths(runtime)
+        return template, generated, read_text(host, generated)
+    template, generated = ctd.k3s_paths(params["runtime"])
     generated_text = read_text(host, generated)
-    gen_version = None
-    m = re.search(r"^version\s*=\s*(\d+)", generated_text or "", re.M)
-    if m:
-        gen_version = int(m.group(1))
-    if not params.get("config_path"):
-        base = os.path.dirname(template)
-        existing = [p for p in (base + "/config-v3.toml.tmpl", base + "/config.toml.tmpl") if host.exists(p)]
-        template, generated = ctd.k3s_paths(runtime, gen_version, existing)
-    autodetected = None
-    for directory in ctd.K3S_AUTODETECT_DIRS:
-        candidate = os.path.join(directory, "nvidia-container-runtime")
-        if host.exists(candidate):
-            autodetected = candidate
-            break
-    opts = ctd.ContainerdOptions(mode="inplace", **opts_kw)
-    context.update(main_path=template, generated_path=generated)
-    plan = ctd.plan_k3s(
-        runtime, template, read_text(host, template), generated, generated_text, opts, autodetected=autodetected
-    )
-    return plan, context
+    base = os.path.dirname(template)
+    existing = [p for p in (base + "/config-v3.toml.tmpl", base + "/config.toml.tmpl") if host.exists(p)]
+    template, generated = ctd.k3s_paths(params["runtime"], _generated_version(generated_text), existing)
+    return template, generated, generated_text
+
+
+def _generated_version(text):
+    m = re.search(r"^version\s*=\s*(\d+)", text or "", re.M)
+    return int(m.group(1)) if m else None
+
+
+def _autodetected(host):
+    """The NVIDIA runtime that k3s and RKE2 find (and add) by themselves, or None."""
+    candidates = (os.path.join(directory, "nvidia-container-runtime") for directory in ctd.K3S_AUTODETECT_DIRS)
+    return next((path for path in candidates if host.exists(path)), None)
+
+
+#: The planner of each runtime: ``(params, host, common options, context) -> Plan``.
+_PLANNERS = {
+    "containerd": _plan_containerd,
+    "crio": _plan_crio,
+    "docker": _plan_docker,
+    "k3s": _plan_k3s,
+    "rke2": _plan_k3s,
+}
 
 
 def _candidate_imports(doc, context, tmp_dropin, main_dir):
@@ -252,40 +280,13 @@ def validate_plan(plan, params: dict, context: dict, host) -> dict:
     at the candidate drop-in); a configuration containerd refuses, or one in which the
     handler or the default runtime is missing after containerd merged it, raises.
     """
-    runtime = context["runtime"]
-    if runtime not in ("containerd", "k3s", "rke2"):
-        return {"ran": False, "reason": "only containerd configurations are checked"}
-    if not params.get("validate", True):
-        return {"ran": False, "reason": "validate=false"}
-    binary = context.get("containerd_binary")
-    if not binary:
-        return {"ran": False, "reason": "no containerd binary found on the host"}
-    main = plan.file(context["main_path"])
-    main_text = main.after if main is not None else None
-    if runtime in ("k3s", "rke2") and main_text and "{{" in main_text:
-        return {
-            "ran": False,
-            "reason": "%s is a Go template; %s renders it only when it starts" % (context["main_path"], runtime),
-        }
-    dropin = plan.file(context.get("dropin_path")) if context.get("dropin_path") else None
-    dropin_text = dropin.after if dropin is not None else None
-
+    reason = _why_not_validated(plan, params, context)
+    if reason:
+        return {"ran": False, "reason": reason}
+    binary = context["containerd_binary"]
     workdir = tempfile.mkdtemp(prefix="gpufleet-ctd-", dir=host.tmpdir)
     try:
-        tmp_dropin = None
-        if dropin_text is not None:
-            tmp_dropin = os.path.join(workdir, "99-nvidia.toml")
-            with open(tmp_dropin, "w") as handle:
-                handle.write(dropin_text)
-        doc = parse_toml(main_text or "", context["main_path"])
-        if "imports" in doc:
-            doc["imports"] = _candidate_imports(
-                doc, context, tmp_dropin, os.path.dirname(context["main_path"])
-            )
-        tmp_main = os.path.join(workdir, "config.toml")
-        with open(tmp_main, "w") as handle:
-            handle.write(doc.as_string())
-        argv = [binary, "--config", tmp_main, "config", "dump"]
+        argv = [binary, "--config", _write_candidate(plan, context, workdir), "config", "dump"]
         rc, out, err = host.run(argv)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -295,20 +296,63 @@ def validate_plan(plan, params: dict, context: dict, host) -> dict:
         "version": context.get("containerd_version"),
         "command": "%s --config <candidate> config dump" % binary,
     }
+    _check_dump(rc, out, err, params, context, report)
+    return report
+
+
+def _why_not_validated(plan, params, context):
+    """Why the plan is not checked with containerd (None: it is)."""
+    runtime = context["runtime"]
+    if runtime not in ("containerd", "k3s", "rke2"):
+        return "only containerd configurations are checked"
+    if not params.get("validate", True):
+        return "validate=false"
+    if not context.get("containerd_binary"):
+        return "no containerd binary found on the host"
+    main_text = _planned_text(plan, context["main_path"])
+    if runtime in ("k3s", "rke2") and main_text and "{{" in main_text:
+        return "%s is a Go template; %s renders it only when it starts" % (context["main_path"], runtime)
+    return None
+
+
+def _planned_text(plan, path):
+    """The text ``plan`` gives the file ``path`` (None: no such file, or none planned)."""
+    change = plan.file(path) if path else None
+    return change.after if change is not None else None
+
+
+def _write_candidate(plan, context, workdir) -> str:
+    """Write the planned files into ``workdir``, the main file importing the candidate drop-in; its path."""
+    dropin_text = _planned_text(plan, context.get("dropin_path"))
+    tmp_dropin = None
+    if dropin_text is not None:
+        tmp_dropin = os.path.join(workdir, "99-nvidia.toml")
+        with open(tmp_dropin, "w") as handle:
+            handle.write(dropin_text)
+    doc = parse_toml(_planned_text(plan, context["main_path"]) or "", context["main_path"])
+    if "imports" in doc:
+        doc["imports"] = _candidate_imports(doc, context, tmp_dropin, os.path.dirname(context["main_path"]))
+    tmp_main = os.path.join(workdir, "config.toml")
+    with open(tmp_main, "w") as handle:
+        handle.write(doc.as_string())
+    return tmp_main
+
+
+def _check_dump(rc, out, err, params, context, report) -> None:
+    """Raise when containerd refused the candidate, or its merged view has no usable runtime."""
+    who = context.get("containerd_version") or report["binary"]
     if rc != 0:
         raise GpuFleetError(
-            "containerd %s refused the new configuration, nothing was written: %s"
-            % (context.get("containerd_version") or binary, (err or out).strip()),
+            "containerd %s refused the new configuration, nothing was written: %s" % (who, (err or out).strip()),
             validation=dict(report, rc=rc, stderr=err),
         )
     problems = dump_problems(out, params.get("runtime_name") or "nvidia", params.get("state") or "present")
     if problems:
         raise GpuFleetError(
             "containerd %s would not have a usable runtime with the new configuration (%s); "
-            "nothing was written" % (context.get("containerd_version") or binary, "; ".join(problems)),
+            "nothing was written" % (who, "; ".join(problems)),
             validation=report,
         )
-    return report
 
 
 def dump_problems(dump_text: str, name: str, state: str) -> list:

@@ -475,3 +475,46 @@ def test_the_flow_lists_no_hidden_files(tmp_path):
         (tmp_path / "conf.d" / name).write_text("")
     host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
     assert rc._names(host, "/conf.d/*.toml") == ["/conf.d/10-a.toml", "/conf.d/30-b.toml"]
+
+
+def test_every_runtime_has_a_planner():
+    assert tuple(rc._PLANNERS) == rc.RUNTIMES == tuple(rc.ARGUMENT_SPEC["runtime"]["choices"])
+
+
+@pytest.mark.parametrize(
+    "text, version",
+    [(None, None), ("", None), ("# no version\n", None), ("version = 3\n", 3), ('root = "/x"\nversion = 2\n', 2)],
+)
+def test_generated_version(text, version):
+    assert rc._generated_version(text) == version
+
+
+def test_k3s_template_is_the_one_that_exists_else_the_generated_files_version():
+    base = "/var/lib/rancher/k3s/agent/etc/containerd"
+    host = FakeHost(files={base + "/config.toml": "version = 3\n"})
+    assert rc._k3s_files({"runtime": "k3s"}, host) == (base + "/config-v3.toml.tmpl", base + "/config.toml", "version = 3\n")
+    host.files[base + "/config.toml.tmpl"] = ""
+    assert rc._k3s_files({"runtime": "k3s"}, host)[0] == base + "/config.toml.tmpl"
+    assert rc._k3s_files({"runtime": "k3s", "config_path": "/srv/t.tmpl"}, host) == ("/srv/t.tmpl", "/srv/config.toml", None)
+
+
+def test_autodetected_nvidia_runtime():
+    assert rc._autodetected(FakeHost()) is None
+    assert rc._autodetected(FakeHost(files={"/usr/bin/nvidia-container-runtime": ""})) == "/usr/bin/nvidia-container-runtime"
+
+
+@pytest.mark.parametrize(
+    "runtime, params, binary, after, reason",
+    [
+        ("docker", {}, "/usr/bin/containerd", "x", "only containerd configurations are checked"),
+        ("containerd", {"validate": False}, "/usr/bin/containerd", "x", "validate=false"),
+        ("containerd", {}, None, "x", "no containerd binary found on the host"),
+        ("k3s", {}, "/c", "{{ template \"base\" . }}\n", "/t is a Go template; k3s renders it only when it starts"),
+        ("k3s", {}, "/c", "version = 2\n", None),
+        ("containerd", {}, "/c", "{{ not a template for containerd }}", None),
+    ],
+)
+def test_why_not_validated(runtime, params, binary, after, reason):
+    plan = edit.Plan([edit.FileChange("/t", None, after)])
+    context = {"runtime": runtime, "containerd_binary": binary, "main_path": "/t"}
+    assert rc._why_not_validated(plan, params, context) == reason
