@@ -30,6 +30,7 @@ can replay a captured host tree.
 
 from __future__ import annotations
 
+import collections
 import errno
 import fnmatch
 import json
@@ -408,74 +409,98 @@ def elf_soname(handle):
     Returns the name, ``""`` when the object has none, None when it is not ELF or is damaged.
     Only the headers, the dynamic section and one string are read, not the whole library.
     """
-
-    def read(offset, size):
-        handle.seek(offset)
-        chunk = handle.read(size)
-        if len(chunk) != size:
-            raise ValueError("short read")
-        return chunk
-
     try:
-        ident = read(0, 64)
-        if ident[:4] != b"\x7fELF":
+        header = _elf_header(_read_at(handle, 0, 64))
+        if header is None or header.phentsize < header.phdr.size or header.phnum > 4096:
             return None
-        klass, encoding = ident[4], ident[5]
-        if encoding not in (1, 2) or klass not in (1, 2):
-            return None
-        end = "<" if encoding == 1 else ">"
-        if klass == 2:
-            phoff, = struct.unpack_from(end + "Q", ident, 0x20)
-            phentsize, phnum = struct.unpack_from(end + "HH", ident, 0x36)
-            phdr = struct.Struct(end + "IIQQQQ")  # type, flags, offset, vaddr, paddr, filesz
-            dyn = struct.Struct(end + "qQ")
-        else:
-            phoff, = struct.unpack_from(end + "I", ident, 0x1C)
-            phentsize, phnum = struct.unpack_from(end + "HH", ident, 0x2A)
-            phdr = struct.Struct(end + "IIIII")  # type, offset, vaddr, paddr, filesz
-            dyn = struct.Struct(end + "iI")
-        if phentsize < phdr.size or phnum > 4096:
-            return None
-        table = read(phoff, phentsize * phnum)
-        loads = []
-        dynamic = None
-        for index in range(phnum):
-            fields = phdr.unpack_from(table, index * phentsize)
-            if klass == 2:
-                p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = fields
-            else:
-                p_type, p_offset, p_vaddr, _paddr, p_filesz = fields
-            if p_type == _PT_LOAD:
-                loads.append((p_vaddr, p_offset, p_filesz))
-            elif p_type == _PT_DYNAMIC:
-                dynamic = (p_offset, p_filesz)
+        loads, dynamic = _elf_segments(handle, header)
         if dynamic is None:
             return ""
-        section = read(dynamic[0], min(dynamic[1], 1 << 20))
-        strtab = None
-        soname = None
-        for pos in range(0, len(section) - dyn.size + 1, dyn.size):
-            tag, value = dyn.unpack_from(section, pos)
-            if tag == _DT_NULL:
-                break
-            if tag == _DT_STRTAB:
-                strtab = value
-            elif tag == _DT_SONAME:
-                soname = value
+        strtab, soname = _dynamic_tags(_read_at(handle, dynamic[0], min(dynamic[1], 1 << 20)), header.dyn)
         if soname is None:
             return ""
         if strtab is None:
             return None
-        for vaddr, file_offset, filesz in loads:
-            if vaddr <= strtab < vaddr + filesz:
-                handle.seek(file_offset + (strtab - vaddr) + soname)
-                raw = handle.read(4096)
-                if b"\0" not in raw:
-                    return None
-                return raw[:raw.index(b"\0")].decode("utf-8", "surrogateescape")
-        return None
+        return _elf_string(handle, loads, strtab, soname)
     except (struct.error, ValueError, OSError):
         return None
+
+
+#: What elf_soname reads from an ELF header: 64-bit or not, where the program headers are (offset,
+#: entry size, count), the layout of a program header and of a dynamic entry.
+_ElfHeader = collections.namedtuple("_ElfHeader", "is64 phoff phentsize phnum phdr dyn")
+
+
+def _read_at(handle, offset, size):
+    handle.seek(offset)
+    chunk = handle.read(size)
+    if len(chunk) != size:
+        raise ValueError("short read")
+    return chunk
+
+
+def _elf_header(ident):
+    """The :data:`_ElfHeader` of the file's first 64 bytes; None when it is not ELF."""
+    if ident[:4] != b"\x7fELF":
+        return None
+    klass, encoding = ident[4], ident[5]
+    if encoding not in (1, 2) or klass not in (1, 2):
+        return None
+    end = "<" if encoding == 1 else ">"
+    if klass == 2:
+        phoff, = struct.unpack_from(end + "Q", ident, 0x20)
+        phentsize, phnum = struct.unpack_from(end + "HH", ident, 0x36)
+        # type, flags, offset, vaddr, paddr, filesz
+        return _ElfHeader(True, phoff, phentsize, phnum, struct.Struct(end + "IIQQQQ"), struct.Struct(end + "qQ"))
+    phoff, = struct.unpack_from(end + "I", ident, 0x1C)
+    phentsize, phnum = struct.unpack_from(end + "HH", ident, 0x2A)
+    # type, offset, vaddr, paddr, filesz
+    return _ElfHeader(False, phoff, phentsize, phnum, struct.Struct(end + "IIIII"), struct.Struct(end + "iI"))
+
+
+def _elf_segments(handle, header) -> tuple:
+    """``(loads, dynamic)``: the PT_LOAD segments' ``(vaddr, offset, size)``, the PT_DYNAMIC's ``(offset, size)`` or None."""
+    table = _read_at(handle, header.phoff, header.phentsize * header.phnum)
+    loads = []
+    dynamic = None
+    for index in range(header.phnum):
+        fields = header.phdr.unpack_from(table, index * header.phentsize)
+        if header.is64:
+            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = fields
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz = fields
+        if p_type == _PT_LOAD:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == _PT_DYNAMIC:
+            dynamic = (p_offset, p_filesz)
+    return loads, dynamic
+
+
+def _dynamic_tags(section, dyn) -> tuple:
+    """``(DT_STRTAB, DT_SONAME)`` of a dynamic section, None for a tag it does not have."""
+    strtab = None
+    soname = None
+    for pos in range(0, len(section) - dyn.size + 1, dyn.size):
+        tag, value = dyn.unpack_from(section, pos)
+        if tag == _DT_NULL:
+            break
+        if tag == _DT_STRTAB:
+            strtab = value
+        elif tag == _DT_SONAME:
+            soname = value
+    return strtab, soname
+
+
+def _elf_string(handle, loads, strtab, offset):
+    """The string at ``offset`` in the string table at address ``strtab``; None when no segment maps it."""
+    for vaddr, file_offset, filesz in loads:
+        if vaddr <= strtab < vaddr + filesz:
+            handle.seek(file_offset + (strtab - vaddr) + offset)
+            raw = handle.read(4096)
+            if b"\0" not in raw:
+                return None
+            return raw[:raw.index(b"\0")].decode("utf-8", "surrogateescape")
+    return None
 
 
 def so_link_name(name: str) -> str:
@@ -805,34 +830,10 @@ def read_gpus(host, nvidia_smi=None):
     Read from ``/proc/driver/nvidia/gpus/*/information``; without it, from ``nvidia-smi -q -x``
     (the CSV query has no minor number, which names the device node).
     """
-    gpus = []
-    for bus in host.names(PROC_GPUS, kernel=True):
-        info = parse_gpu_information(_read_kernel(host, posixpath.join(PROC_GPUS, bus, "information")))
-        if not info:
-            continue
-        if info.get("GPU Excluded", "").lower().startswith("yes"):
-            continue
-        gpus.append({
-            "uuid": info.get("GPU UUID", ""),
-            "bus_id": normalise_bus_id(info.get("Bus Location", bus)),
-            "minor": info.get("Device Minor", ""),
-        })
+    gpus = proc_gpus(host)
     source = host.klocal(PROC_GPUS)
-    if gpus:
-        gpus.sort(key=lambda gpu: gpu["bus_id"])
-    elif nvidia_smi and host.runner is not runs_nothing:
-        argv = [nvidia_smi, "-q", "-x"]
-        if host.root != "/":
-            argv = ["chroot", host.root] + argv
-        rc, out, err = host.run(argv)
-        source = " ".join(argv)
-        if rc != 0:
-            raise GpuFleetError(
-                "cdi_spec: no GPU under %s and `%s` failed (rc %s): %s"
-                % (host.klocal(PROC_GPUS), source, rc, (err or out).strip()[:400]),
-                rc=rc,
-            )
-        gpus = parse_nvidia_smi_xml(out)
+    if not gpus and nvidia_smi and host.runner is not runs_nothing:
+        gpus, source = nvidia_smi_gpus(host, nvidia_smi)
     if not gpus:
         raise GpuFleetError(
             "cdi_spec: no NVIDIA GPU found: %s lists none (is the nvidia kernel module loaded?)%s"
@@ -842,19 +843,54 @@ def read_gpus(host, nvidia_smi=None):
         )
     for index, gpu in enumerate(gpus):
         gpu["index"] = index
-        if not gpu["uuid"].startswith(("GPU-", "MIG-")) or not gpu["minor"].isdigit():
-            raise GpuFleetError(
-                "cdi_spec: GPU %s from %s has no usable UUID (%r) or device minor (%r)"
-                % (gpu["bus_id"], source, gpu["uuid"], gpu["minor"]),
-                gpu=gpu,
-            )
-        if not _BUS_ID_RE.match(gpu["bus_id"]):
-            raise GpuFleetError(
-                "cdi_spec: GPU %s from %s has a PCI bus id that does not parse: %r"
-                % (gpu["uuid"], source, gpu["bus_id"]),
-                gpu=gpu,
-            )
+        _check_gpu(gpu, source)
     return gpus
+
+
+def proc_gpus(host):
+    """The GPUs the kernel module lists (not those excluded), by PCI bus id."""
+    gpus = []
+    for bus in host.names(PROC_GPUS, kernel=True):
+        info = parse_gpu_information(_read_kernel(host, posixpath.join(PROC_GPUS, bus, "information")))
+        if not info or info.get("GPU Excluded", "").lower().startswith("yes"):
+            continue
+        gpus.append({
+            "uuid": info.get("GPU UUID", ""),
+            "bus_id": normalise_bus_id(info.get("Bus Location", bus)),
+            "minor": info.get("Device Minor", ""),
+        })
+    return sorted(gpus, key=lambda gpu: gpu["bus_id"])
+
+
+def nvidia_smi_gpus(host, nvidia_smi) -> tuple:
+    """``(GPUs, the command)`` from ``nvidia-smi -q -x``, run inside the driver root."""
+    argv = [nvidia_smi, "-q", "-x"]
+    if host.root != "/":
+        argv = ["chroot", host.root] + argv
+    rc, out, err = host.run(argv)
+    source = " ".join(argv)
+    if rc != 0:
+        raise GpuFleetError(
+            "cdi_spec: no GPU under %s and `%s` failed (rc %s): %s"
+            % (host.klocal(PROC_GPUS), source, rc, (err or out).strip()[:400]),
+            rc=rc,
+        )
+    return parse_nvidia_smi_xml(out), source
+
+
+def _check_gpu(gpu, source) -> None:
+    if not gpu["uuid"].startswith(("GPU-", "MIG-")) or not gpu["minor"].isdigit():
+        raise GpuFleetError(
+            "cdi_spec: GPU %s from %s has no usable UUID (%r) or device minor (%r)"
+            % (gpu["bus_id"], source, gpu["uuid"], gpu["minor"]),
+            gpu=gpu,
+        )
+    if not _BUS_ID_RE.match(gpu["bus_id"]):
+        raise GpuFleetError(
+            "cdi_spec: GPU %s from %s has a PCI bus id that does not parse: %r"
+            % (gpu["uuid"], source, gpu["bus_id"]),
+            gpu=gpu,
+        )
 
 
 def drm_nodes(host, bus_id):
@@ -934,10 +970,44 @@ def device_names(gpu, strategy):
 
 
 def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", disabled_hooks=(), machine=None):
-    """Build the spec. Returns a dict: spec, driver_version, devices, counts, warnings, sources.
+    """Build the spec. Returns a dict: spec, driver_version, devices, counts, warnings.
 
     ``machine``: the architecture the Vulkan ICD is named for (default: this machine's).
     """
+    check_choices(device_name_strategy, disabled_hooks)
+    hooks = HookFactory(hook_path, disabled_hooks)
+    libcuda, version, cache = locate_driver(host)
+    files = driver_files(host, posixpath.dirname(libcuda), version, cache, machine or os.uname().machine)
+    gpus = read_gpus(host, next((b for b in files.binaries if posixpath.basename(b) == "nvidia-smi"), None))
+    control_nodes = control_device_nodes(host)
+    devices, gpu_nodes, gpu_hooks = gpu_devices(host, gpus, hooks, device_name_strategy)
+    common_hooks = shared_hooks(host, hooks, files, version)
+    mounts = shared_mounts(host, files)
+    spec = {
+        "cdiVersion": CDI_VERSION,
+        "kind": CDI_KIND,
+        "devices": devices,
+        "containerEdits": shared_edits(host, files.libdir, control_nodes, common_hooks, mounts),
+    }
+    return {
+        "spec": spec,
+        "driver_version": version,
+        "devices": [device["name"] for device in devices],
+        "counts": {
+            "device_nodes": len(set(gpu_nodes) | set(control_nodes)),
+            "libraries": len(files.libraries) + len(files.graphics),
+            "binaries": len(files.binaries),
+            "firmware": len(files.firmware),
+            "configs": len(files.configs),
+            "ipc": len(files.ipc),
+            "hooks": len(common_hooks) + len(gpu_hooks),
+            "mounts": len(mounts),
+        },
+        "warnings": spec_warnings(host, control_nodes, gpus),
+    }
+
+
+def check_choices(device_name_strategy, disabled_hooks) -> None:
     if device_name_strategy not in DEVICE_NAME_STRATEGIES:
         raise GpuFleetError(
             "cdi_spec: device_name_strategy %r is not one of %s"
@@ -949,9 +1019,10 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
             "cdi_spec: disabled_hooks has unknown hook(s) %s (expected any of %s, or all)"
             % (", ".join(unknown), ", ".join(HOOK_NAMES))
         )
-    hooks = HookFactory(hook_path, disabled_hooks)
-    warnings = []
 
+
+def locate_driver(host) -> tuple:
+    """``(libcuda's resolved path, driver version, the ld.so.cache's libraries or None)``."""
     kernel_version = parse_nvrm_version(_read_kernel(host, PROC_VERSION))
     cache = ldcache_libraries(host)
     try:
@@ -967,20 +1038,34 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
             ),
             **exc.details
         )
-    libdir = posixpath.dirname(libcuda)
+    return libcuda, version, cache
 
+
+#: The driver's files the spec mounts: its library folder, the libraries (and the graphics ones
+#: not among them, with their links), binaries, firmware, vendor files ``(host path, container
+#: path)`` and IPC sockets.
+DriverFiles = collections.namedtuple(
+    "DriverFiles", "libdir libraries graphics graphics_links binaries firmware configs ipc"
+)
+
+
+def driver_files(host, libdir, version, cache, machine) -> DriverFiles:
     libraries = driver_libraries(host, libdir, version)
     graphics, graphics_links = graphics_libraries(host, libdir, version, cache)
-    graphics = [path for path in graphics if path not in libraries]
-    binaries = locate_binaries(host, libdir)
-    firmware = locate_firmware(host, version)
-    configs = locate_configs(host, machine or os.uname().machine)
-    ipc = locate_ipc(host)
+    return DriverFiles(
+        libdir=libdir,
+        libraries=libraries,
+        graphics=[path for path in graphics if path not in libraries],
+        graphics_links=graphics_links,
+        binaries=locate_binaries(host, libdir),
+        firmware=locate_firmware(host, version),
+        configs=locate_configs(host, machine),
+        ipc=locate_ipc(host),
+    )
 
-    nvidia_smi = next((b for b in binaries if posixpath.basename(b) == "nvidia-smi"), None)
-    gpus = read_gpus(host, nvidia_smi)
 
-    # Device nodes ---------------------------------------------------------------------------
+def control_device_nodes(host) -> list:
+    """The shared device nodes that exist; nvidiactl must."""
     if not host.device_exists(REQUIRED_CONTROL_NODE):
         raise GpuFleetError(
             "cdi_spec: %s is not a device node: the NVIDIA driver has not created its control "
@@ -988,57 +1073,67 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
             % (host.dlocal(REQUIRED_CONTROL_NODE), host.dev_root),
             dev_root=host.dev_root,
         )
-    control_nodes = [path for path in CONTROL_DEVICE_NODES if host.device_exists(path)]
-    devices = []
-    all_nodes = []
-    all_hooks = []
+    return [path for path in CONTROL_DEVICE_NODES if host.device_exists(path)]
+
+
+def gpu_devices(host, gpus, hooks, strategy) -> tuple:
+    """``(devices, every GPU's device nodes, their by-path hooks)``: one device per GPU and name, then ``all``."""
+    devices, all_nodes, all_hooks = [], [], []
     for gpu in gpus:
-        node = "/dev/nvidia%s" % gpu["minor"]
-        if not host.device_exists(node):
-            raise GpuFleetError(
-                "cdi_spec: GPU %s (%s, minor %s) has no device node %s: run nvidia-smi or "
-                "nvidia-modprobe once so the driver creates it, or check dev_root %s"
-                % (gpu["bus_id"], gpu["uuid"], gpu["minor"], host.dlocal(node), host.dev_root),
-                gpu=gpu,
-            )
-        nodes = [node] + drm_nodes(host, gpu["bus_id"])
-        edits = {"deviceNodes": [_device_node(host, p) for p in nodes]}
-        edits["deviceNodes"].sort(key=_node_sort_key)
-        by_path = hooks.symlinks(drm_by_path_links(host, gpu["bus_id"], nodes))
-        if by_path:
-            edits["hooks"] = [by_path]
-            all_hooks.append(by_path)
-        for name in device_names(gpu, device_name_strategy):
-            devices.append({"name": name, "containerEdits": edits})
+        nodes, edits = gpu_edits(host, gpu, hooks)
+        all_hooks += edits.get("hooks", [])
+        devices += [{"name": name, "containerEdits": edits} for name in device_names(gpu, strategy)]
         all_nodes += [p for p in nodes if p not in all_nodes]
     all_edits = {"deviceNodes": sorted((_device_node(host, p) for p in all_nodes), key=_node_sort_key)}
     if all_hooks:
         all_edits["hooks"] = all_hooks
     devices.sort(key=lambda device: device["name"])
     devices.append({"name": "all", "containerEdits": all_edits})
+    return devices, all_nodes, all_hooks
 
-    # Shared edits ---------------------------------------------------------------------------
-    mounts = [_mount(host, p) for p in libraries + graphics + binaries + firmware]
-    mounts += [_mount(host, container, driver_path(host, hostp)) for hostp, container in configs]
-    mounts += [_mount(host, p, options=IPC_MOUNT_OPTIONS) for p in ipc]
-    mounts.sort(key=_mount_sort_key)
 
-    common_hooks = [
-        hooks.symlinks(graphics_links),
-        hooks.symlinks(library_links(host, libraries, version)),
+def gpu_edits(host, gpu, hooks) -> tuple:
+    """``(device nodes, container edits)`` of one GPU: its /dev/nvidiaN, its DRM nodes and their by-path links."""
+    node = "/dev/nvidia%s" % gpu["minor"]
+    if not host.device_exists(node):
+        raise GpuFleetError(
+            "cdi_spec: GPU %s (%s, minor %s) has no device node %s: run nvidia-smi or "
+            "nvidia-modprobe once so the driver creates it, or check dev_root %s"
+            % (gpu["bus_id"], gpu["uuid"], gpu["minor"], host.dlocal(node), host.dev_root),
+            gpu=gpu,
+        )
+    nodes = [node] + drm_nodes(host, gpu["bus_id"])
+    edits = {"deviceNodes": sorted((_device_node(host, p) for p in nodes), key=_node_sort_key)}
+    by_path = hooks.symlinks(drm_by_path_links(host, gpu["bus_id"], nodes))
+    if by_path:
+        edits["hooks"] = [by_path]
+    return nodes, edits
+
+
+def shared_hooks(host, hooks, files, version) -> list:
+    """The hooks every device gets, in nvidia-ctk's order (those disabled left out)."""
+    folders = sorted({posixpath.dirname(p) for p in files.libraries})
+    made = [
+        hooks.symlinks(files.graphics_links),
+        hooks.symlinks(library_links(host, files.libraries, version)),
         hooks.create(HOOK_CUDA_COMPAT, ["--host-driver-version=%s" % version]),
-    ]
-    folders = sorted({posixpath.dirname(p) for p in libraries})
-    ldcache_args = []
-    for folder in folders:
-        ldcache_args += ["--folder", folder]
-    common_hooks += [
-        hooks.create(HOOK_LDCACHE, ldcache_args),
+        hooks.create(HOOK_LDCACHE, [arg for folder in folders for arg in ("--folder", folder)]),
         hooks.create(HOOK_DISABLE_DEVICE_NODE_MODIFICATION),
         hooks.create(HOOK_APPLICATION_PROFILE),
     ]
-    common_hooks = [hook for hook in common_hooks if hook]
+    return [hook for hook in made if hook]
 
+
+def shared_mounts(host, files) -> list:
+    """Every file of the driver's that containers get, in nvidia-ctk's order."""
+    mounts = [_mount(host, p) for p in files.libraries + files.graphics + files.binaries + files.firmware]
+    mounts += [_mount(host, container, driver_path(host, hostp)) for hostp, container in files.configs]
+    mounts += [_mount(host, p, options=IPC_MOUNT_OPTIONS) for p in files.ipc]
+    return sorted(mounts, key=_mount_sort_key)
+
+
+def shared_edits(host, libdir, control_nodes, common_hooks, mounts) -> dict:
+    """The spec's own ``containerEdits``: environment, control nodes, hooks, mounts."""
     common = {
         "env": sorted(["NVIDIA_CTK_LIBCUDA_DIR=%s" % libdir, "NVIDIA_VISIBLE_DEVICES=void"]),
         "deviceNodes": sorted((_device_node(host, p) for p in control_nodes), key=_node_sort_key),
@@ -1046,14 +1141,11 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
     if common_hooks:
         common["hooks"] = common_hooks
     common["mounts"] = mounts
+    return common
 
-    spec = {
-        "cdiVersion": CDI_VERSION,
-        "kind": CDI_KIND,
-        "devices": devices,
-        "containerEdits": common,
-    }
 
+def spec_warnings(host, control_nodes, gpus) -> list:
+    warnings = []
     if UVM_DEVICE_NODE not in control_nodes:
         warnings.append(
             "%s does not exist, so the spec does not give it to containers and CUDA will fail in "
@@ -1064,24 +1156,7 @@ def generate(host, hook_path=DEFAULT_HOOK_PATH, device_name_strategy="both", dis
             "MIG is enabled on at least one GPU; this spec describes full GPUs only (no MIG "
             "devices): use nvidia-ctk cdi generate for MIG devices"
         )
-
-    device_node_paths = set(all_nodes) | set(control_nodes)
-    return {
-        "spec": spec,
-        "driver_version": version,
-        "devices": [device["name"] for device in devices],
-        "counts": {
-            "device_nodes": len(device_node_paths),
-            "libraries": len(libraries) + len(graphics),
-            "binaries": len(binaries),
-            "firmware": len(firmware),
-            "configs": len(configs),
-            "ipc": len(ipc),
-            "hooks": len(common_hooks) + len(all_hooks),
-            "mounts": len(mounts),
-        },
-        "warnings": warnings,
-    }
+    return warnings
 
 
 # --------------------------------------------------------------------------------------------
@@ -1127,37 +1202,47 @@ def yaml_scalar(value) -> str:
 
 def _emit(value, indent, lines, prefix):
     """Append ``value`` at ``indent``; ``prefix`` is put before the first line (``- `` for items)."""
-    pad = " " * indent
     if isinstance(value, dict):
-        first = True
-        for key, item in value.items():
-            head = (pad[:-len(prefix)] + prefix) if (first and prefix) else pad
-            first = False
-            key_text = yaml_scalar(key)
-            if isinstance(item, (dict, list)) and item:
-                lines.append("%s%s:" % (head, key_text))
-                _emit(item, indent + 2, lines, "")
-            elif isinstance(item, dict):
-                lines.append("%s%s: {}" % (head, key_text))
-            elif isinstance(item, list):
-                lines.append("%s%s: []" % (head, key_text))
-            else:
-                lines.append("%s%s: %s" % (head, key_text, yaml_scalar(item)))
-        if first:
-            lines.append(((pad[:-len(prefix)] + prefix) if prefix else pad) + "{}")
+        _emit_mapping(value, indent, lines, prefix)
     elif isinstance(value, list):
-        for item in value:
-            if isinstance(item, dict) and item:
-                _emit(item, indent + 2, lines, "- ")
-            elif isinstance(item, list) and item:
-                lines.append(pad + "-")
-                _emit(item, indent + 2, lines, "")
-            elif isinstance(item, (dict, list)):
-                lines.append(pad + "- " + ("{}" if isinstance(item, dict) else "[]"))
-            else:
-                lines.append(pad + "- " + yaml_scalar(item))
+        _emit_sequence(value, indent, lines)
     else:
-        lines.append(pad + prefix + yaml_scalar(value))
+        lines.append(" " * indent + prefix + yaml_scalar(value))
+
+
+def _emit_mapping(value, indent, lines, prefix):
+    pad = " " * indent
+    first_pad = (pad[:-len(prefix)] + prefix) if prefix else pad
+    for index, (key, item) in enumerate(value.items()):
+        head = first_pad if index == 0 else pad
+        if isinstance(item, (dict, list)) and item:
+            lines.append("%s%s:" % (head, yaml_scalar(key)))
+            _emit(item, indent + 2, lines, "")
+        else:
+            lines.append("%s%s: %s" % (head, yaml_scalar(key), _flow(item)))
+    if not value:
+        lines.append(first_pad + "{}")
+
+
+def _emit_sequence(value, indent, lines):
+    pad = " " * indent
+    for item in value:
+        if isinstance(item, dict) and item:
+            _emit(item, indent + 2, lines, "- ")
+        elif isinstance(item, list) and item:
+            lines.append(pad + "-")
+            _emit(item, indent + 2, lines, "")
+        else:
+            lines.append(pad + "- " + _flow(item))
+
+
+def _flow(value) -> str:
+    """An empty mapping or sequence, or a scalar, on the line of its key or dash."""
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list):
+        return "[]"
+    return yaml_scalar(value)
 
 
 def to_yaml(data) -> str:
@@ -1238,19 +1323,49 @@ def run(module):
     path = params["output"]
     check_output_path(path)
     current = read_current(path)
-    headers = {"before_header": path, "after_header": path}
-    result = {"changed": False, "path": path}
-
     if params["state"] == "absent":
-        changed, diff = plan(current, None)
-        if changed and not module.check_mode:
-            remove_spec(module, path)
-        result.update(changed=changed, devices=[], counts={}, spec={})
-        if module._diff:
-            diff.update(headers)
-            result["diff"] = diff
-        return result
+        changed, diff, found = _remove(module, path, current)
+    else:
+        changed, diff, found = _write(module, path, current)
+    result = dict({"changed": changed, "path": path}, **found)
+    if module._diff:
+        diff.update({"before_header": path, "after_header": path})
+        result["diff"] = diff
+    return result
 
+
+def _remove(module, path, current) -> tuple:
+    """``(changed, diff, result)`` of removing the spec."""
+    changed, diff = plan(current, None)
+    if changed and not module.check_mode:
+        remove_spec(module, path)
+    return changed, diff, dict(devices=[], counts={}, spec={})
+
+
+def _write(module, path, current) -> tuple:
+    """``(changed, diff, result)`` of writing the spec of the node's GPUs (and the file's mode)."""
+    generated = _generate(module)
+    desired = render(generated["spec"], path, generated["driver_version"])
+    changed, diff = plan(current, desired)
+    if changed and not module.check_mode:
+        write_spec(module, path, desired)
+    mode = module.params["mode"]
+    if mode is None and current is None:
+        mode = DEFAULT_FILE_MODE
+    if mode is not None and (os.path.exists(path) or not module.check_mode):
+        changed = module.set_mode_if_different(path, mode, changed)
+    found = dict(
+        devices=generated["devices"],
+        counts=generated["counts"],
+        driver_version=generated["driver_version"],
+        spec=generated["spec"],
+    )
+    return changed, diff, found
+
+
+def _generate(module):
+    """:func:`generate` with the module's parameters; its warnings (and a missing hook program) go to module.warn."""
+    params = module.params
     host = driver_host(driver_root=params["driver_root"], dev_root=params["dev_root"], run_command=module_runner(module))
     generated = generate(
         host,
@@ -1265,23 +1380,4 @@ def run(module):
             "%s does not exist: containers given these CDI devices will fail to start until the "
             "NVIDIA Container Toolkit (nvidia-cdi-hook) is installed" % params["nvidia_cdi_hook_path"]
         )
-    desired = render(generated["spec"], path, generated["driver_version"])
-    changed, diff = plan(current, desired)
-    if changed and not module.check_mode:
-        write_spec(module, path, desired)
-    mode = params["mode"]
-    if mode is None and current is None:
-        mode = DEFAULT_FILE_MODE
-    if mode is not None and (os.path.exists(path) or not module.check_mode):
-        changed = module.set_mode_if_different(path, mode, changed)
-    result.update(
-        changed=changed,
-        devices=generated["devices"],
-        counts=generated["counts"],
-        driver_version=generated["driver_version"],
-        spec=generated["spec"],
-    )
-    if module._diff:
-        diff.update(headers)
-        result["diff"] = diff
-    return result
+    return generated
