@@ -310,3 +310,28 @@ def test_a_keyring_that_is_not_utf8_stops_the_module_untouched():
     with pytest.raises(GpuFleetError, match="is not UTF-8 text.*the file was left untouched"):
         converge(system, params())
     assert system.files == {}
+
+
+@pytest.mark.parametrize(
+    "repo_files, install, age, update_cache, update",
+    [
+        ([T.SOURCE_FILE], [], 10, False, True),  # the repository changed: always
+        ([T.PIN_FILE], [], None, False, False),  # nothing to install, only the pin
+        ([], ["x=1"], None, False, True),  # an install without lists
+        ([], ["x=1"], 7200, False, True),  # ... with stale lists
+        ([], ["x=1"], 10, False, False),  # ... with fresh lists
+        ([], ["x=1"], 10, True, True),  # ... asked for
+        ([], [], 7200, True, False),  # asked for, but nothing to install
+    ],
+)
+def test_needs_update(repo_files, install, age, update_cache, update):
+    files = dict((path, "") for path in repo_files)
+    assert T.needs_update({"lists_age": age}, params(update_cache=update_cache), files, install) is update
+
+
+def test_holds_to_change_and_the_actions_in_apply_order():
+    installed = {"a": {"held": True}, "b": {"held": False}}
+    assert T.holds_to_change(installed, params(packages=["a", "b", "c"])) == (["b", "c"], [])
+    assert T.holds_to_change(installed, params(packages=["a", "b", "c"], hold=False)) == ([], ["a"])
+    todo = {"files": {"/b": "", "/a": ""}, "update_cache": True, "install": ["a=1"], "hold": [], "unhold": ["b", "c"]}
+    assert T.actions(todo) == ["write /a", "write /b", "apt-get update", "apt-get install a=1", "apt-mark unhold b c"]
