@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
+import signal
 import stat
 import subprocess
 import tempfile
@@ -53,29 +54,34 @@ def default_kernel_root(host_root: str) -> str:
 def subprocess_runner(host_root: str = "/", timeout: int = 60):
     """A runner ``run(argv) -> (rc, stdout, stderr)``; under ``chroot host_root`` when not /.
 
-    Never raises: a command that cannot start answers rc 127, one that times out rc 124.
+    Never raises: a command that cannot start answers rc 127, one that times out rc 124. Each
+    command runs in a session of its own, and a timeout kills its whole process group: what the
+    command started in the background does not outlive it.
     """
 
     def run(argv, env=None):
         cmd = list(argv)
         if host_root not in ("", "/"):
             cmd = ["chroot", host_root] + cmd
-        environ = dict(os.environ)
-        environ.update({"LC_ALL": "C", "LANG": "C"})
-        environ.update(env or {})
+        group = _Group()
         try:
             proc = subprocess.run(  # noqa: S603 - fixed argv, no shell
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=environ,
+                env=_command_environ(env),
                 timeout=timeout,
                 check=False,
+                start_new_session=True,
+                preexec_fn=group.enter,
             )
         except subprocess.TimeoutExpired:
+            group.kill()
             return 124, "", "%s timed out after %s seconds" % (" ".join(argv), timeout)
         except (OSError, ValueError) as exc:
             return 127, "", str(exc)
+        finally:
+            group.close()
         return (
             proc.returncode,
             proc.stdout.decode("utf-8", "replace"),
@@ -83,6 +89,53 @@ def subprocess_runner(host_root: str = "/", timeout: int = 60):
         )
 
     return run
+
+
+def _command_environ(env):
+    """This process's environment, in the C locale (the output is parsed), with ``env`` added."""
+    environ = dict(os.environ)
+    environ.update({"LC_ALL": "C", "LANG": "C"})
+    environ.update(env or {})
+    return environ
+
+
+class _Group(object):
+    """The process group of one command, whose id (the command's pid: it leads a new session)
+    the child sends up a pipe before it runs the command, so that a timeout can kill the group."""
+
+    def __init__(self):
+        self._read, self._write = os.pipe()
+
+    def enter(self):
+        """In the child, after setsid: send the group's id."""
+        os.write(self._write, str(os.getpid()).encode("ascii"))
+
+    def pgid(self):
+        """The group's id, or None when the child never sent it."""
+        os.close(self._write)
+        self._write = None
+        sent = os.read(self._read, 32)
+        return int(sent) if sent.isdigit() else None
+
+    def kill(self):
+        """Kill what is left of the group (subprocess.run killed and reaped its leader).
+
+        The id stays the group's while any of it lives; once it is empty the kernel hands the
+        number out again only after going round every other pid.
+        """
+        pgid = self.pgid()
+        if pgid is None:
+            return
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:  # nothing left in it
+            pass
+
+    def close(self):
+        for fd in (self._read, self._write):
+            if fd is not None:
+                os.close(fd)
+        self._read = self._write = None
 
 
 class Host(object):

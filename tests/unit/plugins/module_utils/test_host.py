@@ -130,3 +130,29 @@ def test_a_host_without_a_module_refuses_to_write(tmp_path):
     with pytest.raises(GpuFleetError, match="without a module"):
         host.write("/etc/x", "y")
     assert not os.path.exists(str(tmp_path / "etc" / "x"))
+
+
+def test_a_timed_out_command_leaves_no_process_behind(tmp_path):
+    """The command and everything it started are killed: a child would otherwise outlive the timeout."""
+    pidfile = str(tmp_path / "child.pid")
+    run = H.subprocess_runner("/", timeout=1)
+    rc, out, err = run(["sh", "-c", "sleep 30 & echo $! > %s; sleep 30" % pidfile])
+    assert (rc, out) == (124, "") and err.endswith("timed out after 1 seconds")
+    child = int(open(pidfile).read())
+    assert _gone(child), "the command's child %d is still running" % child
+
+
+def _gone(pid, wait=5.0):
+    import time
+
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        try:
+            with open("/proc/%d/stat" % pid) as handle:
+                state = handle.read().rpartition(")")[2].split()[0]
+        except (IOError, OSError):
+            return True
+        if state in ("Z", "X"):  # killed, waiting for its new parent to reap it
+            return True
+        time.sleep(0.1)
+    return False
