@@ -7,10 +7,15 @@ Every module that reads or changes a node goes through :class:`Host`: paths are 
 absolute symbolic link on the host never escapes into this machine's files, and commands run
 through an injected runner (``chroot host_root`` by default), so the code can be tested, and
 replayed from a capture of a real host, without Ansible and without the host.
+
+No file of the host can hang or exhaust a read: only regular files are read (a FIFO, a device, a
+socket is refused before it is opened), never blocking, and at most a cap of bytes; a command
+that times out is killed with everything it started.
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import posixpath
@@ -34,6 +39,22 @@ SEARCH_DIRS = (
     "/var/lib/rancher/rke2/bin",
     "/opt/bin",
 )
+# The most a read takes of a host file, and of a /proc or /sys file (a few KiB each): a larger
+# file, or an endless one, is refused rather than read whole.
+READ_CAP = 16 << 20
+KERNEL_READ_CAP = 1 << 20
+# Links followed in one path at most, Linux's own limit.
+MAX_HOPS = 40
+# What a file that is not a regular one is, in an error message (a folder answers as open() does).
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+# A read never blocks (a FIFO swapped in after the check) nor follows a final link (the path is resolved).
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def default_kernel_root(host_root: str) -> str:
@@ -138,6 +159,89 @@ class _Group(object):
         self._read = self._write = None
 
 
+def _read_regular(local, cap):
+    """The bytes of the regular file ``local`` (a path on this machine), at most ``cap`` of them.
+
+    Never blocks and never reads what is not a regular file: ``local`` is looked at before it is
+    opened (a FIFO or a device is not even opened), opened without blocking and without following
+    a final link, and looked at again once open. Its size is not trusted (sysfs says 4096 for any
+    attribute, /proc says 0): ``cap + 1`` bytes are read at most, and more than ``cap`` refused.
+    Raises OSError: the system's own, or one saying what the file is or that it is too large.
+    """
+    _check_regular(os.lstat(local).st_mode, local)
+    fd = os.open(local, _READ_FLAGS)
+    try:
+        _check_regular(os.fstat(fd).st_mode, local)
+        data = _read_at_most(fd, cap + 1)
+    finally:
+        os.close(fd)
+    if len(data) > cap:
+        raise OSError(errno.EFBIG, "larger than %d bytes, the most read of a host file" % cap)
+    return data
+
+
+def _check_regular(mode, local):
+    """Raise OSError unless ``mode`` is a regular file's; a folder's is IsADirectoryError, as open() raises."""
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), local)
+    kind = next((name for test, name in _NOT_REGULAR if test(mode)), "a file of an unknown kind")
+    raise OSError(errno.EINVAL, "not a regular file but %s" % kind)
+
+
+def _read_at_most(fd, limit):
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 16, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _parts(path):
+    return [part for part in path.split("/") if part and part != "."]
+
+
+def _link_target(local):
+    """What the link ``local`` points to, or None when it is not a link."""
+    try:
+        return os.readlink(local)
+    except OSError:
+        return None
+
+
+def _walk(base, path):
+    """``(resolved, complete)``: the host path ``path`` with every symbolic link followed as if
+    ``base`` (a folder of this machine) were /, so that no hop leaves it: an absolute target starts
+    again from ``base``, and ``..`` stops at it.
+
+    ``complete`` is False when the links loop (more than MAX_HOPS of them): ``resolved`` is then
+    the link the walk stopped at, and the path does not exist on the host.
+    """
+    parts = _parts(path)
+    resolved, hops = "/", 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            resolved = posixpath.dirname(resolved)
+            continue
+        candidate = posixpath.join(resolved, part)
+        target = _link_target(os.path.join(base, candidate.lstrip("/")))
+        if target is None:
+            resolved = candidate
+            continue
+        hops += 1
+        if hops > MAX_HOPS:
+            return candidate, False
+        if target.startswith("/"):
+            resolved = "/"
+        parts = _parts(target) + parts
+    return resolved, True
+
+
 class Host(object):
     """The host as seen from here: files under ``root``, commands through ``runner``.
 
@@ -185,29 +289,7 @@ class Host(object):
         """The host path with every symbolic link followed, within root."""
         if self.root == "/":
             return os.path.realpath(path)
-        parts = [p for p in path.split("/") if p]
-        resolved = "/"
-        hops = 0
-        while parts:
-            part = parts.pop(0)
-            if part == ".":
-                continue
-            if part == "..":
-                resolved = posixpath.dirname(resolved) or "/"
-                continue
-            candidate = posixpath.join(resolved, part)
-            local = self._join(self.root, candidate)
-            if os.path.islink(local):
-                hops += 1
-                if hops > 40:
-                    return candidate
-                target = os.readlink(local)
-                if target.startswith("/"):
-                    resolved = "/"
-                parts = [p for p in target.split("/") if p] + parts
-            else:
-                resolved = candidate
-        return resolved
+        return _walk(self.root, path)[0]
 
     def local(self, path):
         """The path on this machine of a host file."""
@@ -217,47 +299,82 @@ class Host(object):
         """The path on this machine of a /proc or /sys file."""
         return self._join(self.kernel_root, path)
 
-    # --- reads ----------------------------------------------------------------------------
-    def read_text(self, path, kernel=False):
-        local = self.klocal(path) if kernel else self.local(path)
-        with open(local, "rb") as handle:
-            return handle.read().decode("utf-8", "replace")
+    def _found(self, path, kernel=False):
+        """The path on this machine of a host file (a /proc or /sys one when ``kernel``), every link
+        followed inside its root; None where the links loop (the file does not exist)."""
+        base = self.kernel_root if kernel else self.root
+        if base == "/":
+            return os.path.realpath(path)
+        resolved, complete = _walk(base, path)
+        return self._join(base, resolved) if complete else None
 
-    def read_bytes(self, path, kernel=False):
-        local = self.klocal(path) if kernel else self.local(path)
-        with open(local, "rb") as handle:
-            return handle.read()
+    def _found_entry(self, path, kernel=False):
+        """The path on this machine of ``path`` itself (a final link is not followed), its folder's
+        links followed inside the root; None where they loop."""
+        folder, name = posixpath.split(path)
+        if name in ("", ".", ".."):
+            return self._found(path, kernel)
+        local = self._found(folder or "/", kernel)
+        return None if local is None else os.path.join(local, name)
+
+    def _found_or_loop(self, path, kernel):
+        local = self._found(path, kernel)
+        if local is None:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+        return local
+
+    # --- reads ----------------------------------------------------------------------------
+    def _read(self, path, kernel, cap):
+        default = KERNEL_READ_CAP if kernel else READ_CAP
+        return _read_regular(self._found_or_loop(path, kernel), cap or default)
+
+    def read_text(self, path, kernel=False, cap=None):
+        """The text of a host file (a /proc or /sys file when ``kernel``); see :meth:`read_bytes`."""
+        return self._read(path, kernel, cap).decode("utf-8", "replace")
+
+    def read_bytes(self, path, kernel=False, cap=None):
+        """The bytes of a host file (a /proc or /sys file when ``kernel``), at most ``cap`` of them
+        (READ_CAP, KERNEL_READ_CAP for a kernel file); OSError when it cannot be read, is not a
+        regular file or is larger (:func:`_read_regular`)."""
+        return self._read(path, kernel, cap)
 
     def exists(self, path, kernel=False):
-        return os.path.exists(self.klocal(path) if kernel else self.local(path))
+        local = self._found(path, kernel)
+        return local is not None and os.path.exists(local)
 
     def isdir(self, path, kernel=False):
-        return os.path.isdir(self.klocal(path) if kernel else self.local(path))
+        local = self._found(path, kernel)
+        return local is not None and os.path.isdir(local)
 
     def listdir(self, path, kernel=False):
-        return sorted(os.listdir(self.klocal(path) if kernel else self.local(path)))
+        return sorted(os.listdir(self._found_or_loop(path, kernel)))
 
     def readlink(self, path, kernel=False):
-        return os.readlink(self.klocal(path) if kernel else self._join(self.root, path))
+        local = self._found_entry(path, kernel)
+        if local is None:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+        return os.readlink(local)
 
     def isfile(self, path, kernel=False):
-        return os.path.isfile(self.klocal(path) if kernel else self.local(path))
+        local = self._found(path, kernel)
+        return local is not None and os.path.isfile(local)
 
     def islink(self, path):
         """True when ``path`` itself (not what it points to) is a symbolic link on the host."""
-        return os.path.islink(self._join(self.root, path))
+        local = self._found_entry(path)
+        return local is not None and os.path.islink(local)
 
     def is_executable(self, path):
         try:
-            mode = os.stat(self.local(path)).st_mode
+            mode = os.stat(self._found_or_loop(path, False)).st_mode
         except OSError:
             return False
         return stat.S_ISREG(mode) and bool(mode & 0o111)
 
-    def read(self, path, kernel=False):
+    def read(self, path, kernel=False, cap=None):
         """The text of a host file, or None when it does not exist; other errors are raised."""
         try:
-            return self.read_text(path, kernel=kernel)
+            return self.read_text(path, kernel=kernel, cap=cap)
         except FileNotFoundError:
             return None
         except (IOError, OSError) as exc:
@@ -268,7 +385,7 @@ class Host(object):
     def mtime(self, path):
         """The host file's modification time, or None when it cannot be read."""
         try:
-            return os.stat(self.local(path)).st_mtime
+            return os.stat(self._found_or_loop(path, False)).st_mtime
         except (IOError, OSError):
             return None
 
@@ -305,8 +422,8 @@ class Host(object):
         dirs = [d for d in self.path_env.split(os.pathsep) if d.startswith("/")]
         for directory in list(dirs) + list(SEARCH_DIRS) + list(extra_dirs):
             candidate = posixpath.join(directory, name)
-            local = self.local(candidate)
-            if os.path.isfile(local) and os.access(local, os.X_OK):
+            local = self._found(candidate)
+            if local is not None and os.path.isfile(local) and os.access(local, os.X_OK):
                 return candidate
         return None
 
@@ -347,7 +464,11 @@ class Host(object):
 
     def remove(self, path, backup=False):
         """Remove a host file if it exists; returns the backup's path or None."""
-        return safe_io.remove_file(self._writer(path), self._join(self.root, path), backup=backup)
+        module = self._writer(path)
+        local = self._found_entry(path)
+        if local is None:  # its folder's links loop: there is no such file
+            return None
+        return safe_io.remove_file(module, local, backup=backup)
 
 
 def is_char_device(path):

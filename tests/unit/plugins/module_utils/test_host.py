@@ -9,6 +9,7 @@ nodes under their own root, commands with added environment, and writes through 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -130,6 +131,117 @@ def test_a_host_without_a_module_refuses_to_write(tmp_path):
     with pytest.raises(GpuFleetError, match="without a module"):
         host.write("/etc/x", "y")
     assert not os.path.exists(str(tmp_path / "etc" / "x"))
+
+
+# --- what is not a small regular file inside the root ---------------------------------------------
+
+
+def _bare(root, **kwargs):
+    return H.Host(str(root), runner=lambda argv: (0, "", ""), kernel_root=str(root), **kwargs)
+
+
+@pytest.mark.parametrize("kind, detail", [("fifo", "not a regular file but a FIFO"), ("device", "not a regular file but a character device")])
+def test_reads_refuse_what_is_not_a_regular_file_without_blocking(tmp_path, kind, detail):
+    """A FIFO would block a read forever, /dev/zero never end: both refused before a byte is read."""
+    path = str(tmp_path / "etc" / "thing")
+    os.makedirs(os.path.dirname(path))
+    if kind == "fifo":
+        os.mkfifo(path)
+        host = _bare(tmp_path)
+        host_path, kernel = "/etc/thing", False
+    else:
+        os.symlink("/dev/zero", path)
+        host = H.Host("/", runner=lambda argv: (0, "", ""), kernel_root="/")
+        host_path, kernel = path, False
+    for read in (host.read_text, host.read_bytes):
+        with pytest.raises(OSError) as exc:
+            read(host_path, kernel=kernel)
+        assert exc.value.strerror == detail
+    with pytest.raises(GpuFleetError, match="could not read %s: .*%s" % (re.escape(host_path), detail)):
+        host.read(host_path)
+
+
+def test_a_socket_and_a_folder_are_refused_too(tmp_path):
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    os.makedirs(str(tmp_path / "run"))
+    old = os.getcwd()
+    os.chdir(str(tmp_path / "run"))  # a short name: AF_UNIX paths are at most 107 bytes
+    try:
+        sock.bind("s")
+    finally:
+        os.chdir(old)
+    host = _bare(tmp_path)
+    try:
+        with pytest.raises(OSError) as exc:
+            host.read_bytes("/run/s")
+        assert exc.value.strerror == "not a regular file but a socket"
+    finally:
+        sock.close()
+    with pytest.raises(IsADirectoryError):
+        host.read_text("/run")
+
+
+def test_reads_stop_at_the_cap(tmp_path):
+    """At most ``cap`` bytes, whatever the file's size says (sysfs says 4096 for any attribute)."""
+    _tree(tmp_path, {"etc/big": "x" * 101, "etc/fits": "y" * 100, "sys/attr": "z" * 101})
+    host = _bare(tmp_path)
+    assert host.read_text("/etc/fits", cap=100) == "y" * 100
+    assert host.read_bytes("/etc/fits", cap=100) == b"y" * 100
+    with pytest.raises(OSError) as exc:
+        host.read_bytes("/etc/big", cap=100)
+    assert exc.value.strerror == "larger than 100 bytes, the most read of a host file"
+    with pytest.raises(OSError):
+        host.read_text("/sys/attr", kernel=True, cap=100)
+    with pytest.raises(GpuFleetError, match="could not read /etc/big: .*larger than 100 bytes"):
+        host.read("/etc/big", cap=100)
+    assert host.read("/etc/fits", cap=100) == "y" * 100
+    # the defaults: 16 MiB of a host file, 1 MiB of a /proc or /sys file
+    assert (H.READ_CAP, H.KERNEL_READ_CAP) == (16 << 20, 1 << 20)
+    _tree(tmp_path, {"proc/huge": "m" * (H.KERNEL_READ_CAP + 1)})
+    with pytest.raises(OSError, match="larger than 1048576 bytes"):
+        host.read_text("/proc/huge", kernel=True)
+    assert len(host.read_text("/proc/huge")) == H.KERNEL_READ_CAP + 1
+
+
+def _chain(root, count, last):
+    """``/l0 -> l1 -> ... -> l<count-1> -> last``: more hops than Linux follows when count > 40."""
+    for index in range(count):
+        target = "l%d" % (index + 1) if index + 1 < count else last
+        os.symlink(target, os.path.join(str(root), "l%d" % index))
+
+
+def test_no_link_leaves_the_root(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    _tree(outside, {"secret": "outside\n", "victim": "keep\n"})
+    os.symlink("secret", str(outside / "link"))
+    _tree(root, {"etc/x": ""})
+    os.symlink(str(outside / "secret"), str(root / "etc" / "absolute"))
+    os.symlink("../../../../../../../../.." + str(outside / "secret"), str(root / "etc" / "above"))
+    os.symlink(str(outside), str(root / "folder"))
+    os.makedirs(str(root / "proc"))
+    os.symlink(str(outside / "secret"), str(root / "proc" / "modules"))
+    _chain(root, 45, str(outside / "secret"))
+    host = _bare(root)
+    for path in ("/etc/absolute", "/etc/above", "/folder/secret", "/l0"):
+        assert host.read(path) is None, path
+        assert not host.exists(path) and not host.isfile(path), path
+        assert host.mtime(path) is None, path
+        with pytest.raises(OSError):
+            host.read_bytes(path)
+    # /proc and /sys are read under the kernel root, and stay inside it the same way
+    assert host.read("/proc/modules", kernel=True) is None and not host.exists("/proc/modules", kernel=True)
+    # a link's own folder is resolved inside the root: nothing outside is looked at, or removed
+    assert not host.islink("/folder/link") and host.islink("/folder")
+    with pytest.raises(OSError):
+        host.readlink("/folder/link")
+    module = FakeModule(tmp_path / "tmp")
+    os.makedirs(module.tmpdir)
+    H.Host(str(root), runner=lambda argv: (0, "", ""), kernel_root=str(root), module=module).remove("/folder/victim")
+    assert open(str(outside / "victim")).read() == "keep\n"
+    assert host.resolve("/l0").startswith("/l")  # where the walk stopped, as before
+    assert host.resolve("/folder/secret") == str(outside / "secret")
 
 
 def test_a_timed_out_command_leaves_no_process_behind(tmp_path):
