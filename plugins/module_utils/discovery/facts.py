@@ -13,12 +13,16 @@ All host access goes through :class:`~ansible_collections.gpufleet.nvidia.plugin
 
 from __future__ import annotations
 
+import errno
 import gzip
+import io
 import json
 import posixpath
 import re
 import xml.etree.ElementTree as ET
+import zlib
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
@@ -229,21 +233,33 @@ def parse_pci_ids(data):
 
 
 def load_pci_ids(host, probes):
-    for path in PCI_IDS_PATHS:
-        if not host.exists(path):
-            continue
-        try:
-            data = host.read_bytes(path)
-            if path.endswith(".gz"):
-                data = gzip.decompress(data)
-        except (IOError, OSError, EOFError) as exc:
-            probes.error("pci_ids", "%s: %s" % (path, exc))
-            return {}
-        names = parse_pci_ids(data)
-        probes.ok("pci_ids", "%s: %d NVIDIA device names" % (path, len(names)))
-        return names
-    probes.missing("pci_ids", "no pci.ids file; names come from the collection's table")
-    return {}
+    path = next((p for p in PCI_IDS_PATHS if host.exists(p)), None)
+    if path is None:
+        probes.missing("pci_ids", "no pci.ids file; names come from the collection's table")
+        return {}
+    try:
+        data = host.read_bytes(path)
+        if path.endswith(".gz"):
+            data = _gunzip(data, common_host.READ_CAP)
+    except (IOError, OSError, EOFError, zlib.error) as exc:
+        probes.error("pci_ids", "%s: %s" % (path, exc))
+        return {}
+    names = parse_pci_ids(data)
+    probes.ok("pci_ids", "%s: %d NVIDIA device names" % (path, len(names)))
+    return names
+
+
+def _gunzip(data, cap):
+    """At most ``cap`` bytes of the gzip file ``data``, uncompressed.
+
+    Raises OSError (not gzip, a bad CRC, more than ``cap`` bytes once uncompressed), EOFError (a
+    truncated file) or zlib.error (a corrupt one).
+    """
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+        out = handle.read(cap + 1)
+    if len(out) > cap:
+        raise OSError(errno.EFBIG, "larger than %d bytes once uncompressed" % cap)
+    return out
 
 
 def _hex_id(text, width=4):
@@ -565,17 +581,26 @@ def parse_dpkg_status(text):
 
 
 def gather_dpkg(host, probes):
-    """Installed packages from /var/lib/dpkg/status, or None on hosts without dpkg."""
+    """Installed packages from /var/lib/dpkg/status, or None on hosts without dpkg.
+
+    An installed package's stanza without a version (a damaged database: dpkg itself refuses
+    it) is left out, and named in an error probe.
+    """
     path = "/var/lib/dpkg/status"
     if not host.exists(path):
         probes.missing("dpkg_status", "%s does not exist" % path)
         return None
     try:
-        installed = parse_dpkg_status(host.read_text(path))
+        packages = parse_dpkg_status(host.read_text(path))
     except (IOError, OSError) as exc:
         probes.error("dpkg_status", "%s: %s" % (path, exc))
         return None
-    probes.ok("dpkg_status", "%d installed packages" % len(installed))
+    installed = dict((name, version) for name, version in packages.items() if version)
+    versionless = sorted(name for name in packages if name not in installed)
+    if versionless:
+        probes.error("dpkg_status", "%d installed packages; no Version: in the stanza of %s" % (len(installed), ", ".join(versionless)))
+    else:
+        probes.ok("dpkg_status", "%d installed packages" % len(installed))
     return installed
 
 
@@ -836,7 +861,7 @@ def gather_containerd(host, probes):
     except (IOError, OSError) as exc:
         probes.error("containerd_config", "%s: %s" % (CONTAINERD_CONFIG, exc))
         return facts
-    except ValueError as exc:  # tomllib.TOMLDecodeError is a ValueError
+    except (ValueError, RecursionError) as exc:  # tomllib.TOMLDecodeError is a ValueError; nesting too deep, a RecursionError
         probes.error("containerd_config", "%s is not valid TOML: %s" % (CONTAINERD_CONFIG, exc))
         return facts
     facts["config_version"] = parsed["version"]
@@ -879,7 +904,7 @@ def gather_docker(host, probes):
     except (IOError, OSError) as exc:
         probes.error("docker_config", "%s: %s" % (DOCKER_CONFIG, exc))
         return facts
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         probes.error("docker_config", "%s is not valid JSON: %s" % (DOCKER_CONFIG, exc))
         return facts
     if not isinstance(data, dict):

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import copy
+import gzip
 import os
 import posixpath
 import subprocess
@@ -962,3 +963,88 @@ def test_driver_source():
 def test_nvlink_pairs_count_each_pair_once():
     links = {"GPU0": {"GPU1": "NV18", "GPU2": "SYS"}, "GPU1": {"GPU0": "NV18", "GPU2": "NV4"}, "GPU2": {"GPU0": "SYS", "GPU1": None}}
     assert gf._nvlink_pairs(links) == 2
+
+
+# --- no host data can break gathering: small trees made here ---------------------------------------
+
+
+def _node(tmp_path, files=None):
+    """A small host tree with one H200 in sysfs, its /proc, and ``files`` (host path -> text or bytes)."""
+    root = tmp_path / "node"
+    gpu = "/sys/bus/pci/devices/0000:01:00.0/"
+    attrs = {"vendor": "0x10de", "class": "0x030200", "device": "0x2335", "subsystem_vendor": "0x10de",
+             "subsystem_device": "0x18be", "numa_node": "-1"}
+    tree = dict(("%s%s" % (gpu, name), value + "\n") for name, value in attrs.items())
+    tree.update({"/proc/modules": "nvidia 1 0 - Live 0x0\n", "/etc/os-release": "ID=debian\nVERSION_ID=12\n"})
+    tree.update(files or {})
+    for path, data in tree.items():
+        local = root / path.lstrip("/")
+        local.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            local.write_bytes(data)
+        else:
+            local.write_text(data)
+    return root
+
+
+def _node_host(root):
+    return common_host.Host(root=str(root), runner=lambda argv: (127, "", "not here"), kernel_root=str(root),
+                            kernel_release="6.1.0", path_env="")
+
+
+def _gather(root):
+    facts = gf.gather_facts(_node_host(root))
+    assert set(facts["probes"]) == ALL_PROBES
+    assert all(p["state"] in ("ok", "missing", "error") for p in facts["probes"].values())
+    return facts
+
+
+_PCI_IDS = b"10de  NVIDIA Corporation\n\t2335  GH100 [H200 SXM 141GB]\n"
+_GZ = gzip.compress(_PCI_IDS)
+
+
+@pytest.mark.parametrize(
+    "data, detail",
+    [
+        (b"not gzip", "Not a gzipped file (b'no')"),
+        (_GZ[: len(_GZ) // 2], "Compressed file ended before the end-of-stream marker was reached"),
+        (_GZ[:10] + b"\xff" * 40 + _GZ[-8:], "Error -3 while decompressing data: invalid block type"),
+        (_GZ[:-8] + b"\0" * 8, "CRC check failed"),
+        (gzip.compress(b"\n" * (common_host.READ_CAP + 1)), "larger than 16777216 bytes once uncompressed"),
+    ],
+    ids=["not-gzip", "truncated", "corrupt", "bad-crc", "too-large"],
+)
+def test_a_bad_pci_ids_gz_is_an_error_probe(tmp_path, data, detail):
+    facts = _gather(_node(tmp_path, {"/usr/share/misc/pci.ids.gz": data}))
+    assert facts["probes"]["pci_ids"]["state"] == "error"
+    assert facts["probes"]["pci_ids"]["detail"].startswith("/usr/share/misc/pci.ids.gz: ")
+    assert detail in facts["probes"]["pci_ids"]["detail"]
+    assert (facts["gpus"][0]["name"], facts["gpus"][0]["name_source"]) == ("GH100 [H200 SXM 141GB]", "table")
+
+
+def test_a_good_pci_ids_gz_names_the_gpu(tmp_path):
+    facts = _gather(_node(tmp_path, {"/usr/share/misc/pci.ids.gz": gzip.compress(_PCI_IDS.replace(b"141GB", b"NVL"))}))
+    assert facts["probes"]["pci_ids"] == {"state": "ok", "detail": "/usr/share/misc/pci.ids.gz: 1 NVIDIA device names"}
+    assert (facts["gpus"][0]["name"], facts["gpus"][0]["name_source"]) == ("GH100 [H200 SXM NVL]", "pci.ids")
+
+
+def test_a_dpkg_stanza_without_a_version_is_an_error_probe(tmp_path):
+    status = (
+        "Package: nvidia-fabricmanager-550\nStatus: install ok installed\nArchitecture: amd64\n\n"
+        "Package: libnvidia-compute-550\nStatus: install ok installed\nVersion: 550.163.01-1\n\n"
+        "Package: nvidia-smi\nStatus: hold ok installed\nVersion:\n"
+    )
+    facts = _gather(_node(tmp_path, {"/var/lib/dpkg/status": status}))
+    assert facts["probes"]["dpkg_status"] == {
+        "state": "error", "detail": "1 installed packages; no Version: in the stanza of nvidia-fabricmanager-550, nvidia-smi"}
+    # what has no version is not taken as installed
+    assert facts["driver"]["packages"] == [{"name": "libnvidia-compute-550", "version": "550.163.01-1"}]
+    assert facts["fabric_manager"]["installed"] is False
+
+
+def test_deeply_nested_json_and_toml_are_error_probes(tmp_path):
+    facts = _gather(_node(tmp_path, {"/etc/docker/daemon.json": "[" * 100000, "/etc/containerd/config.toml": "a = " + "[" * 100000}))
+    assert facts["probes"]["docker_config"]["state"] == "error"
+    assert facts["probes"]["docker_config"]["detail"].startswith("/etc/docker/daemon.json is not valid JSON: maximum recursion depth")
+    assert facts["probes"]["containerd_config"]["state"] == "error"
+    assert facts["probes"]["containerd_config"]["detail"].startswith("/etc/containerd/config.toml is not valid TOML")
