@@ -1042,6 +1042,73 @@ def test_a_dpkg_stanza_without_a_version_is_an_error_probe(tmp_path):
     assert facts["fabric_manager"]["installed"] is False
 
 
+_FILES = [
+    ("/etc/os-release", "os_release"),
+    ("/var/lib/dpkg/status", "dpkg_status"),
+    ("/usr/share/misc/pci.ids", "pci_ids"),
+    ("/etc/containerd/config.toml", "containerd_config"),
+    ("/etc/docker/daemon.json", "docker_config"),
+    ("/proc/modules", "proc_modules"),
+    ("/proc/driver/nvidia/version", "driver_version_file"),
+    (gf.SECURE_BOOT_VAR, "secure_boot"),
+]
+
+
+@pytest.mark.parametrize("path, probe", _FILES)
+def test_a_fifo_where_a_file_is_expected_is_an_error_probe_not_a_hang(tmp_path, path, probe):
+    root = _node(tmp_path)
+    local = root / path.lstrip("/")
+    local.parent.mkdir(parents=True, exist_ok=True)
+    if local.exists():
+        local.unlink()
+    os.mkfifo(str(local))
+    facts = _gather(root)
+    assert facts["probes"][probe] == {"state": "error", "detail": "%s: [Errno 22] not a regular file but a FIFO" % path}
+
+
+@pytest.mark.parametrize("path, probe", _FILES)
+def test_a_folder_where_a_file_is_expected_is_an_error_probe(tmp_path, path, probe):
+    root = _node(tmp_path)
+    local = root / path.lstrip("/")
+    if local.exists():
+        local.unlink()
+    local.mkdir(parents=True)
+    facts = _gather(root)
+    assert facts["probes"][probe]["state"] == "error"
+    assert facts["probes"][probe]["detail"].startswith("%s: [Errno 21] Is a directory" % path)
+
+
+def test_a_fifo_as_a_sysfs_attribute_makes_the_device_unreadable(tmp_path):
+    root = _node(tmp_path)
+    vendor = root / "sys" / "bus" / "pci" / "devices" / "0000:02:00.0" / "vendor"
+    vendor.parent.mkdir(parents=True)
+    os.mkfifo(str(vendor))
+    facts = _gather(root)
+    assert facts["probes"]["pci_devices"] == {
+        "state": "error", "detail": "2 PCI devices, 1 NVIDIA GPUs, 0 NVSwitches; unreadable: 0000:02:00.0"}
+
+
+def test_an_endless_file_is_not_read(tmp_path):
+    """Links to /dev/zero where /proc and /sys files are expected: resolved inside the kernel root, they lead nowhere."""
+    root = _node(tmp_path)
+    (root / "proc" / "modules").unlink()
+    os.symlink("/dev/zero", str(root / "proc" / "modules"))
+    (root / "sys" / "module" / "nvidia").mkdir(parents=True)
+    os.symlink("/dev/zero", str(root / "sys" / "module" / "nvidia" / "version"))
+    (root / "proc" / "driver" / "nvidia").mkdir(parents=True)
+    os.symlink("../../../../../../../../../../dev/zero", str(root / "proc" / "driver" / "nvidia" / "version"))
+    facts = _gather(root)
+    assert facts["probes"]["proc_modules"] == {"state": "missing", "detail": "/proc/modules does not exist (no loadable modules)"}
+    assert facts["probes"]["driver_version_file"]["state"] == "missing"
+    assert facts["driver"]["loaded"] is False and facts["driver"]["version"] is None
+
+
+def test_a_huge_file_where_a_small_one_is_expected_is_an_error_probe(tmp_path):
+    facts = _gather(_node(tmp_path, {"/proc/modules": "nvidia 1 0 - Live 0x0\n" * (common_host.KERNEL_READ_CAP // 20)}))
+    assert facts["probes"]["proc_modules"] == {
+        "state": "error", "detail": "/proc/modules: [Errno 27] larger than 1048576 bytes, the most read of a host file"}
+
+
 def test_deeply_nested_json_and_toml_are_error_probes(tmp_path):
     facts = _gather(_node(tmp_path, {"/etc/docker/daemon.json": "[" * 100000, "/etc/containerd/config.toml": "a = " + "[" * 100000}))
     assert facts["probes"]["docker_config"]["state"] == "error"

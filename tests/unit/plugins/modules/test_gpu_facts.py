@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.modules import gpu_facts
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import CaptureHost
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import CaptureHost, _node
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
 
 
@@ -62,6 +64,27 @@ def test_bad_host_root_fails_cleanly(tmp_path):
         run_module(gpu_facts, {"host_root": str(tmp_path / "nope")})
     assert exc.value.result["msg"] == "host_root: '%s' is not a directory" % (tmp_path / "nope")
     assert exc.value.result["host_root"] == str(tmp_path / "nope")
+
+
+def test_no_host_file_fails_the_module_or_hangs_it(tmp_path):
+    """A FIFO, a corrupt pci.ids.gz, a damaged dpkg database, JSON nested too deep, a link to /dev/zero: probes, not a failure."""
+    root = _node(tmp_path, {
+        "/usr/share/misc/pci.ids.gz": b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"\xff" * 40,
+        "/var/lib/dpkg/status": "Package: nvidia-fabricmanager-550\nStatus: install ok installed\n",
+        "/etc/docker/daemon.json": "[" * 100000,
+    })
+    os.unlink(str(root / "etc" / "os-release"))
+    os.mkfifo(str(root / "etc" / "os-release"))
+    os.makedirs(str(root / "proc" / "driver" / "nvidia"))
+    os.symlink("/dev/zero", str(root / "proc" / "driver" / "nvidia" / "version"))
+    result = run_module(gpu_facts, {"host_root": str(root), "command_timeout": 5})
+    assert "failed" not in result and result["changed"] is False
+    facts = result["gpufleet_nvidia"]
+    states = dict((name, probe["state"]) for name, probe in facts["probes"].items())
+    assert (states["os_release"], states["pci_ids"], states["dpkg_status"], states["docker_config"]) == ("error",) * 4
+    assert facts["probes"]["os_release"]["detail"] == "/etc/os-release: [Errno 22] not a regular file but a FIFO"
+    assert states["driver_version_file"] == "missing"  # resolved inside the host: there is no /dev/zero there
+    assert facts["gpu_count"] == 1 and facts["host_root"] == str(root)
 
 
 def test_this_machine():
