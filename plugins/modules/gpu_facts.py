@@ -22,6 +22,11 @@ description:
     only for a binary that exists. Every probe that fails (no C(nvidia-smi), C(nvidia-smi) failing
     to reach the driver, an unreadable file, bad XML or TOML) is reported under C(probes) with
     its state and detail; the module itself does not fail because of the host's state.
+  - No file of the host can hang it or exhaust its memory, nor lead it out of O(host_root) - only
+    regular files are read (a FIFO, a device or a socket where a file is expected is an error
+    probe), 16 MiB at most (1 MiB of a C(/proc) or C(/sys) file), and every link is followed
+    inside O(host_root). A damaged C(pci.ids.gz), or an installed package without a version in
+    the dpkg database (left out of the packages), is an error probe too.
 author:
   - gpufleet.nvidia maintainers (@gpufleet)
 options:
@@ -35,8 +40,8 @@ options:
     default: /
   command_timeout:
     description:
-      - Seconds after which a command (C(nvidia-smi), C(modinfo), a C(--version)) is abandoned and
-        reported as an error probe.
+      - Seconds after which a command (C(nvidia-smi), C(modinfo), a C(--version)) is killed, with
+        every process it started, and reported as an error probe.
     type: int
     default: 60
   validate:
@@ -271,7 +276,7 @@ gpufleet_nvidia:
           C(docker), C(crio), C(k3s), C(rke2)), each with C(installed), its binary, version and
           configuration paths. For containerd also the config's top-level C(version), the CRI
           plugin's table name, C(disabled_plugins), C(cri_disabled), C(imports) and the runtimes of
-          the main file (null without a TOML library: Python's tomllib, or tomli).
+          the main file (null without a TOML library, Python's tomllib or tomli).
       type: dict
       returned: always
       sample:
