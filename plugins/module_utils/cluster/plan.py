@@ -22,7 +22,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, plain
 
 try:
     import yaml
@@ -155,17 +155,6 @@ def dump_yaml(data, sort_keys=False):
     if yaml is None:  # pragma: no cover
         raise RuntimeError("PyYAML is required on the control host")
     return yaml.safe_dump(data, default_flow_style=False, sort_keys=sort_keys, width=1000)
-
-
-def deep_merge(base, extra):
-    """``extra`` merged into a copy of ``base``: dicts recursively, anything else replaced."""
-    merged = copy.deepcopy(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
 
 
 def _paths(data, prefix=""):

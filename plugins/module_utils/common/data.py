@@ -9,6 +9,8 @@ built from plain copies.
 
 from __future__ import annotations
 
+import copy
+
 
 def plain(value, unknown=None):
     """``value`` rebuilt from builtin types only (dict keys as strings).
@@ -45,3 +47,21 @@ def dig(data, *keys):
 def plural(count, word):
     """``1 GPU``, ``2 GPUs``."""
     return "%d %s%s" % (count, word, "" if count == 1 else "s")
+
+
+def deep_merge(base, extra):
+    """A new dict: ``extra`` merged into ``base``, tables (dicts) by key, anything else replaced.
+
+    Nothing of either argument is shared with the result: dicts are rebuilt as plain dicts,
+    other values are copied. The runtime editors, the host validation and the cluster planner
+    merge configuration trees and chart values with it.
+    """
+    merged = {}
+    for key, value in base.items():
+        merged[key] = deep_merge(value, {}) if isinstance(value, dict) else copy.deepcopy(value)
+    for key, value in extra.items():
+        if isinstance(value, dict):
+            merged[key] = deep_merge(merged[key] if isinstance(merged.get(key), dict) else {}, value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged

@@ -40,7 +40,7 @@ import tempfile
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -198,17 +198,6 @@ def _tail(text, limit=_TAIL):
 
 def _first_line(text):
     return gpu_facts._first_line(text)  # pylint: disable=protected-access
-
-
-def deep_merge(base, extra):
-    """``extra`` merged into a copy of ``base``, tables by key, everything else replaced."""
-    merged = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def _read(host, path):
