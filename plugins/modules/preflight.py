@@ -17,7 +17,7 @@ description:
     accept. Warnings never fail it.
   - On a host without NVIDIA GPUs the rules about GPUs (C(gpu_open_modules), C(gpu_driver_branch),
     C(nouveau)) are skipped and the desired state itself is still checked; the message starts with
-    C(no NVIDIA GPU on this host). The M(gpufleet.nvidia.discover) role runs preflight on GPU nodes only.
+    C(no NVIDIA GPU on this host). The P(gpufleet.nvidia.discover#role) role runs preflight on GPU nodes only.
   - "Rules: C(driver_version_format), C(cuda_version_format) (malformed input), C(os_supported)
     (package method on Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9),
     C(driver_missing) and C(driver_drift) (preinstalled method), C(driver_not_package_owned)
