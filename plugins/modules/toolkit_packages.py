@@ -179,8 +179,15 @@ attributes:
     support: full
     platforms: debian
 notes:
-  - A key that is not ASCII-armored, or an apt command that fails, fails the module with apt's words;
-    files are written before apt runs, so a failed install leaves the repository configured for a retry.
+  - Every option is checked before anything is read or written (in check mode too) - O(repo_url)
+    and O(repo_key_url) are C(http), C(https) or C(file) URLs, O(keyring), O(source_file) and
+    O(pin_file) absolute normalized paths, the package names Debian package names - so that no
+    value can add a line or an option to the source or pin file (a second source,
+    C(trusted=yes), a pin stanza) or an option to apt-get; a refusal names the option and its value.
+  - A key that is not ASCII-armored, or an apt command that fails, fails the module with apt's words.
+    The files are written before apt runs (apt reads them); when the refresh or the install fails,
+    they are put back as they were, byte for byte (a file that was not there is removed), and the
+    message says so. Once the install is done the files stay, as they pin what is installed.
   - The module restarts nothing. Restart the runtime when RV(runtime.changed) is true, not when
     only the packages changed.
 requirements:

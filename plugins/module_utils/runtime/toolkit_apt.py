@@ -25,6 +25,7 @@ import time
 
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import read_text
@@ -42,6 +43,43 @@ APT_GET_INSTALL = [
 ]
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.~+]+)?$")
 
+#: What each option's value must be, checked before anything is read or written (in check mode
+#: too): a value that reaches the source line, the pin stanza or apt's argv must not be able to
+#: change what they say (a newline, a space, a leading ``-``). ``version`` is :func:`full_version`'s.
+PARAM_RULES = {
+    "packages": inputs.debian_package,
+    "extra_packages": inputs.debian_package,
+    "hold": inputs.boolean,
+    "repo_manage": inputs.boolean,
+    "repo_url": inputs.optional(inputs.url),
+    "repo_key_url": inputs.optional(inputs.url),
+    "repo_key_refresh": inputs.boolean,
+    "keyring": inputs.keyring,
+    "source_file": inputs.absolute_path,
+    "pin_file": inputs.absolute_path,
+    "update_cache": inputs.boolean,
+    "cache_valid_time": inputs.integer(0),
+}
+#: The options that are lists: each item is checked, and named by its index (``packages[0]``).
+LIST_OPTIONS = ("packages", "extra_packages")
+
+
+def check_params(params):
+    """Every option of :data:`PARAM_RULES` that ``params`` sets, checked; the first refusal raised, naming it."""
+    full_version(params.get("version"))
+    for option, validator in PARAM_RULES.items():
+        value = params.get(option)
+        if value is None:
+            continue
+        if option not in LIST_OPTIONS:
+            inputs.checked(option, validator, value)
+            continue
+        if not isinstance(value, (list, tuple)):
+            raise GpuFleetError("%s %r is not a list of Debian package names" % (option, value), value=value)
+        for index, item in enumerate(value):
+            inputs.checked("%s[%d]" % (option, index), validator, item)
+    return params
+
 
 def full_version(version):
     """``1.17.8`` -> ``1.17.8-1`` (NVIDIA's package revision); ``1.17.8-1`` as is."""
@@ -54,7 +92,15 @@ def full_version(version):
 
 
 def render_source(url, keyring, key_origin=None):
-    """The apt source; its comment says where the keyring's key came from (a URL, or repo_key)."""
+    """The apt source; its comment says where the keyring's key came from (a URL, or repo_key).
+
+    What goes into the line is checked once more (:func:`check_params` checked the options): a
+    newline or a space in it would add a source or an option such as ``trusted=yes``.
+    """
+    inputs.checked("repo_url", inputs.url, url)
+    inputs.checked("keyring", inputs.keyring, keyring)
+    if key_origin and key_origin != "repo_key":
+        inputs.checked("repo_key_url", inputs.url, key_origin)
     origin = "; key from %s" % key_origin if key_origin else ""
     return "# %s%s\ndeb [signed-by=%s] %s /\n" % (MANAGED_BY, origin, keyring, url)
 
@@ -64,6 +110,10 @@ def key_origin(params):
 
 
 def render_pin(packages, version):
+    """The apt preferences stanza; its names and version are checked once more (a newline would add a stanza)."""
+    for index, name in enumerate(packages):
+        inputs.checked("packages[%d]" % index, inputs.debian_package, name)
+    inputs.checked("version", inputs.debian_version, version)
     return (
         "# %s: the toolkit packages move together.\nPackage: %s\nPin: version %s\nPin-Priority: 1001\n"
         % (MANAGED_BY, " ".join(packages), version)
@@ -206,18 +256,50 @@ def _package_lines(packages, missing=None):
     )
 
 
-def apply(host, todo):
-    """Carry a plan out: files first, then the lists, the install, the holds."""
-    for path, text in sorted(todo["files"].items()):
-        host.write(path, text)
-    if todo["update_cache"]:
-        _checked(host, ["apt-get", "update", "-q"], "apt-get update")
-    if todo["install"]:
-        _checked(host, APT_GET_INSTALL + todo["install"], "apt-get install " + " ".join(todo["install"]))
-    if todo["hold"]:
-        _checked(host, ["apt-mark", "hold"] + todo["hold"], "apt-mark hold")
-    if todo["unhold"]:
-        _checked(host, ["apt-mark", "unhold"] + todo["unhold"], "apt-mark unhold")
+def apply(host, todo, before=None):
+    """Carry a plan out: files first, then the lists, the install, the holds.
+
+    The files are written before apt runs (apt reads them); when apt fails before the install
+    is done, they are put back as they were in ``before`` (``{path: text or None}``, what
+    :func:`read_state` read): byte for byte, and a file that was not there removed. Once the
+    install is done the files stay: they pin what is installed now.
+    """
+    before = before or {}
+    written = sorted(todo["files"])
+    for path in written:
+        host.write(path, todo["files"][path])
+    try:
+        if todo["update_cache"]:
+            _checked(host, ["apt-get", "update", "-q"], "apt-get update")
+        if todo["install"]:
+            _checked(host, APT_GET_INSTALL + todo["install"], "apt-get install " + " ".join(todo["install"]))
+            written = []
+        if todo["hold"]:
+            _checked(host, ["apt-mark", "hold"] + todo["hold"], "apt-mark hold")
+        if todo["unhold"]:
+            _checked(host, ["apt-mark", "unhold"] + todo["unhold"], "apt-mark unhold")
+    except GpuFleetError as exc:
+        raise put_back(host, before, written, exc)
+
+
+def put_back(host, before, paths, exc):
+    """``exc`` once each of ``paths`` is as ``before`` says (None: removed), saying what was put back."""
+    restored, failed = [], []
+    for path in reversed(paths):
+        try:
+            if before.get(path) is None:
+                host.remove(path)
+            else:
+                host.write(path, before[path])
+        except (GpuFleetError, IOError, OSError) as error:
+            failed.append("%s: %s" % (path, getattr(error, "msg", error)))
+            continue
+        restored.append(path)
+    if not paths:
+        return exc
+    msg = exc.msg + ("; put back as they were: %s" % ", ".join(sorted(restored)) if restored else "")
+    msg += "; could not put back: %s" % "; ".join(failed) if failed else ""
+    return GpuFleetError(msg, **dict(exc.details, restored=sorted(restored), not_restored=failed))
 
 
 def _checked(host, argv, what):
@@ -258,6 +340,7 @@ def converge(host, params, check_mode=False, want_diff=False, fetch=None):
 
     ``fetch(url)`` downloads the repository key (default: :func:`fetch_key` through ``host.module``).
     """
+    check_params(params)
     version = full_version(params["version"])
     current = read_state(host, params)
     fetch = fetch or functools.partial(fetch_key, host.module)
@@ -265,7 +348,7 @@ def converge(host, params, check_mode=False, want_diff=False, fetch=None):
     todo = plan(current, params, key)
     changed = bool(todo["actions"])
     if changed and not check_mode:
-        apply(host, todo)
+        apply(host, todo, current["files"])
         after = parse_dpkg_query(host.run(DPKG_QUERY + list(params["packages"]))[1])
     else:
         after = current["packages"]
