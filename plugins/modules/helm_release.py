@@ -167,7 +167,7 @@ def _params(module):
 def run(module):
     params = _params(module)
     helm = helm_cli.Helm(lambda argv: module.run_command(argv, handle_exceptions=False),
-                      module.params["binary_path"], module.params["kubeconfig"], module.params["context"])
+                         module.params["binary_path"], module.params["kubeconfig"], module.params["context"])
     values_file = helm_cli.write_values(module.tmpdir, params["values"])
     checked = helm_cli.check(helm, params, values_file)
     if module.params["state"] == "checked" or module.check_mode:

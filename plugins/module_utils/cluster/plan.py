@@ -795,7 +795,7 @@ def _driver_version(version, precompiled, problems):
         problems.append(
             "gpu_operator_driver_version: %s is a release, but precompiled driver images are chosen by "
             "branch (gpu_operator_driver_use_precompiled is true; expected a branch such as %s)"
-            % (_q(version), version.split(".")[0])
+            % (_q(version), version.split(".", maxsplit=1)[0])
         )
     return version
 

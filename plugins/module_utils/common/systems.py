@@ -28,7 +28,7 @@ def package_release(os_facts):
     """The release of ``os_facts`` as the table names it: VERSION_ID, or its major for MAJOR_ONLY ids."""
     release = os_facts.get("version_id") or ""
     if os_facts.get("id") in MAJOR_ONLY:
-        release = os_facts.get("version_major") or release.split(".")[0]
+        release = os_facts.get("version_major") or release.split(".", maxsplit=1)[0]
     return release
 
 

@@ -155,7 +155,7 @@ def gather_os(host, probes):
         facts["id"] = values.get("ID")
         facts["id_like"] = values.get("ID_LIKE")
         facts["version_id"] = values.get("VERSION_ID")
-        facts["version_major"] = (values.get("VERSION_ID") or "").split(".")[0] or None
+        facts["version_major"] = (values.get("VERSION_ID") or "").split(".", maxsplit=1)[0] or None
         facts["codename"] = values.get("VERSION_CODENAME") or values.get("UBUNTU_CODENAME")
         facts["pretty_name"] = values.get("PRETTY_NAME")
         facts["family"] = os_family(facts["id"], facts["id_like"])
@@ -639,7 +639,7 @@ def dpkg_owner(host, paths):
             continue
         for line in listed:
             if line in wanted:
-                owners.setdefault(wanted[line], name[: -len(".list")].split(":")[0])
+                owners.setdefault(wanted[line], name[: -len(".list")].split(":", maxsplit=1)[0])
     for path in paths:
         if path in owners:
             return owners[path], path
@@ -1139,7 +1139,7 @@ def gather_fabric_manager(host, probes, dpkg, nvswitch_count):
     }
     for name, version in sorted((dpkg or {}).items()):
         if name.startswith("nvidia-fabricmanager"):
-            facts.update(installed=True, version=version.split("-")[0].split(":")[-1],
+            facts.update(installed=True, version=version.split("-", maxsplit=1)[0].rsplit(":", maxsplit=1)[-1],
                          version_source="package", package=name)
             break
     path = host.which("nv-fabricmanager", extra_dirs=("/usr/bin", "/usr/sbin"))

@@ -993,8 +993,7 @@ class AptBackend(object):
                 )
             return available
         where = "%s (%s %s)" % (self.layout.fm_archive, self.os.get("id"), self.os.get("version_id"))
-        return fabric_manager.choice(self.fabric_manager, declared, available, fm_available, fm_names, where,
-                                          notes)
+        return fabric_manager.choice(self.fabric_manager, declared, available, fm_available, fm_names, where, notes)
 
     @staticmethod
     def _preferred_version(madison, name, version, prefer):

@@ -272,7 +272,6 @@ def _detail(report, check_mode, state):
     return "%s: %s" % (report["reason"], text)
 
 
-
 def _base(need):
     """The head of the ``fabric_manager`` return value: the need and its reason."""
     return {
@@ -373,4 +372,3 @@ def check_started(system, container, verbs, done):
             done=done,
         )
     return service
-

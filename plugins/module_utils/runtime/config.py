@@ -427,4 +427,3 @@ def configure(params: dict, host, check_mode: bool = False, diff: bool = False) 
     if diff:
         result["diff"] = plan.diff
     return result
-

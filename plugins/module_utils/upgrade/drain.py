@@ -577,7 +577,7 @@ def _drain(api, name, resources, params, check_mode, timer, result, msgs):
             _plural(len(result["evicted"]), "GPU pod"), ": " + ", ".join(result["evicted"]) if result["evicted"] else ""))
     result["changed"] |= bool(to_evict)
     if left:
-        msgs.append("left alone: %s" % "; ".join("%s (%s)" % (e["pod"], e["why"].split(":")[0]) for e in left))
+        msgs.append("left alone: %s" % "; ".join("%s (%s)" % (e["pod"], e["why"].split(":", maxsplit=1)[0]) for e in left))
     return gpu_pods
 
 

@@ -336,7 +336,7 @@ def installed_driver_version(facts):
         return installed
     package = driver.get("package") or {}
     upstream = str(package.get("version") or "").split("-", maxsplit=1)[0]
-    version = versions.try_parse_driver_version(upstream.split(":")[-1])
+    version = versions.try_parse_driver_version(upstream.rsplit(":", maxsplit=1)[-1])
     if version is not None:
         return version.text
     return (driver.get("nvidia_smi") or {}).get("driver_version")
@@ -373,7 +373,7 @@ def check_driver_version(checks, facts, declared, driver_method):
 
 
 def _without_epoch(version):
-    return version.split(":")[-1]
+    return version.rsplit(":", maxsplit=1)[-1]
 
 
 def _toolkit_matches(declared, installed):
@@ -384,8 +384,8 @@ def _toolkit_matches(declared, installed):
         return True
     if "-" in declared and "-" in installed:
         return False
-    upstream = installed.split("-")[0].split("~")[0]
-    wanted = declared.split("-")[0]
+    upstream = installed.split("-", maxsplit=1)[0].split("~", maxsplit=1)[0]
+    wanted = declared.split("-", maxsplit=1)[0]
     return upstream == wanted or upstream.startswith(wanted + ".")
 
 
@@ -649,7 +649,7 @@ _YAML_ITEM_NAME = re.compile(r"^name\s*:\s*(.*?)\s*$")
 
 
 def _yaml_scalar(text):
-    text = text.split(" #")[0].strip()
+    text = text.split(" #", maxsplit=1)[0].strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         return text[1:-1]
     return text

@@ -167,7 +167,7 @@ def test_node_plan(case, overrides, state, reason):  # pylint: disable=unused-ar
 
 def test_node_plan_gives_every_reason():
     plan = upgrade.node_plan(node(validation=validation(loaded="570.86.15", status="drift", version_status="drift"),
-                                   drain=drain_read(ready=False, gpus="0")))
+                                  drain=drain_read(ready=False, gpus="0")))
     assert plan["reason"] == (
         "declared driver 580, loaded 570.86.15; node gpu-a is not Ready (container runtime down); "
         "node gpu-a advertises 0 nvidia.com/gpu, expected 8"
