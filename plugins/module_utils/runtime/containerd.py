@@ -41,6 +41,7 @@ import os
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     OWNER_MARK,
+    STATE_MARK,
     FileChange,
     GoTemplateMask,
     Plan,
@@ -119,6 +120,7 @@ class ContainerdOptions:
         containerd_major=None,
         other_dropins=(),
         containerd_version=None,
+        import_order=None,
     ) -> None:
         check_handler_name(runtime_name, ("runc",))
         self.state = state
@@ -136,6 +138,9 @@ class ContainerdOptions:
             containerd_major = int(str(containerd_version).split(".", 1)[0])
         self.containerd_major = containerd_major
         self.other_dropins = list(other_dropins or ())
+        #: Every file containerd merges after the main file, in its order, the drop-in among them
+        #: (None: the other files of the drop-in's folder, sorted, the drop-in in its place).
+        self.import_order = list(import_order) if import_order else None
 
     def version_below(self, major: int, minor: int) -> bool:
         """Whether the containerd found is older than ``major.minor`` (unknown: no)."""
@@ -235,6 +240,110 @@ def desired_runtime(cri: dict, opts: ContainerdOptions, original_default=None, e
     table = deep_merge(existing if isinstance(existing, dict) else {}, copy.deepcopy(source))
     table = deep_merge(table, {"runtime_type": RUNC_TYPE, "options": {"BinaryName": opts.binary_name}})
     return source_name, table
+
+
+# --------------------------------------------------------------------------------------
+# The shape of what is read: a refusal naming the file and the key, never a traceback
+# --------------------------------------------------------------------------------------
+
+#: ``(key path below the CRI table, what it must be)`` of the tables the editor walks.
+_CRI_SHAPES = (
+    (("containerd",), "table"),
+    (("containerd", "runtimes"), "table"),
+    (("containerd", "default_runtime_name"), "string"),
+    (("containerd", "default_runtime"), "table"),
+)
+_KINDS = {"table": dict, "string": str, "list of strings": list}
+
+
+def _shape_error(path, key_path, kind, value):
+    return GpuFleetError(
+        "%s: %s must be a %s, found %s %r; the file was left untouched"
+        % (path, toml_path_str(key_path), kind, type(value).__name__, value),
+        path=path,
+        key=toml_path_str(key_path),
+    )
+
+
+def _check_kind(path, key_path, value, kind) -> None:
+    """Refuse ``value`` (a plain value at ``key_path``) when it is not of ``kind``."""
+    if value is None:
+        return
+    if not isinstance(value, _KINDS[kind]) or (kind == "list of strings" and not all(isinstance(v, str) for v in value)):
+        raise _shape_error(path, key_path, kind, value)
+
+
+def check_shape(data, path, cri_path) -> None:
+    """Refuse a file whose keys the editor reads are not of the type containerd takes.
+
+    ``data``: the file as plain values. The top-level lists, the plugin tables, the CRI table
+    of ``cri_path``, its ``containerd`` table, the runtimes and each runtime's ``options``.
+    """
+    for key in ("imports", "disabled_plugins", "required_plugins"):
+        _check_kind(path, [key], data.get(key), "list of strings")
+    _check_kind(path, ["plugins"], data.get("plugins"), "table")
+    plugins = data.get("plugins") or {}
+    for name in CRI_PLUGINS.values():
+        _check_kind(path, ["plugins", name], plugins.get(name), "table")
+    cri = plugins.get(cri_path[1]) or {}
+    for sub, kind in _CRI_SHAPES:
+        _check_kind(path, list(cri_path) + list(sub), get_plain(cri, sub), kind)
+    runtimes = get_plain(cri, ("containerd", "runtimes")) or {}
+    for name, table in runtimes.items():
+        _check_kind(path, list(cri_path) + ["containerd", "runtimes", name], table, "table")
+        _check_kind(path, list(cri_path) + ["containerd", "runtimes", name, "options"], table.get("options"), "table")
+
+
+def get_plain(tree, keys):
+    """The plain value at ``keys`` below ``tree`` (None when a key is missing or a value on the way is no table)."""
+    for key in keys:
+        if not isinstance(tree, dict):
+            return None
+        tree = tree.get(key)
+    return tree
+
+
+def _valid_record_entry(entry) -> bool:
+    return isinstance(entry, dict) and isinstance(entry.get("path"), list) and bool(entry["path"]) and all(
+        isinstance(k, str) for k in entry["path"]
+    ) and isinstance(entry.get("raw"), (str, type(None)))
+
+
+def _valid_paths(value) -> bool:
+    return isinstance(value, list) and all(isinstance(p, list) and all(isinstance(k, str) for k in p) for p in value)
+
+
+def checked_record(record, path):
+    """``record`` (a state comment the module wrote), or a refusal naming ``path`` when it is damaged."""
+    if record is None:
+        return None
+    fine = isinstance(record, dict) and isinstance(record.get("keys", []), list)
+    fine = fine and all(_valid_record_entry(e) for e in record.get("keys", []))
+    fine = fine and all(_valid_paths(record.get(k, [])) for k in ("created", "headered"))
+    if not fine:
+        raise GpuFleetError(
+            "%s: the state comment of gpufleet.nvidia.container_runtime (%s) is damaged; put the file "
+            "back from a backup, or remove the comment and what the module added; the file was left untouched"
+            % (path, STATE_MARK),
+            path=path,
+        )
+    return record
+
+
+def check_default_table(cri: dict, path, cri_path, opts) -> None:
+    """Refuse ``set_as_default`` while a ``containerd.default_runtime`` table names a runtime:
+    containerd 1.x uses that (deprecated) table as the default, whatever ``default_runtime_name`` says."""
+    table = get_plain(cri, ("containerd", "default_runtime")) or {}
+    if opts.set_as_default and opts.state == "present" and (table.get("runtime_type") or table.get("runtime_engine")):
+        key = toml_path_str(list(cri_path) + ["containerd", "default_runtime"])
+        raise GpuFleetError(
+            "%s: %s is set, and containerd uses that table as its default runtime before "
+            "default_runtime_name: set_as_default could not make %s the default. Remove the table "
+            "(default_runtime_name names the default since containerd 1.3); nothing was written"
+            % (path, key, opts.runtime_name),
+            path=path,
+            key=key,
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -514,19 +623,33 @@ def _facts(version, cri_path, opts, **more) -> dict:
     return facts
 
 
+def _merge_order(opts, others) -> list:
+    """The paths of ``others`` and the drop-in in the order containerd merges them."""
+    if opts.import_order:
+        return opts.import_order
+    return sorted(set(path for path, _text in others or ()) | {opts.dropin_path})
+
+
 def _effective_cri(doc, cri_path, opts, others, warnings) -> dict:
     """The CRI plugin table containerd would use before the drop-in: the main file's, then
-    each other imported file in order (containerd < 2.1: the last table replaces the
-    earlier ones; 2.1 and later: merged). The drop-in must carry it all."""
+    each other imported file in containerd's order (containerd < 2.1: the last table replaces
+    the earlier ones; 2.1 and later: merged). The drop-in must carry it all."""
     tree = copy.deepcopy(plain(lookup(doc, cri_path)) or {})
     merge = opts.containerd_version is not None and not opts.version_below(2, 1)
-    for path, text in sorted(others or ()):
+    texts = dict(others or ())
+    after_dropin = False
+    for path in _merge_order(opts, others):
+        after_dropin = after_dropin or path == opts.dropin_path
+        text = texts.get(path)
         if text is None:
             continue
-        sub = plain(lookup(parse_toml(text, path), cri_path))
+        data = plain(parse_toml(text, path))
+        check_shape(data, path, cri_path)
+        sub = get_plain(data, cri_path)
+        check_default_table(sub or {}, path, cri_path, opts)
         if not isinstance(sub, dict):
             continue
-        if path > opts.dropin_path:
+        if after_dropin:
             warnings.append(
                 "%s sorts after %s and sets plugins.%s: containerd reads it last, so it "
                 "overrides the nvidia drop-in" % (path, opts.dropin_path, cri_path[1])
@@ -534,6 +657,15 @@ def _effective_cri(doc, cri_path, opts, others, warnings) -> dict:
             continue
         tree = deep_merge(tree, sub) if merge else copy.deepcopy(sub)
     return tree
+
+
+def _check_main(doc, path, cri_path, opts) -> None:
+    """Refuse a main file the editor cannot read safely: wrong types, a damaged state comment, a
+    ``default_runtime`` table that would stay the default."""
+    data = plain(doc)
+    check_shape(data, path, cri_path)
+    checked_record(_inplace_record(doc, cri_path, opts.runtime_name), path)
+    check_default_table(get_plain(data, cri_path) or {}, path, cri_path, opts)
 
 
 #: The main file being planned: its path, text and document, its config version (and where that
@@ -551,8 +683,9 @@ def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOpti
     if dropin_text is not None:
         parse_toml(dropin_text, opts.dropin_path)  # a drop-in that does not parse stops the plan too
     version, source = detect_version(doc, opts.containerd_major, opts.config_version)
+    _check_main(doc, main_path, plugin_path(version), opts)
     main = _Main(main_path, main_text, doc, version, source, plugin_path(version), TomlStyle.detect(main_text or ""))
-    dropin_record = find_record_in_text(dropin_text) if dropin_text is not None else {}
+    dropin_record = checked_record(find_record_in_text(dropin_text), opts.dropin_path) if dropin_text is not None else {}
     warnings = []
     name = opts.runtime_name
     if opts.state == "absent":
@@ -737,7 +870,7 @@ def plan_k3s(
             % (label, template_path)
         )
     generated_doc = parse_toml(generated_text, generated_path) if generated_text else None
-    gen_version = _version_of(generated_doc)
+    gen_version = _generated_version(generated_doc, generated_path)
     if template_text is None and opts.state == "absent":
         return Plan(
             [FileChange(template_path, None, None)],
@@ -755,6 +888,7 @@ def plan_k3s(
     doc = parse_toml(mask.masked, template_path)
     version = _template_version(doc, gen_version, template_path)
     template = _Template(label, template_path, template_text, mask, doc, version, plugin_path(version))
+    _check_main(doc, template_path, template.cri_path, opts)
     if opts.state == "absent":
         return _k3s_removed(template, opts)
     return _k3s_configured(template, generated_text, generated_doc, opts, autodetected)
@@ -765,11 +899,22 @@ def plan_k3s(
 _Template = collections.namedtuple("_Template", "label path text mask doc version cri_path")
 
 
+def _generated_version(doc, path):
+    """The version of k3s's generated config.toml (None: no file, or no version), its types checked."""
+    try:
+        version = _version_of(doc)
+    except GpuFleetError as exc:
+        raise GpuFleetError("%s: %s" % (path, exc.msg), path=path)
+    if version is not None:
+        check_shape(plain(doc), path, plugin_path(version))
+    return version
+
+
 def _version_of(doc):
     """The ``version`` a parsed file says (None without a file or a version)."""
     if doc is None or "version" not in doc:
         return None
-    return int(plain(doc["version"]))
+    return detect_version(doc)[0]
 
 
 def _template_source(label, template_path, template_text, generated_path, generated_text) -> tuple:
@@ -792,12 +937,12 @@ def _template_source(label, template_path, template_text, generated_path, genera
 
 def _template_version(doc, generated_version, template_path) -> int:
     """The template's config version: its own, else the generated file's, else 2."""
-    version = int(plain(doc["version"])) if "version" in doc else generated_version
-    if version is None:
-        version = 2
-    if version not in CRI_PLUGINS:
-        raise GpuFleetError("%s: unsupported containerd config version %r" % (template_path, version))
-    return version
+    if "version" in doc:
+        try:
+            return detect_version(doc)[0]
+        except GpuFleetError as exc:
+            raise GpuFleetError("%s: %s" % (template_path, exc.msg), path=template_path)
+    return 2 if generated_version is None else generated_version
 
 
 def _k3s_removed(template, opts) -> Plan:
