@@ -23,13 +23,13 @@ from __future__ import annotations
 import copy
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.docker import check_names
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     OWNER_MARK,
     FileChange,
     Plan,
     TomlStyle,
     add_table,
-    check_handler_name,
     deep_merge,
     delete_path,
     dump_toml,
@@ -68,7 +68,7 @@ class CrioOptions:
         set_as_default: bool = False,
         dropin_path: str = DEFAULT_DROPIN,
     ) -> None:
-        check_handler_name(runtime_name, ("runc", "crun"))
+        check_names(runtime_name, binary_name, ("runc", "crun"))
         self.state = state
         self.mode = mode
         self.runtime_name = runtime_name

@@ -25,6 +25,7 @@ import copy
 import json
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     FileChange,
@@ -38,6 +39,28 @@ DEFAULT_BINARY = "nvidia-container-runtime"
 DEFAULT_CONFIG = "/etc/docker/daemon.json"
 
 
+_HANDLER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
+HANDLER_NAME_WORDS = "a handler name (ASCII letters, digits and . _ -, starting with a letter or digit)"
+
+
+def handler_name(value):
+    """A runtime handler's name as every runtime's file takes it as a plain key (no quote, space or newline)."""
+    if not isinstance(value, str) or not _HANDLER_NAME.fullmatch(value):
+        raise inputs.Invalid(HANDLER_NAME_WORDS)
+    return value
+
+
+def check_names(runtime_name, binary_name, taken):
+    """Refuse, by name, a handler name or a runtime binary that would change what the file says.
+
+    ``taken``: the names the runtime keeps for itself. The binary is a path or a name looked up
+    in ``PATH``: no whitespace, no control characters, no leading ``-``.
+    """
+    check_handler_name(runtime_name, taken)
+    inputs.checked("runtime_name", handler_name, runtime_name)
+    inputs.checked("binary_name", lambda v: inputs.name(v, "a runtime binary (a path or a name)"), binary_name)
+
+
 class DockerOptions:
     """The settings that decide what the Docker editor writes (the module's argument spec checked them)."""
 
@@ -49,12 +72,71 @@ class DockerOptions:
         set_as_default: bool = False,
         enable_cdi: bool = False,
     ) -> None:
-        check_handler_name(runtime_name, ("runc", "io.containerd.runc.v2"))
+        check_names(runtime_name, binary_name, ("runc", "io.containerd.runc.v2"))
         self.state = state
         self.runtime_name = runtime_name
         self.binary_name = binary_name
         self.set_as_default = bool(set_as_default)
         self.enable_cdi = bool(enable_cdi)
+
+
+class _NotJson(ValueError):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON (and Docker) does not."""
+
+
+def _refuse_constant(name):
+    raise _NotJson(name)
+
+
+def read_config(text, path: str) -> dict:
+    """daemon.json's object (``{}`` for no file), or a refusal naming the file and what is wrong.
+
+    Beyond :func:`parse_json`'s checks: ``NaN`` and ``Infinity`` are not JSON (Docker refuses
+    them), and a string or key holding a lone surrogate (a ``\\ud800`` escape of half a
+    character) is not Unicode and could not be written back as UTF-8.
+    """
+    config = parse_json(text, path)
+    if not config:
+        return config
+    try:
+        json.loads(text, parse_constant=_refuse_constant)
+    except _NotJson as exc:
+        raise GpuFleetError(
+            "%s is not valid JSON: %s is not a JSON number (JSON has no NaN or Infinity); the file was left untouched"
+            % (path, exc), path=path,
+        )
+    where = _lone_surrogate(config, "")
+    if where is not None:
+        raise GpuFleetError(
+            "%s: %s holds a lone surrogate (a \\u escape of half a character: not Unicode); the file was left untouched"
+            % (path, where), path=path, key=where,
+        )
+    return config
+
+
+def _not_unicode(text) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _lone_surrogate(value, where):
+    """Where (``runtimes.nvidia.path``, ``labels[0]``) the first key or string that is not Unicode is, else None."""
+    if isinstance(value, str):
+        return where if _not_unicode(value) else None
+    if isinstance(value, dict):
+        items = [(key, "%s%s%s" % (where, "." if where else "", json.dumps(key)[1:-1])) for key in value]
+    elif isinstance(value, list):
+        items = [(i, "%s[%d]" % (where, i)) for i in range(len(value))]
+    else:
+        return None
+    for key, label in items:
+        found = label if isinstance(key, str) and _not_unicode(key) else _lone_surrogate(value[key], label)
+        if found is not None:
+            return found
+    return None
 
 
 def json_layout(text):
@@ -107,7 +189,7 @@ def top_level_slices(text: str):
 def render_json(value: dict, indent, trailing_newline: bool, original=None) -> str:
     """Serialise ``value``; top-level values that did not change keep their original text."""
     if indent is None:
-        text = json.dumps(value, ensure_ascii=False)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         return text + ("\n" if trailing_newline else "")
     unit = indent if isinstance(indent, str) else " " * indent
     slices = top_level_slices(original) if original else None
@@ -117,8 +199,8 @@ def render_json(value: dict, indent, trailing_newline: bool, original=None) -> s
         if slices is not None and key in slices and same(old.get(key), item) and _same_order(old.get(key), item):
             rendered = slices[key]
         else:
-            rendered = json.dumps(item, indent=indent, ensure_ascii=False).replace("\n", "\n" + unit)
-        parts.append("%s%s: %s" % (unit, json.dumps(key, ensure_ascii=False), rendered))
+            rendered = json.dumps(item, indent=indent, ensure_ascii=False, allow_nan=False).replace("\n", "\n" + unit)
+        parts.append("%s%s: %s" % (unit, json.dumps(key, ensure_ascii=False, allow_nan=False), rendered))
     text = "{\n%s\n}" % ",\n".join(parts) if parts else "{}"
     return text + ("\n" if trailing_newline else "")
 
@@ -189,7 +271,7 @@ def _ordered(entry: dict, first) -> dict:
 
 def plan_docker(path: str, text, opts: DockerOptions) -> Plan:
     """Plan the edit of daemon.json (``text`` is ``None`` when the file is missing)."""
-    current = parse_json(text, path)
+    current = read_config(text, path)
     wanted = desired_config(current, opts)
     facts = {"runtime_table": "runtimes.%s" % opts.runtime_name}
     if same(wanted, current) and list(wanted) == list(current):

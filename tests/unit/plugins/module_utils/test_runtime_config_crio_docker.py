@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -218,9 +219,14 @@ def test_docker_absent_leaves_features_unless_asked():
     assert json.loads(docker_plan(after, state="absent").files[0].after) == {"features": {"cdi": True}}
 
 
+# Python 3.13's json names a trailing comma itself ("Illegal trailing comma before end of
+# object", line 2 column 16); older ones the "}" after it (line 3, column 1).
+TRAILING_COMMA_AT = (2, 16) if sys.version_info >= (3, 13) else (3, 1)
+
+
 @pytest.mark.parametrize(
     "text, line, column",
-    [('{\n  "debug": true,\n}\n', 3, 1), ('{"runtimes": {"nvidia": }}', 1, 25)],
+    [('{\n  "debug": true,\n}\n',) + TRAILING_COMMA_AT, ('{"runtimes": {"nvidia": }}', 1, 25)],
 )
 def test_docker_bad_json_fails_with_line_and_column(text, line, column):
     with pytest.raises(GpuFleetError) as exc:
@@ -247,3 +253,66 @@ def test_docker_absent_without_the_runtime_changes_nothing(text):
 def test_a_handler_name_the_runtime_keeps_for_itself_is_refused(options, name):
     with pytest.raises(GpuFleetError, match="runtime_name %r cannot be used" % name):
         options(runtime_name=name)
+
+
+# --------------------------------------------------------------------------------------
+# Inputs: nothing the options or daemon.json hold breaks the files written
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options", [crio.CrioOptions, docker.DockerOptions])
+@pytest.mark.parametrize("name", ['nvidia"', "nvidia\n[crio.runtime]", "nvidia'", "nvidia gpu", "-nvidia", "nvídia", "nvidia\x00"])
+def test_a_handler_name_that_would_break_the_file_is_refused_by_name(options, name):
+    with pytest.raises(GpuFleetError) as exc:
+        options(runtime_name=name)
+    assert exc.value.msg.startswith("runtime_name %r is not a handler name" % name)
+
+
+@pytest.mark.parametrize("options", [crio.CrioOptions, docker.DockerOptions])
+@pytest.mark.parametrize("binary", ["/usr/bin/nvidia-container-runtime\n", "/usr/bin/nvidia container runtime", "-x"])
+def test_a_binary_name_with_a_newline_or_a_space_is_refused_by_name(options, binary):
+    with pytest.raises(GpuFleetError) as exc:
+        options(binary_name=binary)
+    assert exc.value.msg.startswith("binary_name %r is not " % binary)
+
+
+@pytest.mark.parametrize("name", ["nvidia", "nvidia-gpu", "nvidia_experimental", "nvidia.cdi", "Nvidia2"])
+def test_ordinary_handler_names_pass(name):
+    crio.CrioOptions(runtime_name=name)
+    docker.DockerOptions(runtime_name=name)
+
+
+@pytest.mark.parametrize("text, constant", [
+    ('{"debug": NaN}', "NaN"), ('{"max-concurrent-downloads": Infinity}\n', "Infinity"),
+    ('{\n  "runtimes": {"x": {"path": "/x", "n": -Infinity}}\n}\n', "-Infinity"),
+])
+def test_daemon_json_with_nan_or_infinity_is_not_json(text, constant):
+    with pytest.raises(GpuFleetError) as exc:
+        docker_plan(text)
+    assert exc.value.msg.startswith("%s is not valid JSON" % DAEMON)
+    assert constant in exc.value.msg and "the file was left untouched" in exc.value.msg
+
+
+@pytest.mark.parametrize("text, key", [
+    ('{"labels": ["a\\ud800b"]}', "labels"),
+    ('{"runtimes": {"nvidia": {"path": "/x\\udfff"}}}', "runtimes"),
+    ('{"\\ud83d": 1}', "\ud83d"),
+])
+def test_daemon_json_with_a_lone_surrogate_is_refused_naming_the_key(text, key):
+    with pytest.raises(GpuFleetError) as exc:
+        docker_plan(text)
+    assert exc.value.msg.startswith("%s: " % DAEMON) and "lone surrogate" in exc.value.msg
+    assert repr(key)[1:-1] in exc.value.msg and "the file was left untouched" in exc.value.msg
+
+
+def test_a_surrogate_pair_is_one_character_and_passes():
+    after = docker_plan('{"labels": ["\\ud83d\\ude00"]}').files[0].after
+    assert json.loads(after)["labels"] == ["\U0001F600"]
+    after.encode("utf-8")
+
+
+def test_render_json_never_writes_nan():
+    with pytest.raises(ValueError):
+        docker.render_json({"x": float("nan")}, 4, True)
+    with pytest.raises(ValueError):
+        docker.render_json({"x": float("inf")}, None, True)
