@@ -11,11 +11,14 @@ editors share is ``runtime.edit``.
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import posixpath
 import re
 import shutil
 import tempfile
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio, docker
@@ -124,11 +127,21 @@ def _mode(params, default: str, allowed) -> str:
     return mode
 
 
+#: The options that are paths on the host: absolute, checked before anything is read.
+PATH_OPTIONS = ("config_path", "dropin_path", "binary_name", "containerd_binary")
+
+
+def check_params(params: dict) -> None:
+    """Refuse a relative (or otherwise unusable) path option, before anything is read, in check mode too."""
+    inputs.check("container_runtime", {option: inputs.absolute_path for option in PATH_OPTIONS}, params)
+
+
 def build_plan(params: dict, host):
     """Read the host's files and plan the change; returns ``(plan, context)``."""
     runtime = params["runtime"]
     if runtime not in RUNTIMES:
         raise GpuFleetError("runtime %r is not one of %s" % (runtime, ", ".join(RUNTIMES)))
+    check_params(params)
     common = dict(
         state=params.get("state") or "present",
         runtime_name=params.get("runtime_name") or "nvidia",
@@ -185,19 +198,104 @@ def _containerd_options(params, host, common, context) -> dict:
     )
 
 
+def _containerd_paths(params) -> tuple:
+    """``(main file, drop-in, the drop-in's import glob)``; the drop-in is beside the main file
+    (in its ``conf.d``) unless ``dropin_path`` says where."""
+    main_path = params.get("config_path") or ctd.DEFAULT_CONFIG
+    default_dropin = os.path.join(os.path.dirname(main_path), "conf.d", os.path.basename(ctd.DEFAULT_DROPIN))
+    dropin_path = params.get("dropin_path") or default_dropin
+    return main_path, dropin_path, os.path.join(os.path.dirname(dropin_path), "*.toml")
+
+
 def _plan_containerd(params, host, common, context):
     options = _containerd_options(params, host, common, context)
     mode = _mode(params, "dropin", ("dropin", "inplace"))
-    main_path = params.get("config_path") or ctd.DEFAULT_CONFIG
-    dropin_path = params.get("dropin_path") or ctd.DEFAULT_DROPIN
-    import_glob = os.path.join(os.path.dirname(dropin_path), "*.toml")
-    others = [p for p in _names(host, import_glob) if p != dropin_path]
+    main_path, dropin_path, import_glob = _containerd_paths(params)
+    main_text = read_text(host, main_path)
+    entries = _import_entries(main_text, main_path, import_glob if mode == "dropin" else None)
+    order, texts = _imported_files(host, entries, dropin_path)
+    others = [p for p in _glob_all(host, import_glob) if p != dropin_path]
     opts = ctd.ContainerdOptions(
-        mode=mode, dropin_path=dropin_path, import_glob=import_glob, other_dropins=others, **options
+        mode=mode, dropin_path=dropin_path, import_glob=import_glob, other_dropins=others, import_order=order, **options
     )
     context.update(main_path=main_path, dropin_path=dropin_path, import_glob=import_glob, others=others)
-    other_texts = [(p, read_text(host, p)) for p in others]
-    return ctd.plan_containerd(main_path, read_text(host, main_path), read_text(host, dropin_path), opts, other_texts)
+    return ctd.plan_containerd(main_path, main_text, read_text(host, dropin_path), opts, texts)
+
+
+# --------------------------------------------------------------------------------------
+# The files containerd imports, found by its own rules
+# --------------------------------------------------------------------------------------
+
+
+def _import_entries(main_text, main_path, import_glob) -> list:
+    """The main file's ``imports`` (made absolute against its folder, as containerd does), then
+    ``import_glob`` when the drop-in mode adds it."""
+    doc = parse_toml(main_text or "", main_path)
+    entries = plain(doc.get("imports")) or []
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        return []  # refused by the editor, which names the key
+    entries = [e if posixpath.isabs(e) else posixpath.join(posixpath.dirname(main_path), e) for e in entries]
+    if import_glob and import_glob not in entries:
+        entries.append(import_glob)
+    return entries
+
+
+def _go_pattern(name) -> str:
+    """A Go ``filepath.Match`` pattern as ``fnmatch`` reads it (``[^a]`` is ``[!a]``)."""
+    return name.replace("[^", "[!")
+
+
+def _glob_all(host, pattern) -> list:
+    """What Go's ``filepath.Glob`` (containerd's) matches, sorted: dotfiles, folders, FIFOs and links included."""
+    folder, name = posixpath.split(pattern)
+    if any(ch in folder for ch in "*?["):
+        raise GpuFleetError(
+            "imports entry %r has a pattern in a folder name; the module follows patterns in the last part "
+            "only, nothing was written" % pattern, path=pattern)
+    if hasattr(host, "names"):
+        names = host.names(folder)
+    else:  # a host that lists regular files only
+        names = [posixpath.basename(p) for p in host.glob(pattern)]
+    return sorted(posixpath.join(folder, n) for n in names if fnmatch.fnmatchcase(n, _go_pattern(name)))
+
+
+def _matches(host, entry, dropin_path) -> list:
+    """The files one ``imports`` entry makes containerd load (a glob only with ``*``, as containerd)."""
+    if "*" not in entry:
+        return [entry]
+    found = _glob_all(host, entry)
+    if fnmatch.fnmatchcase(posixpath.basename(dropin_path), _go_pattern(posixpath.basename(entry))) and (
+        posixpath.dirname(dropin_path) == posixpath.dirname(entry)
+    ):
+        found = sorted(set(found) | {dropin_path})
+    return found
+
+
+def _imported_files(host, entries, dropin_path) -> tuple:
+    """``(order, [(path, text)])``: every file containerd merges after the main file, in its
+    order (each once), and the texts of those other than the drop-in; a file it could not
+    load stops the module here, before anything is written."""
+    found = {}
+    for entry in entries:
+        for path in _matches(host, entry, dropin_path):
+            found.setdefault(path, entry)
+    texts = [(p, _imported_text(host, p, entry)) for p, entry in found.items() if p != dropin_path]
+    return list(found), texts
+
+
+def _imported_text(host, path, entry):
+    """The text of a file containerd imports, or a refusal naming it (a folder, a FIFO, unreadable, missing)."""
+    try:
+        text = read_text(host, path)
+    except GpuFleetError as exc:
+        why = exc.msg
+    else:
+        if text is not None:
+            return text
+        why = "%s does not exist" % path
+    raise GpuFleetError(
+        "containerd imports %s (imports entry %r) and could not load it, so it would not start: %s; "
+        "nothing was written" % (path, entry, why), path=path)
 
 
 def _plan_k3s(params, host, common, context):
@@ -385,16 +483,78 @@ def dump_problems(dump_text: str, name: str, state: str) -> list:
     return problems
 
 
+def _apply_change(change, host, backup):
+    if change.after is None:
+        return host.remove(change.path, backup=backup)
+    return host.write(change.path, change.after, backup=backup)
+
+
+def _put_back(done, host) -> list:
+    """Give the files of ``done`` (changes written) their text from before, last first; what could not be."""
+    failed = []
+    for change in reversed(done):
+        try:
+            if change.before is None:
+                host.remove(change.path)
+            else:
+                host.write(change.path, change.before)
+        except Exception as exc:  # noqa: BLE001 - say which file is left as it is
+            failed.append("%s (%s)" % (change.path, exc))
+    return failed
+
+
+def _write_failed(change, exc, done, failed) -> GpuFleetError:
+    why = exc.msg if isinstance(exc, GpuFleetError) else "%s: %s" % (type(exc).__name__, exc)
+    msg = "could not %s %s: %s" % ("remove" if change.after is None else "write", change.path, why)
+    if done:
+        msg += "; %s put back as %s" % (", ".join(c.path for c in done), "they were" if not failed else "far as it went")
+    if failed:
+        msg += "; NOT put back: %s" % ", ".join(failed)
+    return GpuFleetError(msg, path=change.path)
+
+
+def _unwritable(host, path):
+    """Why ``path`` could not be written on ``host`` (None: it can, as far as one can tell beforehand)."""
+    local = host.local(path)
+    if os.path.isdir(local):
+        return "%s is a folder" % path
+    folder = posixpath.dirname(path)
+    while not os.path.lexists(host.local(folder)) and folder != posixpath.dirname(folder):
+        folder = posixpath.dirname(folder)
+    if not os.path.isdir(host.local(folder)):
+        return "%s is not a folder" % folder
+    if not os.access(host.local(folder), os.W_OK | os.X_OK):
+        return "%s cannot be written" % folder
+    return None
+
+
+def check_writable(plan, host) -> None:
+    """Refuse before the first write when a planned file cannot be written (a folder in its place, a
+    file where its folder should be, a folder without write access): several files change together."""
+    if not hasattr(host, "local"):
+        return  # a host without local paths (a test's) checks nothing beforehand
+    for change in plan.files:
+        why = _unwritable(host, change.path) if change.changed and change.after is not None else None
+        if why:
+            raise GpuFleetError("could not write %s: %s; nothing was written" % (change.path, why), path=change.path)
+
+
 def apply_plan(plan, host, backup: bool = False) -> dict:
-    """Write the planned files in order; returns ``{path: backup path}``."""
+    """Write the planned files in order; returns ``{path: backup path}``.
+
+    The files change together or not at all: when one cannot be written, those written before
+    it get their text back, and one GpuFleetError says what happened.
+    """
     backups = {}
+    done = []
     for change in plan.files:
         if not change.changed:
             continue
-        if change.after is None:
-            saved = host.remove(change.path, backup=backup)
-        else:
-            saved = host.write(change.path, change.after, backup=backup)
+        try:
+            saved = _apply_change(change, host, backup)
+        except Exception as exc:  # noqa: BLE001 - a module's fail_json in tests, an OSError, ...
+            raise _write_failed(change, exc, done, _put_back(done, host))
+        done.append(change)
         if saved:
             backups[change.path] = saved
     return backups
@@ -409,6 +569,7 @@ def configure(params: dict, host, check_mode: bool = False, diff: bool = False) 
     }
     backups = {}
     if plan.changed and not check_mode:
+        check_writable(plan, host)
         backups = apply_plan(plan, host, backup=bool(params.get("backup")))
     result = {
         "changed": plan.changed,

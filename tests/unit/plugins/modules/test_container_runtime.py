@@ -261,3 +261,168 @@ def test_every_documented_return_is_returned(tmp_path):
     result = run_module(container_runtime, args, diff=True)
     assert set(returns) <= set(result)
     assert set(result) - set(returns) <= {"changed", "warnings"}
+
+
+# --------------------------------------------------------------------------------------
+# What containerd imports, found by its own rules; paths; several files written together
+# --------------------------------------------------------------------------------------
+
+
+def regular_snapshot(directory):
+    """``snapshot`` of the regular files only (a FIFO would block its open), and the names of the others."""
+    found = {}
+    for root, dirs, files in os.walk(str(directory)):
+        for name in files + dirs:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as handle:
+                    found[path] = (handle.read(), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+            else:
+                found[path] = stat.S_IFMT(st.st_mode)
+    return found
+
+
+@pytest.mark.parametrize("kind", ["dotfile", "folder", "fifo", "dangling link"])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_an_import_containerd_could_not_load_is_refused_before_anything_is_written(containerd_files, tmp_path, kind, check_mode):
+    """Go's filepath.Glob (containerd's) matches dotfiles, folders and FIFOs too: each is named."""
+    confd = tmp_path / "etc" / "containerd" / "conf.d"
+    confd.mkdir()
+    bad = confd / {"dotfile": ".ansible_tmpk2j99-nvidia.toml", "folder": "50-site.toml",
+                   "fifo": "50-site.toml", "dangling link": "50-site.toml"}[kind]
+    if kind == "dotfile":
+        bad.write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n  runtime_type = "io.con')
+    elif kind == "folder":
+        bad.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(str(bad))
+    else:
+        bad.symlink_to(tmp_path / "nowhere.toml")
+    before = regular_snapshot(tmp_path)
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, containerd_files, check_mode=check_mode)
+    assert str(bad) in exc.value.result["msg"]
+    assert exc.value.result["msg"].endswith("nothing was written") or "the file was left untouched" in exc.value.result["msg"]
+    assert regular_snapshot(tmp_path) == before
+
+
+def test_an_unreadable_import_is_refused(containerd_files, tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as host_mod
+
+    confd = tmp_path / "etc" / "containerd" / "conf.d"
+    confd.mkdir()
+    locked = confd / "50-site.toml"
+    locked.write_text("version = 2\n")
+    real = host_mod.Host.read_bytes
+
+    def read_bytes(self, path, *args, **kwargs):
+        if path == str(locked):
+            raise PermissionError(13, "Permission denied", path)
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(host_mod.Host, "read_bytes", read_bytes)
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, containerd_files)
+    assert "containerd imports %s" % locked in exc.value.result["msg"] and "Permission denied" in exc.value.result["msg"]
+    assert not os.path.exists(containerd_files["dropin_path"])
+
+
+def test_a_dotfile_import_is_merged_like_the_others(containerd_files, tmp_path):
+    confd = tmp_path / "etc" / "containerd" / "conf.d"
+    confd.mkdir()
+    (confd / ".50-site.toml").write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "site/pause:1"\n')
+    run_module(container_runtime, containerd_files)
+    dropin = toml_plain(open(containerd_files["dropin_path"]).read())
+    assert dropin["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"] == "site/pause:1"
+
+
+@pytest.mark.parametrize("binary", [CTD16])
+def test_the_dropin_keeps_what_another_imported_file_set(binary, tmp_path):
+    """containerd merges the main file's imports in order; the drop-in, imported last, must not put back the
+    main file's sandbox_image over the one site.toml set."""
+    import subprocess
+
+    etc = tmp_path / "etc" / "containerd"
+    etc.mkdir(parents=True)
+    site = etc / "site.toml"
+    site.write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.example/pause:3.9"\n')
+    main = etc / "config.toml"
+    main.write_text('version = 2\nimports = ["%s"]\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.6"\n' % site)
+
+    def effective():
+        out = subprocess.run([binary, "--config", str(main), "config", "dump"], capture_output=True, text=True, check=True).stdout
+        return toml_plain(out)["plugins"]["io.containerd.grpc.v1.cri"]
+
+    assert effective()["sandbox_image"] == "registry.example/pause:3.9"
+    result = run_module(container_runtime, {"runtime": "containerd", "config_path": str(main), "containerd_binary": binary})
+    assert result["validation"]["ran"] is True
+    cri = effective()
+    assert cri["sandbox_image"] == "registry.example/pause:3.9"
+    assert "nvidia" in cri["containerd"]["runtimes"]
+
+
+def test_the_dropin_is_beside_a_config_outside_etc(tmp_path):
+    main = tmp_path / "srv" / "containerd" / "config.toml"
+    main.parent.mkdir(parents=True)
+    main.write_text("version = 2\n")
+    result = run_module(container_runtime, {"runtime": "containerd", "config_path": str(main), "validate": False})
+    dropin = str(main.parent / "conf.d" / "99-nvidia.toml")
+    assert result["changed_files"] == [dropin, str(main)]
+    assert toml_plain(main.read_text())["imports"] == [str(main.parent / "conf.d" / "*.toml")]
+    assert os.path.isfile(dropin)
+
+
+@pytest.mark.parametrize("option", ["config_path", "dropin_path", "binary_name", "containerd_binary"])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_relative_path_is_refused_before_anything_is_read(option, check_mode, containerd_files, monkeypatch):
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as host_mod
+
+    def no_read(self, path, *args, **kwargs):  # pragma: no cover - must not be reached
+        raise AssertionError("read %s" % path)
+
+    monkeypatch.setattr(host_mod.Host, "read_bytes", no_read)
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, dict(containerd_files, **{option: "etc/containerd/x.toml"}), check_mode=check_mode)
+    assert exc.value.result["msg"].startswith("container_runtime: %s 'etc/containerd/x.toml' is not an absolute path" % option)
+
+
+def test_a_failed_second_write_puts_the_first_back(containerd_files, tmp_path, monkeypatch):
+    """The drop-in is written first; when the main file then cannot be written, the drop-in goes again."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as host_mod
+
+    before = snapshot(tmp_path)
+    real = host_mod.Host.write
+
+    def write(self, path, text, *args, **kwargs):
+        if path == containerd_files["config_path"]:
+            raise Exception("atomic_move failed")
+        return real(self, path, text, *args, **kwargs)
+
+    monkeypatch.setattr(host_mod.Host, "write", write)
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, containerd_files)
+    msg = exc.value.result["msg"]
+    assert msg.startswith("could not write %s: Exception: atomic_move failed" % containerd_files["config_path"])
+    assert containerd_files["dropin_path"] in msg
+    after = snapshot(tmp_path)
+    assert {p: v[:2] for p, v in after.items()} == {p: v[:2] for p, v in before.items()}
+
+
+def test_a_file_that_cannot_be_written_is_refused_before_the_first_write(tmp_path):
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import FileChange, Plan
+
+    (tmp_path / "blocked").write_text("a file where a folder should be\n")
+    (tmp_path / "dir.toml").mkdir()
+    host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
+    for bad, why in (("/blocked/config.toml", "/blocked is not a folder"), ("/dir.toml", "/dir.toml is a folder")):
+        plan = Plan([FileChange("/conf.d/99-nvidia.toml", None, "x = 1\n"), FileChange(bad, None, "y = 1\n")])
+        with pytest.raises(GpuFleetError) as exc:
+            rc.check_writable(plan, host)
+        assert exc.value.msg.startswith("could not write %s: " % bad) and exc.value.msg.endswith("; nothing was written")
+        assert why in exc.value.msg
+    rc.check_writable(Plan([FileChange("/conf.d/99-nvidia.toml", None, "x = 1\n")]), host)
+    assert sorted(os.listdir(str(tmp_path))) == ["blocked", "dir.toml"]
