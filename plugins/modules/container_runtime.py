@@ -86,8 +86,11 @@ options:
   dropin_path:
     description:
       - The drop-in file with O(config_mode=dropin).
-      - Default C(/etc/containerd/conf.d/99-nvidia.toml) or C(/etc/crio/crio.conf.d/99-nvidia.toml).
+      - Default C(conf.d/99-nvidia.toml) beside O(config_path) for containerd
+        (C(/etc/containerd/conf.d/99-nvidia.toml)), C(/etc/crio/crio.conf.d/99-nvidia.toml) for CRI-O.
       - For containerd, the main file imports C(<its directory>/*.toml).
+      - Every path option (O(config_path), O(dropin_path), O(binary_name), O(containerd_binary))
+        must be absolute and normalized; anything else is refused before a file is read.
     type: path
   runtime_name:
     description:
@@ -105,6 +108,9 @@ options:
       - Make the handler the default runtime (C(default_runtime_name), C(default_runtime),
         C(default-runtime)). Without it, pods select it with a C(RuntimeClass).
       - With V(false), a default the module set earlier is given back.
+      - containerd uses a C(containerd.default_runtime) table (version 1 files, deprecated)
+        as its default whatever C(default_runtime_name) says; with such a table, V(true) is
+        refused (remove the table) rather than reported done.
     type: bool
     default: false
   enable_cdi:
@@ -167,8 +173,15 @@ notes:
     writes the runtime (1.20.0 writes nothing in place for version 2 and 3 files); the main
     file keeps its comments and order (1.20.0 re-serialises it); CRI-O in place keeps the
     rest of C(crio.conf) (1.20.0 replaces it)."
-  - With the drop-in, the CRI plugin table of the main file is copied into the drop-in,
-    which overrides it. Change the main file, then run the module again.
+  - With the drop-in, the CRI plugin table containerd would use is copied into the drop-in,
+    which overrides it - the main file's, merged with every file the main file imports, in
+    containerd's order. Change those files, then run the module again.
+  - Every file containerd would import (each C(imports) entry, in order; a glob matches
+    dotfiles, folders and FIFOs too, as Go's C(filepath.Glob) does) must be a readable
+    TOML file with the types containerd takes; otherwise the module fails naming it, before
+    anything is written (containerd would not start).
+  - The files of one change are written together; they are checked writable first, and
+    when one still cannot be written, those written before it get their old text back.
   - Docker's C(daemon.json) cannot hold a record, so O(state=absent) removes
     C(features.cdi) only when O(enable_cdi=true) is given with it.
 seealso:
