@@ -49,6 +49,9 @@ options:
       - Where to write the spec. It must end in C(.yaml) or C(.json), the only names the CDI
         registry reads; a C(.json) name gets JSON, anything else YAML.
       - The folder is created (mode C(0755)) when missing.
+      - An absolute path without C(.) or C(..) parts; O(driver_root), O(dev_root) and
+        O(nvidia_cdi_hook_path) must be absolute too (a relative hook path would be looked up
+        in whatever folder the container runtime runs it from). A relative one is refused by name.
     type: path
     default: /etc/cdi/nvidia.yaml
     aliases: [path]
@@ -100,8 +103,11 @@ options:
     default: []
   mode:
     description:
-      - The file's permissions, as for M(ansible.builtin.file). When not set, a new file gets
-        C(0644) and an existing one keeps its mode.
+      - The file's permissions, octal (V(0640)) or symbolic (V(u=rw,g=r,o=)) as for
+        M(ansible.builtin.file). When not set, a new file gets C(0644) and an existing one keeps its mode.
+      - The spec's hooks run as root, so a mode that lets the group or the world write the file,
+        or that sets the setuid, setgid or sticky bit (V(0777), V(0664), V(04644), V(g+w)), is
+        refused by name before anything is read or written, in check mode too.
     type: raw
 attributes:
   check_mode:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import errno
 import fnmatch
+import functools
 import json
 import os
 import posixpath
@@ -41,6 +42,7 @@ import stat
 import struct
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
@@ -1265,6 +1267,8 @@ def render(spec, output_path, driver_version=None) -> str:
 def check_output_path(path: str) -> None:
     if not path.startswith("/"):
         raise GpuFleetError("cdi_spec: output %r must be an absolute path" % path)
+    if _dotted(path) or _control(path):
+        raise GpuFleetError("cdi_spec: output %r must be an absolute path without '.' or '..' parts or control characters" % path)
     if not (path.endswith(".yaml") or path.endswith(".json")):
         raise GpuFleetError(
             "cdi_spec: output %r must end in .yaml or .json (the CDI registry reads only those)" % path
@@ -1274,6 +1278,71 @@ def check_output_path(path: str) -> None:
 # --------------------------------------------------------------------------------------------
 # Applying it
 # --------------------------------------------------------------------------------------------
+
+#: The bits a spec's mode must not have: its hooks run as root, so no one else may write it
+#: (group and world write), and a spec is no program (setuid, setgid, sticky).
+FORBIDDEN_MODE_BITS = 0o7022
+MODE_WORDS = (
+    "a file mode (octal, e.g. 0644, or symbolic, e.g. u=rw,g=r,o=r) that is not writable by the group or the world "
+    "and has no setuid, setgid or sticky bit (the spec's hooks run as root)"
+)
+#: The options that are host paths: absolute, without '.' or '..' parts.
+PATH_OPTIONS = ("driver_root", "dev_root", "nvidia_cdi_hook_path")
+PATH_WORDS = "an absolute path (starting with '/', without '.' or '..' parts or control characters)"
+
+
+def _dotted(path: str) -> bool:
+    return any(part in (".", "..") for part in path.split("/"))
+
+
+def _control(path: str) -> bool:
+    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path)
+
+
+def absolute_path(value):
+    """A host path the spec or the module uses as it is: absolute, no ``.``/``..`` part, no control character."""
+    if not isinstance(value, str) or not value.startswith("/") or _dotted(value) or _control(value):
+        raise inputs.Invalid(PATH_WORDS)
+    return value
+
+
+class _ModeBase(object):
+    """What a symbolic mode is applied to: the spec's mode now, or a new file's 0644."""
+
+    def __init__(self, mode):
+        self.st_mode = stat.S_IFREG | mode
+
+
+def spec_mode(value, base=0o644, symbolic=None):
+    """The mode a spec may have (a number), from an octal number or string, or a symbolic mode applied to ``base``.
+
+    ``symbolic(stat, text)``: Ansible's parser of symbolic modes (``AnsibleModule._symbolic_mode_to_octal``).
+    """
+    if isinstance(value, str) and value[:1].isalpha() and symbolic is not None:
+        try:  # Ansible's parser raises ValueError, and other errors for odd input
+            value = symbolic(_ModeBase(base), value)
+        except Exception:  # pylint: disable=broad-except
+            raise inputs.Invalid(MODE_WORDS)
+    try:
+        return inputs.file_mode(value, forbid=FORBIDDEN_MODE_BITS)
+    except inputs.Invalid:
+        raise inputs.Invalid(MODE_WORDS)
+
+
+def check_params(module, path: str) -> None:
+    """The output, the host paths and the mode checked before anything is read or written (check mode too)."""
+    check_output_path(path)
+    for option in PATH_OPTIONS:
+        if module.params.get(option) is not None:
+            inputs.checked("cdi_spec: %s" % option, absolute_path, module.params[option])
+    mode = module.params.get("mode")
+    if mode is not None:
+        try:
+            base = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            base = int(DEFAULT_FILE_MODE, 8)
+        inputs.checked("cdi_spec: mode", functools.partial(spec_mode, base=base, symbolic=module._symbolic_mode_to_octal), mode)
+
 
 
 def read_current(path: str):
@@ -1321,7 +1390,7 @@ def run(module):
     """The module's whole job; returns the exit_json dict or raises GpuFleetError."""
     params = module.params
     path = params["output"]
-    check_output_path(path)
+    check_params(module, path)
     current = read_current(path)
     if params["state"] == "absent":
         changed, diff, found = _remove(module, path, current)

@@ -223,3 +223,54 @@ def test_a_spec_that_cannot_be_removed_fails_in_cdi_specs_words(node):
             run_module(cdi_spec, args(root, output, state="absent"))
     assert err.value.result["msg"] == "cdi_spec: cannot remove %s: [Errno 13] Permission denied" % output
     assert os.path.exists(output)
+
+
+# A spec's hooks run as root: no mode may let anyone else write it, nor set setuid, setgid or sticky.
+BAD_MODES = ["0777", "0666", "0664", "0646", "07777", "04644", "02644", "01644", 0o777, 0o4644, 644, "u=rwx,g=rwx,o=rwx",
+             "g+w", "u+s", "0o7777", "rw-r--r--", "99", "", True, 1.5, "0644\n"]
+
+
+@pytest.mark.parametrize("mode", BAD_MODES, ids=[repr(m) for m in BAD_MODES])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_mode_that_others_could_write_or_that_sets_special_bits_is_refused_before_anything_is_written(node, mode, check_mode):
+    root, output = node
+    with pytest.raises(AnsibleFailJson) as err:
+        run_module(cdi_spec, args(root, output, mode=mode), check_mode=check_mode)
+    assert err.value.result["msg"].startswith("cdi_spec: mode %r is not a file mode" % (mode,)), err.value.result["msg"]
+    assert "not writable by the group or the world" in err.value.result["msg"]
+    assert not os.path.exists(output) and not os.path.exists(os.path.dirname(output))
+
+
+def test_a_bad_mode_leaves_an_existing_spec_as_it_was(node):
+    root, output = node
+    run_module(cdi_spec, args(root, output, device_name_strategy="uuid"))
+    with open(output, encoding="utf-8") as handle:
+        before = handle.read()
+    with pytest.raises(AnsibleFailJson):
+        run_module(cdi_spec, args(root, output, mode="0777"))
+    with open(output, encoding="utf-8") as handle:
+        assert handle.read() == before
+    assert file_mode(output) == 0o644
+
+
+@pytest.mark.parametrize("mode, expected", [("0600", 0o600), ("0640", 0o640), (0o644, 0o644), ("u=rw,g=r,o=", 0o640), ("go-r", 0o600),
+                                            ("0444", 0o444)])
+def test_modes_only_root_can_write_pass(node, mode, expected):
+    root, output = node
+    assert run_module(cdi_spec, args(root, output, mode=mode))["changed"] is True
+    assert file_mode(output) == expected
+
+
+@pytest.mark.parametrize("option, value", [
+    ("output", "etc/cdi/nvidia.yaml"), ("output", "./nvidia.yaml"), ("output", "/etc/cdi/../../tmp/nvidia.yaml"),
+    ("nvidia_cdi_hook_path", "nvidia-cdi-hook"), ("nvidia_cdi_hook_path", "bin/nvidia-cdi-hook"),
+    ("driver_root", "run/nvidia/driver"), ("dev_root", "dev"),
+])
+def test_a_relative_path_is_refused_by_name(node, option, value, tmp_path, monkeypatch):
+    root, output = node
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AnsibleFailJson) as err:
+        run_module(cdi_spec, dict(args(root, output), **{option: value}))
+    assert err.value.result["msg"].startswith("cdi_spec: %s %r " % (option, value)), err.value.result["msg"]
+    assert "absolute" in err.value.result["msg"]
+    assert not os.path.exists(output) and not os.listdir(str(tmp_path)) == ["nvidia.yaml"]
