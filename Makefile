@@ -1,11 +1,12 @@
 # gpufleet.nvidia — the commands the README names.
-.PHONY: help test demo setup lint sanity unit playbook molecule clean bench bench-scale
+.PHONY: help test demo setup lint sanity unit playbook molecule clean bench bench-scale ee
 
 help:
 	@echo "make test   set up what is missing, then lint, sanity, unit, playbook, integration, package and molecule"
 	@echo "make demo   bring up the local lab (Debian 12 + 13 containers) and run site.yml against it"
 	@echo "make setup  only the host packages, the virtual environment and the node images"
 	@echo "make bench  the cost of a converge: no-op and first site.yml against their floors, 1-8 lab nodes (docs/performance.md)"
+	@echo "make ee     build the execution environment for AWX/AAP offline and run site.yml twice through it with ansible-runner (docs/scale.md)"
 	@echo "make bench-scale  site.yml over 8-256 simulated nodes on the local connection, next to its floor (docs/performance.md)"
 
 test:
@@ -19,6 +20,10 @@ bench:
 
 bench-scale:
 	bench/scale.sh
+
+ee:
+	scripts/build-ee.sh
+	scripts/run-ee.sh
 
 setup:
 	scripts/setup-host.sh
