@@ -227,6 +227,10 @@ def _plan_containerd(params, host, common, context):
 # --------------------------------------------------------------------------------------
 
 
+#: The most files the module follows through ``imports`` (links can make a chain of them endless).
+MAX_IMPORTS = 256
+
+
 def _import_entries(main_text, main_path, import_glob) -> list:
     """The main file's ``imports`` (made absolute against its folder, as containerd does), then
     ``import_glob`` when the drop-in mode adds it."""
@@ -234,7 +238,7 @@ def _import_entries(main_text, main_path, import_glob) -> list:
     entries = plain(doc.get("imports")) or []
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         return []  # refused by the editor, which names the key
-    entries = [e if posixpath.isabs(e) else posixpath.join(posixpath.dirname(main_path), e) for e in entries]
+    entries = [posixpath.normpath(posixpath.join(posixpath.dirname(main_path), e)) for e in entries]
     if import_glob and import_glob not in entries:
         entries.append(import_glob)
     return entries
@@ -273,13 +277,25 @@ def _matches(host, entry, dropin_path) -> list:
 
 def _imported_files(host, entries, dropin_path) -> tuple:
     """``(order, [(path, text)])``: every file containerd merges after the main file, in its
-    order (each once), and the texts of those other than the drop-in; a file it could not
-    load stops the module here, before anything is written."""
+    order (each once: the main file's imports, then theirs, as containerd's queue takes them),
+    and the texts of those other than the drop-in; a file it could not load stops the module
+    here, before anything is written."""
     found = {}
-    for entry in entries:
-        for path in _matches(host, entry, dropin_path):
-            found.setdefault(path, entry)
-    texts = [(p, _imported_text(host, p, entry)) for p, entry in found.items() if p != dropin_path]
+    texts = []
+    pending = [(path, entry) for entry in entries for path in _matches(host, entry, dropin_path)]
+    while pending:
+        path, entry = pending.pop(0)
+        if path in found:
+            continue
+        if len(found) >= MAX_IMPORTS:
+            raise GpuFleetError("containerd would import more than %d files (imports entry %r leads to %s); nothing "
+                                "was written" % (MAX_IMPORTS, entry, path), path=path)
+        found[path] = entry
+        if path == dropin_path:
+            continue
+        text = _imported_text(host, path, entry)
+        texts.append((path, text))
+        pending.extend((p, e) for e in _import_entries(text, path, None) for p in _matches(host, e, dropin_path))
     return list(found), texts
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
+    WANTED_BINARIES,
     binary_param,
     fixture_text,
     toml_plain,
@@ -337,7 +338,18 @@ def test_a_dotfile_import_is_merged_like_the_others(containerd_files, tmp_path):
     assert dropin["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"] == "site/pause:1"
 
 
-@pytest.mark.parametrize("binary", [CTD16])
+def _sandbox_and_runtimes(dump):
+    """``(sandbox image, runtime names)`` of a ``containerd config dump`` (version 2, or 3 of containerd 2.x)."""
+    data = toml_plain(dump)
+    plugins = data["plugins"]
+    if data["version"] == 2:
+        cri = plugins["io.containerd.grpc.v1.cri"]
+        return cri["sandbox_image"], sorted(cri["containerd"]["runtimes"])
+    images = plugins["io.containerd.cri.v1.images"]
+    return images["pinned_images"]["sandbox"], sorted(plugins["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"])
+
+
+@pytest.mark.parametrize("binary", [binary_param(v) for v in WANTED_BINARIES])
 def test_the_dropin_keeps_what_another_imported_file_set(binary, tmp_path):
     """containerd merges the main file's imports in order; the drop-in, imported last, must not put back the
     main file's sandbox_image over the one site.toml set."""
@@ -351,15 +363,16 @@ def test_the_dropin_keeps_what_another_imported_file_set(binary, tmp_path):
     main.write_text('version = 2\nimports = ["%s"]\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.k8s.io/pause:3.6"\n' % site)
 
     def effective():
-        out = subprocess.run([binary, "--config", str(main), "config", "dump"], capture_output=True, text=True, check=True).stdout
-        return toml_plain(out)["plugins"]["io.containerd.grpc.v1.cri"]
+        return _sandbox_and_runtimes(
+            subprocess.run([binary, "--config", str(main), "config", "dump"], capture_output=True, text=True, check=True).stdout
+        )
 
-    assert effective()["sandbox_image"] == "registry.example/pause:3.9"
+    assert effective()[0] == "registry.example/pause:3.9"
     result = run_module(container_runtime, {"runtime": "containerd", "config_path": str(main), "containerd_binary": binary})
     assert result["validation"]["ran"] is True
-    cri = effective()
-    assert cri["sandbox_image"] == "registry.example/pause:3.9"
-    assert "nvidia" in cri["containerd"]["runtimes"]
+    sandbox, runtimes = effective()
+    assert sandbox == "registry.example/pause:3.9"
+    assert "nvidia" in runtimes and "runc" in runtimes
 
 
 def test_the_dropin_is_beside_a_config_outside_etc(tmp_path):
@@ -426,3 +439,23 @@ def test_a_file_that_cannot_be_written_is_refused_before_the_first_write(tmp_pat
         assert why in exc.value.msg
     rc.check_writable(Plan([FileChange("/conf.d/99-nvidia.toml", None, "x = 1\n")]), host)
     assert sorted(os.listdir(str(tmp_path))) == ["blocked", "dir.toml"]
+
+
+def test_the_files_an_imported_file_imports_are_merged_and_checked_too(containerd_files, tmp_path, monkeypatch):
+    """containerd follows the imports of an imported file (relative to its folder), each file once, after the
+    files already queued: the nested file comes after the drop-in, and its CRI table overrides it (warned)."""
+    confd = tmp_path / "etc" / "containerd" / "conf.d"
+    (confd / "site").mkdir(parents=True)
+    (confd / "50-site.toml").write_text('version = 2\nimports = ["site/registry.toml", "../conf.d/50-site.toml"]\n')
+    nested = confd / "site" / "registry.toml"
+    nested.write_text('version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "nested/pause:1"\n')
+    from ansible.module_utils import basic
+
+    warned = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, text: warned.append(text))
+    run_module(container_runtime, containerd_files)
+    assert any(w.startswith("%s sorts after %s" % (nested, containerd_files["dropin_path"])) for w in warned)
+    nested.write_text("version = 2\n[broken\n")
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, dict(containerd_files, state="present", set_as_default=True))
+    assert exc.value.result["msg"].startswith("%s is not valid TOML" % nested)
