@@ -1,8 +1,8 @@
 # gpufleet.nvidia — the commands the README names.
-.PHONY: help test demo setup lint sanity unit playbook molecule clean bench bench-scale ee
+.PHONY: help test demo setup lint sanity unit playbook docs matrix molecule clean bench bench-scale ee
 
 help:
-	@echo "make test   set up what is missing, then lint, sanity, unit, playbook, integration, package and molecule"
+	@echo "make test   set up what is missing, then lint, sanity, unit, playbook, docs, matrix, integration, package and molecule"
 	@echo "make demo   bring up the local lab (Debian 12 + 13 containers) and run site.yml against it"
 	@echo "make setup  only the host packages, the virtual environment and the node images"
 	@echo "make bench  the cost of a converge: no-op and first site.yml against their floors, 1-8 lab nodes (docs/performance.md)"
@@ -39,6 +39,12 @@ unit:
 
 playbook:
 	STAGES=playbook scripts/test.sh
+
+docs:
+	STAGES=docs scripts/test.sh
+
+matrix:
+	STAGES=matrix scripts/test.sh
 molecule:
 	STAGES=molecule scripts/test.sh
 

@@ -9,7 +9,7 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
 
-STAGES=${STAGES:-"lint sanity unit playbook integration package molecule"}
+STAGES=${STAGES:-"lint sanity unit playbook docs matrix integration package molecule"}
 
 stage "setup: host" "$ROOT/scripts/setup-host.sh"
 stage "setup: venv" "$ROOT/scripts/setup-venv.sh"
@@ -28,11 +28,14 @@ for s in $STAGES; do
     unit) stage "unit tests" python -m pytest -q tests/unit ;;
     # The roles and playbooks run by ansible-playbook on local hosts (fake cluster, captured hosts).
     playbook) stage "playbook tests" python -m pytest -q tests/playbook ;;
+    docs) stage "documentation" "$ROOT/scripts/build-docs.sh" ;;
+    # The older ansible-core lines of the support matrix: sanity and unit tests on each.
+    matrix) stage "support matrix" "$ROOT/scripts/run-matrix.sh" ;;
     # Against the cluster that KUBECONFIG names; each test says why it is skipped without one.
     integration) stage "integration tests" python -m pytest -m integration -rs tests/integration ;;
     package) stage "build and install" "$ROOT/scripts/run-package.sh" ;;
     molecule) stage "molecule" "$ROOT/scripts/run-molecule.sh" ;;
-    *) die "unknown stage '$s' (known: lint sanity unit playbook integration package molecule)" ;;
+    *) die "unknown stage '$s' (known: lint sanity unit playbook docs matrix integration package molecule)" ;;
   esac
 done
 print_stage_times
