@@ -14,14 +14,21 @@ Written: ``runtimes.<name> = {"path": "nvidia-container-runtime", "args": []}`` 
 nvidia-ctk writes; keys the user added to that entry stay), ``default-runtime`` when asked,
 ``features.cdi = true`` for CDI (Docker >= 25).
 
-JSON has no comments, so there is no record of what was there before: ``state=absent``
-removes the runtime, ``default-runtime`` when it names the runtime (Docker falls back to
-runc), an empty ``runtimes``, and ``features.cdi`` only when ``enable_cdi`` is given too.
+JSON has no comments, so what was there before is recorded, when there is something to give
+back, under :data:`STATE_KEY` in the runtime's own entry (Docker reads ``path``,
+``runtimeArgs`` and ``runtimeType`` there and ignores other keys, as it does nvidia-ctk's
+``args``): ``{"created": true}`` when the module created daemon.json, ``{"default-runtime":
+"<the one before>"}`` when ``set_as_default`` replaced another default. ``state=absent``
+removes the runtime with its record, gives back that default when ``default-runtime`` still
+names the runtime (else removes it: Docker falls back to runc; a default changed since is
+left), removes an empty ``runtimes``, ``features.cdi`` only when ``enable_cdi`` is given too,
+and the file itself when the module created it and nothing else is in it.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 
@@ -37,6 +44,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
 
 DEFAULT_BINARY = "nvidia-container-runtime"
 DEFAULT_CONFIG = "/etc/docker/daemon.json"
+#: The key of the runtime's entry that records what the module replaced (see the module's docstring).
+STATE_KEY = "gpufleet.nvidia.container_runtime state"
 
 
 _HANDLER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
@@ -58,7 +67,7 @@ def check_names(runtime_name, binary_name, taken):
     """
     check_handler_name(runtime_name, taken)
     inputs.checked("runtime_name", handler_name, runtime_name)
-    inputs.checked("binary_name", lambda v: inputs.name(v, "a runtime binary (a path or a name)"), binary_name)
+    inputs.checked("binary_name", functools.partial(inputs.name, what="a runtime binary (a path or a name)"), binary_name)
 
 
 class DockerOptions:
@@ -211,24 +220,36 @@ def _same_order(a, b) -> bool:
     return True
 
 
-def desired_config(current: dict, opts: DockerOptions) -> dict:
-    """The daemon.json content asked for, built from ``current``."""
+def desired_config(current: dict, opts: DockerOptions, created: bool = False) -> dict:
+    """The daemon.json content asked for, built from ``current`` (``created``: there was no file)."""
     config = copy.deepcopy(current)
     if opts.state == "absent":
         return _without_runtime(config, opts)
-    return _with_runtime(config, opts)
+    return _with_runtime(config, opts, created)
+
+
+def state_record(config: dict, name: str) -> dict:
+    """The record in the runtime's entry (``{}`` when there is none)."""
+    runtimes = config.get("runtimes")
+    entry = runtimes.get(name) if isinstance(runtimes, dict) else None
+    record = entry.get(STATE_KEY) if isinstance(entry, dict) else None
+    return record if isinstance(record, dict) else {}
 
 
 def _without_runtime(config: dict, opts: DockerOptions) -> dict:
-    """``config`` less the runtime, a default that names it, and with ``enable_cdi`` CDI."""
+    """``config`` less the runtime, a default that names it (the one it replaced given back), and with ``enable_cdi`` CDI."""
     name = opts.runtime_name
+    record = state_record(config, name)
     runtimes = config.get("runtimes")
     if isinstance(runtimes, dict) and name in runtimes:
         del runtimes[name]
         if not runtimes:
             del config["runtimes"]
     if config.get("default-runtime") == name:
-        del config["default-runtime"]
+        if isinstance(record.get("default-runtime"), str):
+            config["default-runtime"] = record["default-runtime"]
+        else:
+            del config["default-runtime"]
     features = config.get("features")
     if opts.enable_cdi and isinstance(features, dict) and "cdi" in features:
         del features["cdi"]
@@ -237,20 +258,34 @@ def _without_runtime(config: dict, opts: DockerOptions) -> dict:
     return config
 
 
-def _with_runtime(config: dict, opts: DockerOptions) -> dict:
-    """``config`` with the runtime (its other keys kept), the default and CDI as asked."""
+def _with_runtime(config: dict, opts: DockerOptions, created: bool = False) -> dict:
+    """``config`` with the runtime (its other keys kept), the default and CDI as asked, and what they replaced recorded."""
     name = opts.runtime_name
     runtimes = _object(config, "runtimes")
     entry = runtimes.get(name)
     entry = dict(entry) if isinstance(entry, dict) else {}
     entry["path"] = opts.binary_name
     entry.setdefault("args", [])
+    record = _record(entry, config, opts, created)
+    if record:
+        entry[STATE_KEY] = record
     runtimes[name] = _ordered(entry, ("path", "args"))
     if opts.set_as_default:
         config["default-runtime"] = name
     if opts.enable_cdi:
         _object(config, "features")["cdi"] = True
     return config
+
+
+def _record(entry: dict, config: dict, opts: DockerOptions, created: bool) -> dict:
+    """The entry's record, with the file's creation and the default that ``set_as_default`` replaces added."""
+    record = dict(entry.get(STATE_KEY)) if isinstance(entry.get(STATE_KEY), dict) else {}
+    if created:
+        record["created"] = True
+    before = config.get("default-runtime")
+    if opts.set_as_default and before not in (None, opts.runtime_name) and "default-runtime" not in record:
+        record["default-runtime"] = before
+    return record
 
 
 def _object(config: dict, key: str) -> dict:
@@ -269,10 +304,18 @@ def _ordered(entry: dict, first) -> dict:
     return out
 
 
+def _new_text(text, current: dict, wanted: dict, opts: DockerOptions):
+    """daemon.json's new text: None (no file) when the runtime is removed from a file the module created that holds nothing else."""
+    if opts.state == "absent" and not wanted and state_record(current, opts.runtime_name).get("created") is True:
+        return None
+    indent, trailing = json_layout(text)
+    return render_json(wanted, indent, trailing, original=text)
+
+
 def plan_docker(path: str, text, opts: DockerOptions) -> Plan:
     """Plan the edit of daemon.json (``text`` is ``None`` when the file is missing)."""
     current = read_config(text, path)
-    wanted = desired_config(current, opts)
+    wanted = desired_config(current, opts, created=text is None)
     facts = {"runtime_table": "runtimes.%s" % opts.runtime_name}
     if same(wanted, current) and list(wanted) == list(current):
         files = [FileChange(path, text, text)]
@@ -281,7 +324,6 @@ def plan_docker(path: str, text, opts: DockerOptions) -> Plan:
     if opts.state == "absent" and text is not None and not wanted and not current:
         files = [FileChange(path, text, text)]
         return Plan(files, msg="the %s runtime is not configured" % opts.runtime_name, **facts)
-    indent, trailing = json_layout(text)
-    files = [FileChange(path, text, render_json(wanted, indent, trailing, original=text))]
+    files = [FileChange(path, text, _new_text(text, current, wanted, opts))]
     verb = "configured" if opts.state == "present" else "removed"
     return Plan(files, msg="%s the %s runtime (%s %s)" % (verb, opts.runtime_name, files[0].action, path), **facts)

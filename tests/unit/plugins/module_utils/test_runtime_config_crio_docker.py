@@ -177,6 +177,8 @@ def test_docker_present_again_absent(original, options):
     p = docker_plan(original, **options)
     after = p.files[0].after
     config = json.loads(after)
+    if original is None:  # the module records that it created the file (state=absent removes it)
+        assert config["runtimes"]["nvidia"].pop(docker.STATE_KEY) == {"created": True}
     assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": []}
     assert (config.get("default-runtime") == "nvidia") == bool(options.get("set_as_default"))
     assert (config.get("features", {}).get("cdi") is True) == bool(options.get("enable_cdi"))
@@ -190,7 +192,7 @@ def test_docker_present_again_absent(original, options):
 
     gone = docker_plan(after, state="absent", enable_cdi=options.get("enable_cdi", False))
     if original is None:
-        assert json.loads(gone.files[0].after) == {}
+        assert gone.files[0].after is None  # there was no file: none is left
     else:
         assert gone.files[0].after == original  # exact bytes
 
@@ -316,3 +318,39 @@ def test_render_json_never_writes_nan():
         docker.render_json({"x": float("nan")}, 4, True)
     with pytest.raises(ValueError):
         docker.render_json({"x": float("inf")}, None, True)
+
+
+# --------------------------------------------------------------------------------------
+# Docker: state=absent gives back what was there
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options", [{}, {"set_as_default": True}, {"enable_cdi": True}])
+def test_docker_absent_removes_the_file_the_module_created(options):
+    created = docker_plan(None, **options).files[0]
+    assert created.action == "create"
+    gone = docker_plan(created.after, state="absent", enable_cdi=options.get("enable_cdi", False)).files[0]
+    assert gone.after is None and gone.action == "delete"
+
+
+def test_docker_absent_keeps_a_created_file_that_holds_other_keys_now():
+    after = json.loads(docker_plan(None).files[0].after)
+    after["debug"] = True
+    gone = docker_plan(json.dumps(after), state="absent").files[0]
+    assert json.loads(gone.after) == {"debug": True}
+
+
+@pytest.mark.parametrize("original", ['{"default-runtime": "runc"}\n', '{\n  "default-runtime": "crun",\n  "debug": true\n}\n'])
+def test_docker_absent_gives_back_the_default_runtime_it_replaced(original):
+    after = docker_plan(original, set_as_default=True).files[0].after
+    assert json.loads(after)["default-runtime"] == "nvidia"
+    assert not docker_plan(after, set_as_default=True).changed
+    gone = docker_plan(after, state="absent").files[0]
+    assert gone.after == original
+
+
+def test_docker_absent_leaves_a_default_changed_after_the_module_set_it():
+    after = json.loads(docker_plan('{"default-runtime": "runc"}', set_as_default=True).files[0].after)
+    after["default-runtime"] = "crun"
+    gone = json.loads(docker_plan(json.dumps(after), state="absent").files[0].after)
+    assert gone == {"default-runtime": "crun"}
