@@ -159,6 +159,10 @@ def test_crio_absent_of_a_handler_it_did_not_write():
 DAEMON = "/etc/docker/daemon.json"
 
 
+#: The record the module leaves in the runtime's entry, by original text (a created file's).
+RECORD_OF = {None: {"created": True}}
+
+
 def docker_plan(text, **kw):
     return docker.plan_docker(DAEMON, text, docker.DockerOptions(**kw))
 
@@ -177,8 +181,8 @@ def test_docker_present_again_absent(original, options):
     p = docker_plan(original, **options)
     after = p.files[0].after
     config = json.loads(after)
-    if original is None:  # the module records that it created the file (state=absent removes it)
-        assert config["runtimes"]["nvidia"].pop(docker.STATE_KEY) == {"created": True}
+    # the module records that it created the file (state=absent removes it), and nothing else here
+    assert config["runtimes"]["nvidia"].pop(docker.STATE_KEY, None) == RECORD_OF.get(original)
     assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": []}
     assert (config.get("default-runtime") == "nvidia") == bool(options.get("set_as_default"))
     assert (config.get("features", {}).get("cdi") is True) == bool(options.get("enable_cdi"))
