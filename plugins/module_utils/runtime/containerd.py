@@ -252,8 +252,9 @@ _CRI_SHAPES = (
     (("containerd", "runtimes"), "table"),
     (("containerd", "default_runtime_name"), "string"),
     (("containerd", "default_runtime"), "table"),
+    (("enable_cdi",), "boolean"),
 )
-_KINDS = {"table": dict, "string": str, "list of strings": list}
+_KINDS = {"table": dict, "string": str, "list of strings": list, "boolean": bool}
 
 
 def _shape_error(path, key_path, kind, value):

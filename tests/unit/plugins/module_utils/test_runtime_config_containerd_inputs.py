@@ -30,6 +30,7 @@ SHAPES = [
     ('version = 2\n[%s.containerd.runtimes]\nrunc = "x"\n' % CRI2, CRI2 + ".containerd.runtimes.runc must be a table"),
     ('version = 2\n[%s.containerd.runtimes.runc]\noptions = "x"\n' % CRI2, CRI2 + ".containerd.runtimes.runc.options must be a table"),
     ("version = 2\n[%s.containerd]\ndefault_runtime_name = 3\n" % CRI2, CRI2 + ".containerd.default_runtime_name must be a string"),
+    ("version = 2\n[%s.enable_cdi]\nconf_dir = true\n" % CRI2, CRI2 + ".enable_cdi must be a boolean"),
 ]
 
 
