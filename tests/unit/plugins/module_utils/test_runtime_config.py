@@ -10,6 +10,7 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 import tomlkit
@@ -135,7 +136,8 @@ def test_parse_toml_error_names_line_and_column(text, line, column):
 @pytest.mark.parametrize(
     "text, line, column",
     [
-        ('{\n  "log-driver": "json-file",\n}\n', 3, 1),
+        # a trailing comma: Python 3.13's json names the comma itself, older ones the brace after it
+        ('{\n  "log-driver": "json-file",\n}\n',) + ((2, 28) if sys.version_info >= (3, 13) else (3, 1)),
         ('{\n  "a": 1\n  "b": 2\n}\n', 3, 3),
     ],
 )
