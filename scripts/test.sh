@@ -9,7 +9,7 @@ set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$ROOT" || exit 1
 
-STAGES=${STAGES:-"lint sanity unit playbook docs matrix integration package molecule"}
+STAGES=${STAGES:-"lint sanity unit property playbook docs matrix integration package molecule"}
 
 stage "setup: host" "$ROOT/scripts/setup-host.sh"
 stage "setup: venv" "$ROOT/scripts/setup-venv.sh"
@@ -26,6 +26,9 @@ for s in $STAGES; do
     sanity) stage "ansible-test sanity" "$ROOT/scripts/run-sanity.sh" ;;
     # Functions against captured fixtures, in process: fast.
     unit) stage "unit tests" python -m pytest -q tests/unit ;;
+    # Hypothesis over the config editors, apt/dnf writers and gpu_facts' parsers: a fixed seed and
+    # budget (profile ci; HYPOTHESIS_PROFILE=long for make property-long), docs/reliability.md.
+    property) stage "property tests (${HYPOTHESIS_PROFILE:-ci})" python -m pytest -q -p no:cacheprovider tests/property ;;
     # The roles and playbooks run by ansible-playbook on local hosts (fake cluster, captured hosts).
     playbook) stage "playbook tests" python -m pytest -q tests/playbook ;;
     docs) stage "documentation" "$ROOT/scripts/build-docs.sh" ;;
@@ -35,7 +38,7 @@ for s in $STAGES; do
     integration) stage "integration tests" python -m pytest -m integration -rs tests/integration ;;
     package) stage "build and install" "$ROOT/scripts/run-package.sh" ;;
     molecule) stage "molecule" "$ROOT/scripts/run-molecule.sh" ;;
-    *) die "unknown stage '$s' (known: lint sanity unit playbook docs matrix integration package molecule)" ;;
+    *) die "unknown stage '$s' (known: lint sanity unit property playbook docs matrix integration package molecule)" ;;
   esac
 done
 print_stage_times
