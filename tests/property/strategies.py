@@ -109,10 +109,10 @@ def containerd_tree(draw):
 def crio_tree(draw):
     tree = {}
     if draw(st.integers(0, 4)):
-        runtime = {"runtimes": draw(st.dictionaries(names, st.fixed_dictionaries(
-            {}, optional={"runtime_path": words, "runtime_type": st.sampled_from(["oci", "vm"]) | words,
-                          "runtime_root": words, "monitor_path": words})
-        , max_size=3))}
+        handler = st.fixed_dictionaries({}, optional={
+            "runtime_path": words, "runtime_type": st.sampled_from(["oci", "vm"]) | words,
+            "runtime_root": words, "monitor_path": words})
+        runtime = {"runtimes": draw(st.dictionaries(names, handler, max_size=3))}
         if draw(st.booleans()):
             runtime["default_runtime"] = draw(names)
         tree["crio"] = {"runtime": runtime}

@@ -1344,7 +1344,6 @@ def check_params(module, path: str) -> None:
         inputs.checked("cdi_spec: mode", functools.partial(spec_mode, base=base, symbolic=module._symbolic_mode_to_octal), mode)
 
 
-
 def read_current(path: str):
     """The current file text, or None when there is no file."""
     try:

@@ -373,7 +373,7 @@ _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 def toml_key(key: str) -> str:
     """A key as TOML writes it: bare, else a basic string of real UTF-8 (JSON's ``\\ud83d\\ude00``
     for a character beyond the BMP is a pair of surrogates, which TOML refuses; DEL is escaped)."""
-    if _BARE_KEY.match(key):
+    if _BARE_KEY.fullmatch(key):  # not match: its $ also matches before a final newline
         return key
     return json.dumps(key, ensure_ascii=False).replace("\x7f", "\\u007f")
 

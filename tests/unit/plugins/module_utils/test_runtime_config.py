@@ -520,3 +520,11 @@ def test_why_not_validated(runtime, params, binary, after, reason):
     plan = edit.Plan([edit.FileChange("/t", None, after)])
     context = {"runtime": runtime, "containerd_binary": binary, "main_path": "/t"}
     assert rc._why_not_validated(plan, params, context) == reason
+
+
+def test_a_key_ending_in_a_newline_is_quoted_not_written_bare():
+    # found by tests/property: re's $ also matches before a final newline, so "runc\n" was bare
+    import tomllib  # pylint: disable=import-outside-toplevel
+    assert edit.toml_key("runc") == "runc"
+    assert edit.toml_key("runc\n") == '"runc\\n"'
+    assert tomllib.loads("[%s]\n" % edit.toml_key("runc\n")) == {"runc\n": {}}
