@@ -147,7 +147,7 @@ SPLICES = st.one_of(
 @st.composite
 def spliced(draw, text):
     lines = text.split("\n")
-    for _ in range(draw(st.integers(1, 3))):
+    for dummy in range(draw(st.integers(1, 3))):
         lines.insert(draw(st.integers(0, len(lines))), draw(SPLICES))
     return "\n".join(lines)
 
@@ -220,7 +220,7 @@ def host_capture(relative):
 def mutated(draw, data):
     """``data`` with up to four slices replaced by random bytes (a cut file, a stray byte, garbage)."""
     data = bytearray(data)
-    for _ in range(draw(st.integers(0, 4))):
+    for dummy in range(draw(st.integers(0, 4))):
         start = draw(st.integers(0, len(data)))
         end = draw(st.integers(start, min(len(data), start + 40)))
         data[start:end] = draw(st.binary(max_size=12))
