@@ -38,6 +38,7 @@ import collections
 import copy
 import os
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     OWNER_MARK,
@@ -48,7 +49,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     TomlStyle,
     add_table,
     check_handler_name,
-    deep_merge,
     defined_tables,
     delete_path,
     dump_toml,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.docker import check_names
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
@@ -30,7 +31,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     Plan,
     TomlStyle,
     add_table,
-    deep_merge,
     delete_path,
     dump_toml,
     ensure_tables,

@@ -305,21 +305,6 @@ def same(a, b) -> bool:
     )
 
 
-def deep_merge(base: dict, override: dict) -> dict:
-    """A new dict: ``base`` with ``override`` merged in, recursively for dicts."""
-    out = {}
-    for k, v in base.items():
-        out[k] = deep_merge(v, {}) if isinstance(v, dict) else v
-    for k, v in override.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = deep_merge(out[k], v)
-        elif isinstance(v, dict):
-            out[k] = deep_merge(v, {})
-        else:
-            out[k] = v
-    return out
-
-
 def get_path(tree, path, default=None):
     node = tree
     for key in path:
