@@ -62,7 +62,7 @@ def _run(tmp, host_vars, between=None, validate_vars=None):
             {"name": "Write it", "delegate_to": "localhost", "ansible.builtin.copy": {
                 "dest": out,
                 "content": "{{ {'discovered': discover_result.validation | default(none),"
-                           " 'validation': gpufleet_nvidia_validation} | to_json }}",
+                           " 'validation': ansible_facts.gpufleet_nvidia_validation} | to_json }}",
                 "mode": "0644"}}]},
     ]
     with open(os.path.join(tmp, "inventory.yml"), "w") as handle:

@@ -22,7 +22,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
 
 try:
     import yaml
@@ -302,7 +302,7 @@ def _fleet_node(host, raw, where, run, seen, problems):
         "runtime": runtime,
         "sharing_config": sharing,
         "mig_config": mig,
-        "gpus": plain(discovered_gpus(raw["gpufleet_nvidia"] if "gpufleet_nvidia" in raw else None)),
+        "gpus": plain(discovered_gpus(host_fact(raw, "gpufleet_nvidia"))),
     }
 
 

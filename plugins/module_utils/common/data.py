@@ -65,3 +65,20 @@ def deep_merge(base, extra):
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+# The facts the collection's modules return (gpu_facts, host_validate): Ansible keeps them under
+# each host's ``ansible_facts``. Reading them there, not as top-level variables, is what
+# ansible-core 2.21 asks (INJECT_FACTS_AS_VARS is deprecated) and works with injection off.
+FACT_NAMES = ("gpufleet_nvidia", "gpufleet_nvidia_validation")
+
+
+def host_fact(hostvars_of_host, name):
+    """The fact ``name`` of one host's variables: from its ``ansible_facts``, else (a variable
+    set by hand, or a fact injected as a top-level variable) the variable itself; None without."""
+    facts = hostvars_of_host.get("ansible_facts") if hasattr(hostvars_of_host, "get") else None
+    if hasattr(facts, "get"):
+        value = facts.get(name)
+        if value is not None:
+            return value
+    return hostvars_of_host.get(name) if hasattr(hostvars_of_host, "get") else None

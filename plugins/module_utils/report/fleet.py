@@ -88,7 +88,11 @@ def host_data(hosts, hostvars, keys=HOST_VARS):
         entry = {}
         for key in keys:
             try:
-                if key in hv:
+                if key in common_data.FACT_NAMES:
+                    fact = common_data.host_fact(hv, key)
+                    if fact is not None:
+                        entry[key] = plain(fact)
+                elif key in hv:
                     stored = _stored(hostvars, host, key) if key == VERDICT else None
                     if stored is not None and read.get(id(stored)) is stored:
                         continue

@@ -1,8 +1,9 @@
-"""Tests of module_utils/common/data.py's deep_merge, the one merge of configuration trees."""
+"""Tests of module_utils/common/data.py: deep_merge, the one merge of configuration trees, and
+host_fact, the one reader of the collection's facts in a host's variables."""
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact
 
 
 def test_tables_merge_by_key_and_everything_else_is_replaced():
@@ -33,3 +34,15 @@ def test_a_dict_subclass_comes_back_as_a_plain_dict():
     merged = deep_merge({"t": Table(a=1)}, {"u": Table(b=2)})
     assert not isinstance(merged["t"], Table) and not isinstance(merged["u"], Table)
     assert merged == {"t": {"a": 1}, "u": {"b": 2}}
+
+
+def test_host_fact_reads_ansible_facts_first_and_falls_back_to_a_variable():
+    # As Ansible keeps a module's facts: under ansible_facts, and (injection on) also top-level.
+    assert host_fact({"ansible_facts": {"gpufleet_nvidia": {"gpu_count": 2}}, "gpufleet_nvidia": {"gpu_count": 9}},
+                     "gpufleet_nvidia") == {"gpu_count": 2}
+    # Injection off: only under ansible_facts.
+    assert host_fact({"ansible_facts": {"gpufleet_nvidia": {"gpu_count": 1}}}, "gpufleet_nvidia") == {"gpu_count": 1}
+    # A variable set by hand (no fact).
+    assert host_fact({"gpufleet_nvidia_validation": {"status": "ok"}}, "gpufleet_nvidia_validation") == {"status": "ok"}
+    assert host_fact({"ansible_facts": {}}, "gpufleet_nvidia") is None
+    assert host_fact({}, "gpufleet_nvidia") is None

@@ -213,6 +213,22 @@ def test_host_data_reads_only_the_report_variables_and_survives_broken_ones():
     assert R.host_data(["a", "missing"], hv) == {"a": {"gpufleet_nvidia": {"gpu_count": 0}}, "missing": {}}
 
 
+def test_host_data_reads_the_facts_from_ansible_facts_without_touching_injected_ones():
+    class NoInjected(dict):
+        def __getitem__(self, key):
+            if key in ("gpufleet_nvidia", "gpufleet_nvidia_validation"):
+                raise AssertionError("read %s as a top-level variable" % key)
+            return dict.__getitem__(self, key)
+
+        def get(self, key, default=None):
+            return self[key] if key in self else default
+
+    hv = {"a": NoInjected({"ansible_facts": {"gpufleet_nvidia": {"gpu_count": 1}, "gpufleet_nvidia_validation": {"status": "ok"}},
+                           "gpufleet_nvidia": {"gpu_count": 1}, "nvidia_driver_version": "580"})}
+    assert R.host_data(["a"], hv) == {"a": {"gpufleet_nvidia": {"gpu_count": 1}, "gpufleet_nvidia_validation": {"status": "ok"},
+                                            "nvidia_driver_version": "580"}}
+
+
 def _old_host_data(hosts, hostvars):
     """host_data as it was: every host's cluster verdict read whole."""
     return dict((h, dict((k, R.plain(hostvars[h][k])) for k in R.HOST_VARS if k in hostvars[h])) for h in hosts)
