@@ -228,15 +228,36 @@ def _read_bytes(host, path: str):
         return None
 
 
+#: How a library is opened for its ELF headers: as the host adapter reads (``common.host``), never
+#: blocking (a FIFO swapped in after the check) nor following a final link (the path is resolved).
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
 def _open(host, path: str):
-    """A binary file object for a driver-root file, or None."""
+    """A seekable binary file object for a regular driver-root file, or None.
+
+    ``elf_soname`` reads a few headers at their offsets, not the whole library (hundreds of MB
+    for the driver's largest), so the file is opened rather than read with ``Host.read_bytes``;
+    it is opened under the host adapter's rules all the same: only what ``Host.isfile`` calls a
+    regular file, by its path on this machine (``Host.local``), without blocking and without
+    following a final link, and looked at again once open. A FIFO, a device or a socket under a
+    library's name is never opened, so a read cannot hang the module.
+    """
     real = resolve(host, path)
-    if real is None:
+    if real is None or not host.isfile(real):
         return None
     try:
-        return open(host.local(real), "rb")
+        fd = os.open(host.local(real), _OPEN_FLAGS)
     except OSError:
         return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def _readlink(host, path: str):

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 
@@ -853,3 +854,37 @@ def test_the_vulkan_icd_of_the_machine(h200, machine, arch_icd):
     write(h200 + "/usr/share/vulkan/icd.d/nvidia_icd.x86_64.json")
     configs = cdi.locate_configs(make_host(h200), machine)
     assert (("/usr/share/vulkan/icd.d/nvidia_icd.x86_64.json", "/etc/vulkan/icd.d/nvidia_icd.x86_64.json") in configs) is arch_icd
+
+
+def _alarm(signum, frame):  # pylint: disable=unused-argument
+    raise AssertionError("the read blocked: a FIFO was opened for reading")
+
+
+def test_a_fifo_under_a_librarys_name_is_not_opened(h200):
+    """A FIFO swapped in for a driver library is refused without opening it (open() of a FIFO
+    with no writer blocks: the module would hang). The open went around the host adapter's
+    guard before; the alarm turns a hang into a failure."""
+    library = LIBDIR + "/libcuda.so." + VERSION
+    os.remove(h200 + library)
+    os.mkfifo(h200 + library)
+    host = make_host(h200)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(5)
+    try:
+        assert cdi._open(host, library) is None
+        # The SONAME then comes from the host's own links, as for a file that is not ELF.
+        assert cdi.sonames_for(host, library) == ("libcuda.so.1", "links")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_library_is_opened_seekable_and_read_only(h200):
+    """What _open gives elf_soname: the regular file, at offset 0, seekable, never writable."""
+    library = LIBDIR + "/libnvidia-tls.so." + VERSION
+    with open(h200 + library, "wb") as handle:
+        handle.write(make_elf("libnvidia-tls.so.1"))
+    handle = cdi._open(make_host(h200), library)
+    with handle:
+        assert handle.readable() and not handle.writable() and handle.seekable()
+        assert cdi.elf_soname(handle) == "libnvidia-tls.so.1"
