@@ -35,13 +35,8 @@ CRIO_FIXTURES = ["crio.conf", "crio-10-crio.conf"]
 words = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 
 
-def no_final_newline(key):
-    """Open finding 2 (docs/reliability.md): a TOML key ending in one newline is written bare."""
-    return not key.endswith("\n")
-
-
 names = st.sampled_from(["runc", "nvidia", "crun", "kata", "io.containerd.runc.v2", "a b", "", "x.y", "é", "run\tc"])
-key_words = words.filter(no_final_newline)
+key_words = st.one_of(words, words.map(lambda word: word + "\n"))  # a final newline: finding 2, fixed
 scalars = st.one_of(
     st.booleans(),
     st.integers(-(2**63), 2**63 - 1),
@@ -182,10 +177,10 @@ def docker_tree(draw):
         tree["runtimes"] = draw(st.dictionaries(names, st.one_of(
             st.fixed_dictionaries({"path": words}, optional={"runtimeArgs": st.lists(words, max_size=2)}), json_values), max_size=2))
     if draw(st.booleans()):
-        tree["default-runtime"] = draw(names | words)  # a string: open finding 3
+        tree["default-runtime"] = draw(names | words | json_values)  # not only strings: finding 3, fixed
     if draw(st.booleans()):
-        # never features.cdi: open finding 3 (docs/reliability.md)
-        tree["features"] = draw(st.dictionaries(st.sampled_from(["buildkit", "x"]), json_values, max_size=2))
+        # features.cdi among them (true, false, other values): finding 3, fixed
+        tree["features"] = draw(st.dictionaries(st.sampled_from(["buildkit", "cdi", "x"]), st.booleans() | json_values, max_size=2))
     return tree
 
 

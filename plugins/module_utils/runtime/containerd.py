@@ -43,11 +43,13 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     OWNER_MARK,
     STATE_MARK,
+    UNDO_KEY,
     FileChange,
     GoTemplateMask,
     Plan,
     TomlStyle,
     add_table,
+    apply_undo,
     check_handler_name,
     defined_tables,
     delete_path,
@@ -64,7 +66,9 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     parse_toml,
     plain,
     prune_created,
+    recover_origin,
     record_comment,
+    refusing_tomlkit_errors,
     record_entry,
     replace_path,
     restore_entry,
@@ -75,6 +79,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     tk_value,
     toml_data,
     toml_item,
+    toml_settings,
+    undo_note,
     write_record_comment,
 )
 
@@ -169,22 +175,21 @@ def _has_v1_content(doc) -> bool:
     return False
 
 
-def detect_version(doc, containerd_major=None, override=None):
+def detect_version(doc, containerd_major=None, override=None, path=None):
     """``(version, source)``: from the file, else version-1 content, else the binary.
 
     ``source`` is ``file`` when the file says it, ``v1`` when the file has version-1
     plugin names, otherwise ``option``, ``containerd`` or ``default`` and the version must
-    be written into the file.
+    be written into the file. ``path``: the file, named in a refusal.
     """
     if "version" in doc:
-        try:
-            version = int(plain(doc["version"]))
-        except (TypeError, ValueError):
-            version = None
-        if version not in CRI_PLUGINS:
+        version = plain(doc["version"])
+        # An integer, as containerd reads it ("Can't convert 2(float64) to int", also for true and "2").
+        if isinstance(version, bool) or not isinstance(version, int) or version not in CRI_PLUGINS:
             raise GpuFleetError(
-                "unsupported containerd config version %r (expected 1, 2, 3 or 4)"
-                % (plain(doc["version"]),)
+                "%sunsupported containerd config version %r (expected 1, 2, 3 or 4)"
+                % ("%s: " % path if path else "", plain(doc["version"])),
+                path=path,
             )
         return version, "file"
     if _has_v1_content(doc):
@@ -194,6 +199,35 @@ def detect_version(doc, containerd_major=None, override=None):
     if containerd_major is not None:
         return (3 if int(containerd_major) >= 2 else 2), "containerd"
     return 2, "default"
+
+
+def check_version_fits(path, version, source, opts) -> None:
+    """Refuse a config version the installed containerd would not load the handler from.
+
+    containerd 2.x maps no version 1 plugin table (``plugins.cri``, also a file without
+    ``version`` that uses it): it starts, without the handler. containerd 1.x knows versions
+    1 and 2 only and reads a version 3 or 4 file as its defaults. Either way the file loads and
+    the runtime is not there: refused before anything is planned (unknown version: no check).
+    """
+    major = opts.containerd_major
+    if major is None or opts.state != "present":
+        return
+    if int(major) >= 2 and version == 1:
+        why = "containerd %s does not read the version 1 CRI table plugins.cri%s" % (
+            opts.containerd_version or "2.x", " (a file without version that uses it is version 1)" if source == "v1" else "")
+        fix = "migrate it (containerd config migrate) to version 3"
+    elif int(major) < 2 and version >= 3:
+        why = "containerd %s knows config versions 1 and 2 only (version %d is containerd 2.x's)" % (
+            opts.containerd_version or "1.x", version)
+        fix = "write it as version 2"
+    else:
+        return
+    raise GpuFleetError(
+        "%s: config version %d does not fit the installed containerd: %s, so the nvidia runtime would not "
+        "be loaded; %s; nothing was written" % (path, version, why, fix),
+        path=path,
+        config_version=version,
+    )
 
 
 def plugin_path(version: int):
@@ -680,34 +714,25 @@ def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOpti
     ``main_text`` / ``dropin_text`` are the files' contents, ``None`` when missing;
     ``others``: ``(path, text)`` of the other files the drop-in import matches.
     """
-    doc = parse_toml(main_text, main_path)
+    main = _read_main(main_path, main_text, opts)
     if dropin_text is not None:
         parse_toml(dropin_text, opts.dropin_path)  # a drop-in that does not parse stops the plan too
-    version, source = detect_version(doc, opts.containerd_major, opts.config_version)
-    _check_main(doc, main_path, plugin_path(version), opts)
-    main = _Main(main_path, main_text, doc, version, source, plugin_path(version), TomlStyle.detect(main_text or ""))
     dropin_record = checked_record(find_record_in_text(dropin_text), opts.dropin_path) if dropin_text is not None else {}
     warnings = []
     name = opts.runtime_name
     if opts.state == "absent":
-        new_main = _removed_from_main(main, dropin_text, dropin_record, opts, warnings)
-        _check_unrelated(main_path, main_text, new_main, main.cri_path, name)
-        files = [FileChange(main_path, main_text, new_main), FileChange(opts.dropin_path, dropin_text, None)]
-        return Plan(
-            files,
-            msg=_message(files, "removed the %s runtime" % name, "the %s runtime is not configured" % name),
-            warnings=warnings,
-            **_facts(version, main.cri_path, opts)
-        )
-    if opts.mode == "inplace":
-        source_name = _handler_in_main(main, dropin_text, dropin_record, opts, warnings)
-        new_main = _render(doc, main_text)
-        files = [FileChange(main_path, main_text, new_main), FileChange(opts.dropin_path, dropin_text, None)]
-    else:
-        new_dropin, source_name = _handler_in_dropin(main, dropin_record, opts, others, warnings)
-        new_main = _render(doc, main_text)
-        files = [FileChange(opts.dropin_path, dropin_text, new_dropin), FileChange(main_path, main_text, new_main)]
-    _check_unrelated(main_path, main_text, new_main, main.cri_path, name)
+        return _plan_absent(main, dropin_text, dropin_record, opts, warnings)
+    check_version_fits(main_path, main.version, main.source, opts)
+    with refusing_tomlkit_errors(main_path, main.doc, list(main.cri_path) + ["containerd", "runtimes", name]):
+        if opts.mode == "inplace":
+            origin = _origin(main, opts)
+            source_name = _handler_in_main(main, dropin_text, dropin_record, opts, warnings)
+            _note_undo(main, opts, origin)
+            files = [FileChange(main_path, main_text, _render(main.doc, main_text)), FileChange(opts.dropin_path, dropin_text, None)]
+        else:
+            new_dropin, source_name = _handler_in_dropin(main, dropin_record, opts, others, warnings)
+            files = [FileChange(opts.dropin_path, dropin_text, new_dropin), FileChange(main_path, main_text, _render(main.doc, main_text))]
+    _check_unrelated(main_path, main_text, files[0 if opts.mode == "inplace" else 1].after, main.cri_path, name)
     if opts.enable_cdi and opts.version_below(1, 7):
         warnings.append(
             "containerd %s ignores enable_cdi (CDI in the CRI plugin needs containerd 1.7 or later)"
@@ -717,8 +742,60 @@ def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOpti
         files,
         msg=_message(files, "configured the %s runtime" % name, "the %s runtime is already configured" % name),
         warnings=warnings,
-        **_facts(version, main.cri_path, opts, source_runtime=source_name, version_source=source)
+        **_facts(main.version, main.cri_path, opts, source_runtime=source_name, version_source=main.source)
     )
+
+
+def _read_main(path, text, opts) -> _Main:
+    """The main file parsed, its version detected and its shape checked."""
+    doc = parse_toml(text, path)
+    version, source = detect_version(doc, opts.containerd_major, opts.config_version, path=path)
+    _check_main(doc, path, plugin_path(version), opts)
+    return _Main(path, text, doc, version, source, plugin_path(version), TomlStyle.detect(text or ""))
+
+
+def _plan_absent(main, dropin_text, dropin_record, opts, warnings) -> Plan:
+    """Take the handler out (the drop-in, or the main file's tables) and undo what the records say."""
+    name = opts.runtime_name
+    note = (_inplace_record(main.doc, main.cri_path, name) or {}).get(UNDO_KEY)
+    with refusing_tomlkit_errors(main.path, main.doc, list(main.cri_path) + ["containerd", "runtimes", name]):
+        new_main = _removed_from_main(main, dropin_text, dropin_record, opts, warnings)
+    exact = apply_undo(new_main, note)
+    _check_unrelated(main.path, main.text, new_main, main.cri_path, name)
+    files = [FileChange(main.path, main.text, exact if exact is not None else new_main), FileChange(opts.dropin_path, dropin_text, None)]
+    return Plan(
+        files,
+        msg=_message(files, "removed the %s runtime" % name, "the %s runtime is not configured" % name),
+        warnings=warnings,
+        **_facts(main.version, main.cri_path, opts)
+    )
+
+
+def _absent_text(path, text, opts):
+    """The main file ``text`` as ``state=absent`` leaves it by settings (before the byte-exact undo)."""
+    main = _read_main(path, text, opts)
+    return _removed_from_main(main, None, {}, opts, [])
+
+
+def _origin(main, opts):
+    """The user's main file before the module's first in-place edit (see ``edit.recover_origin``)."""
+    record = _inplace_record(main.doc, main.cri_path, opts.runtime_name)
+    if record is None:
+        return main.text
+    return recover_origin(main.text, _absent_text(main.path, main.text, opts), record.get(UNDO_KEY))
+
+
+def _note_undo(main, opts, origin) -> None:
+    """Keep in the handler's record what gives ``origin`` back byte for byte once its keys are out."""
+    table = lookup(main.doc, list(main.cri_path) + ["containerd", "runtimes", opts.runtime_name])
+    item, record = record_comment(table)
+    note = undo_note(_absent_text(main.path, main.doc.as_string(), opts), origin, toml_settings)
+    if note == record.get(UNDO_KEY):
+        return
+    record.pop(UNDO_KEY, None)
+    if note is not None:
+        record[UNDO_KEY] = note
+    item.trivia.comment = encode_record(record)
 
 
 def _removed_from_main(main, dropin_text, dropin_record, opts, warnings):

@@ -27,26 +27,34 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.docker import check_names
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
     OWNER_MARK,
+    UNDO_KEY,
     FileChange,
     Plan,
     TomlStyle,
     add_table,
+    apply_undo,
     delete_path,
     dump_toml,
+    encode_record,
     ensure_tables,
     get_path,
     is_table,
     lookup,
     note_change,
+    parse_raw,
     parse_toml,
     plain,
     prune_created,
     record_comment,
     record_entry,
+    recover_origin,
+    refusing_tomlkit_errors,
     restore_entry,
     same,
     set_scalar,
     sync_table,
+    toml_settings,
+    undo_note,
     write_record_comment,
 )
 
@@ -87,13 +95,21 @@ def merged_config(texts) -> dict:
     return merged
 
 
-def desired_runtime(merged: dict, opts: CrioOptions) -> tuple:
-    """``(source name, table)`` for ``crio.runtime.runtimes.<name>``."""
+def desired_runtime(merged: dict, opts: CrioOptions, record=None) -> tuple:
+    """``(source name, table)`` for ``crio.runtime.runtimes.<name>``.
+
+    ``record``: the handler's state record. Once ``set_as_default`` made the handler the
+    default, the default it replaced (the record's) stays the candidate, so that every run
+    copies the runtime the first one copied.
+    """
     runtimes = get_path(merged, RUNTIMES_PATH, {}) or {}
     default = get_path(merged, ("crio", "runtime", "default_runtime"))
+    entry = _default_entry(record)
+    if entry is not None:
+        default = plain(parse_raw(entry["raw"])) if entry.get("raw") else None
     source_name, source = None, {}
     for candidate in ("runc", default, "crun"):
-        if candidate and candidate != opts.runtime_name and isinstance(runtimes.get(candidate), dict):
+        if isinstance(candidate, str) and candidate != opts.runtime_name and isinstance(runtimes.get(candidate), dict):
             source_name, source = candidate, copy.deepcopy(runtimes[candidate])
             break
     source.pop("runtime_path", None)
@@ -103,6 +119,14 @@ def desired_runtime(merged: dict, opts: CrioOptions) -> tuple:
     table = {"runtime_path": opts.binary_name, "runtime_type": "oci"}
     table.update(source)
     return source_name, table
+
+
+def _default_entry(record):
+    """The record's entry of ``crio.runtime.default_runtime`` (None: the module did not set it)."""
+    for entry in (record or {}).get("keys", []) if isinstance(record, dict) else []:
+        if isinstance(entry, dict) and entry.get("path") == DEFAULT_PATH:
+            return entry
+    return None
 
 
 def _dropin_text(table: dict, opts: CrioOptions) -> str:
@@ -161,36 +185,45 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
     merged = merged_config([(main_path, main_text)] + others)
     facts = {"runtime_table": "crio.runtime.runtimes.%s" % name}
     runtimes, record = _handler(doc, name)
-
-    if opts.state == "absent":
-        new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
-        files = [FileChange(main_path, main_text, new_main), FileChange(opts.dropin_path, dropin_text, None)]
-        return Plan(files, msg=_message(files, "removed", name), warnings=warnings, **facts)
-
-    source_name, table = desired_runtime(merged, opts)
-    if opts.mode == "dropin":
-        new_main = main_text
-        if record:
-            # Switching from in-place: take the module's handler out of crio.conf.
+    with refusing_tomlkit_errors(main_path, doc, list(RUNTIMES_PATH) + [name]):
+        if opts.state == "absent":
             new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
-        files = [
-            FileChange(opts.dropin_path, dropin_text, _dropin_text(table, opts)),
-            FileChange(main_path, main_text, new_main),
-        ]
-    else:
-        _refuse_overriding_default(others, main_path, opts)
-        _handler_in_place(doc, main_text, record or {"keys": []}, table, opts, warnings)
-        files = [
-            FileChange(main_path, main_text, doc.as_string()),
-            FileChange(opts.dropin_path, dropin_text, None),
-        ]
-    return Plan(
-        files,
-        msg=_message(files, "configured", name),
-        warnings=warnings,
-        source_runtime=source_name,
-        **facts
-    )
+            exact = apply_undo(new_main, record.get(UNDO_KEY))
+            files = [FileChange(main_path, main_text, exact if exact is not None else new_main), FileChange(opts.dropin_path, dropin_text, None)]
+            return Plan(files, msg=_message(files, "removed", name), warnings=warnings, **facts)
+        source_name, table = desired_runtime(merged, opts, record)
+        if opts.mode == "dropin":
+            new_main = main_text
+            if record:
+                # Switching from in-place: take the module's handler out of crio.conf.
+                new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
+            files = [FileChange(opts.dropin_path, dropin_text, _dropin_text(table, opts)), FileChange(main_path, main_text, new_main)]
+        else:
+            _refuse_overriding_default(others, main_path, opts)
+            origin = recover_origin(main_text, _absent_text(main_path, main_text, name) if record else None, record.get(UNDO_KEY))
+            _handler_in_place(doc, main_text, record or {"keys": []}, table, opts, warnings)
+            _note_undo(main_path, doc, name, origin)
+            files = [FileChange(main_path, main_text, doc.as_string()), FileChange(opts.dropin_path, dropin_text, None)]
+    return Plan(files, msg=_message(files, "configured", name), warnings=warnings, source_runtime=source_name, **facts)
+
+
+def _absent_text(path, text, name):
+    """crio.conf's ``text`` as ``state=absent`` leaves it by settings (before the byte-exact undo)."""
+    doc = parse_toml(text, path)
+    runtimes, record = _handler(doc, name)
+    return _remove_handler(doc, text, runtimes, name, record, [])
+
+
+def _note_undo(path, doc, name, origin) -> None:
+    """Keep in the handler's record what gives ``origin`` back byte for byte once its keys are out."""
+    item, record = record_comment(lookup(doc, RUNTIMES_PATH)[name])
+    note = undo_note(_absent_text(path, doc.as_string(), name), origin, toml_settings)
+    if note == record.get(UNDO_KEY):
+        return
+    record.pop(UNDO_KEY, None)
+    if note is not None:
+        record[UNDO_KEY] = note
+    item.trivia.comment = encode_record(record)
 
 
 def _refuse_overriding_default(others, main_path, opts) -> None:

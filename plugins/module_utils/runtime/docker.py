@@ -35,11 +35,16 @@ import re
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
+    UNDO_KEY,
     FileChange,
     Plan,
+    apply_undo,
     check_handler_name,
     parse_json,
+    recover_origin,
     same,
+    undo_note,
+    without_empty,
 )
 
 DEFAULT_BINARY = "nvidia-container-runtime"
@@ -237,7 +242,8 @@ def state_record(config: dict, name: str) -> dict:
 
 
 def _without_runtime(config: dict, opts: DockerOptions) -> dict:
-    """``config`` less the runtime, a default that names it (the one it replaced given back), and with ``enable_cdi`` CDI."""
+    """``config`` less the runtime, a default that names it and the CDI feature it turned on, each
+    given back as the record says it was (without a record, ``enable_cdi`` removes ``features.cdi``)."""
     name = opts.runtime_name
     record = state_record(config, name)
     runtimes = config.get("runtimes")
@@ -246,16 +252,28 @@ def _without_runtime(config: dict, opts: DockerOptions) -> dict:
         if not runtimes:
             del config["runtimes"]
     if config.get("default-runtime") == name:
-        if isinstance(record.get("default-runtime"), str):
+        if "default-runtime" in record:
             config["default-runtime"] = record["default-runtime"]
         else:
             del config["default-runtime"]
+    _cdi_back(config, record, opts)
+    return config
+
+
+def _cdi_back(config: dict, record: dict, opts: DockerOptions) -> None:
+    """Give ``features.cdi`` back: the value the record kept, if the feature is still what the module set
+    (``true``); none recorded, removed when ``enable_cdi`` is given (the module added it)."""
     features = config.get("features")
-    if opts.enable_cdi and isinstance(features, dict) and "cdi" in features:
+    if not isinstance(features, dict) or features.get("cdi") is not True:
+        return
+    kept = record.get("features.cdi")
+    if isinstance(kept, dict) and "before" in kept:
+        features["cdi"] = kept["before"]
+        return
+    if opts.enable_cdi or isinstance(kept, dict):
         del features["cdi"]
         if not features:
             del config["features"]
-    return config
 
 
 def _with_runtime(config: dict, opts: DockerOptions, created: bool = False) -> dict:
@@ -278,13 +296,20 @@ def _with_runtime(config: dict, opts: DockerOptions, created: bool = False) -> d
 
 
 def _record(entry: dict, config: dict, opts: DockerOptions, created: bool) -> dict:
-    """The entry's record, with the file's creation and the default that ``set_as_default`` replaces added."""
+    """The entry's record, with the file's creation and what ``set_as_default`` and ``enable_cdi`` replace added.
+
+    ``default-runtime``: the default before (any JSON value; none: there was none);
+    ``features.cdi``: ``{"before": value}`` when the file had one (``{}``: it had none, the module added it).
+    """
     record = dict(entry.get(STATE_KEY)) if isinstance(entry.get(STATE_KEY), dict) else {}
     if created:
         record["created"] = True
-    before = config.get("default-runtime")
-    if opts.set_as_default and before not in (None, opts.runtime_name) and "default-runtime" not in record:
-        record["default-runtime"] = before
+    if opts.set_as_default and "default-runtime" in config and config["default-runtime"] != opts.runtime_name:
+        record.setdefault("default-runtime", config["default-runtime"])
+    features = config.get("features")
+    if opts.enable_cdi and "features.cdi" not in record:
+        has = isinstance(features, dict) and "cdi" in features
+        record["features.cdi"] = {"before": features["cdi"]} if has else {}
     return record
 
 
@@ -316,6 +341,8 @@ def plan_docker(path: str, text, opts: DockerOptions) -> Plan:
     """Plan the edit of daemon.json (``text`` is ``None`` when the file is missing)."""
     current = read_config(text, path)
     wanted = desired_config(current, opts, created=text is None)
+    if opts.state == "present":
+        _note_undo(path, text, current, wanted, opts)
     facts = {"runtime_table": "runtimes.%s" % opts.runtime_name}
     if same(wanted, current) and list(wanted) == list(current):
         files = [FileChange(path, text, text)]
@@ -324,6 +351,47 @@ def plan_docker(path: str, text, opts: DockerOptions) -> Plan:
     if opts.state == "absent" and text is not None and not wanted and not current:
         files = [FileChange(path, text, text)]
         return Plan(files, msg="the %s runtime is not configured" % opts.runtime_name, **facts)
-    files = [FileChange(path, text, _new_text(text, current, wanted, opts))]
+    after = _new_text(text, current, wanted, opts)
+    if opts.state == "absent":
+        exact = apply_undo(after, state_record(current, opts.runtime_name).get(UNDO_KEY))
+        after = exact if exact is not None else after
+    files = [FileChange(path, text, after)]
     verb = "configured" if opts.state == "present" else "removed"
     return Plan(files, msg="%s the %s runtime (%s %s)" % (verb, opts.runtime_name, files[0].action, path), **facts)
+
+
+def _absent_text(path, text, opts: DockerOptions):
+    """daemon.json's ``text`` as ``state=absent`` leaves it by settings (before the byte-exact undo)."""
+    gone = copy.copy(opts)
+    gone.state = "absent"
+    current = read_config(text, path)
+    return _new_text(text, current, _without_runtime(copy.deepcopy(current), gone), gone)
+
+
+def _settings(text):
+    """daemon.json's settings, empty objects left out (``edit.undo_note``'s ``data``)."""
+    return without_empty(json.loads(text)) if text.strip() else {}
+
+
+def _note_undo(path, text, current: dict, wanted: dict, opts: DockerOptions) -> None:
+    """Keep in the runtime entry's record of ``wanted`` what gives the user's file back byte for byte
+    once the module's keys are out (``edit.undo_note``)."""
+    name = opts.runtime_name
+    before = state_record(current, name)
+    origin = recover_origin(text, _absent_text(path, text, opts) if before else None, before.get(UNDO_KEY))
+    entry = wanted["runtimes"][name]
+    record = dict(entry.get(STATE_KEY) or {})
+    record.pop(UNDO_KEY, None)
+    _set_record(entry, record)
+    note = undo_note(_absent_text(path, _new_text(text, current, wanted, opts), opts), origin, _settings)
+    if note is not None:
+        record[UNDO_KEY] = note
+    _set_record(entry, record)
+
+
+def _set_record(entry: dict, record: dict) -> None:
+    """The entry's record as ``record`` (none when empty), in its place."""
+    if record:
+        entry[STATE_KEY] = record
+    else:
+        entry.pop(STATE_KEY, None)

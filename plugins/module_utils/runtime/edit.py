@@ -22,6 +22,9 @@ editors and this file.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import hashlib
 import importlib
 import json
 import re
@@ -286,6 +289,19 @@ def toml_data(text: str):
     return plain(tomlkit.parse(text))
 
 
+def without_empty(tree):
+    """``tree`` without its empty tables (and the tables left empty by that): settings, not layout."""
+    if not isinstance(tree, dict):
+        return tree
+    out = dict((k, without_empty(v)) for k, v in tree.items())
+    return dict((k, v) for k, v in out.items() if v != {})
+
+
+def toml_settings(text: str):
+    """The settings a TOML text holds, empty tables left out (:func:`undo_note`'s ``data``)."""
+    return without_empty(toml_data(text))
+
+
 # --------------------------------------------------------------------------------------
 # Plain-value helpers
 # --------------------------------------------------------------------------------------
@@ -346,6 +362,108 @@ def find_record_in_text(text):
         if record is not None:
             return record
     return {}
+
+
+# --------------------------------------------------------------------------------------
+# The byte-exact undo: what state=absent needs beyond the settings
+# --------------------------------------------------------------------------------------
+
+#: The record's key that holds :func:`undo_note`'s note.
+UNDO_KEY = "undo"
+
+
+def _digest(text: str) -> str:
+    """A fingerprint of ``text`` (change detection, not security: 64 bits of SHA-256)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def undo_note(removed, origin, data):
+    """What turns ``removed`` back into ``origin`` byte for byte: ``{"sha": .., "patch": [[i1, i2, text], ..]}``.
+
+    ``removed`` is the file as ``state=absent`` leaves it by settings (the editor's own keys taken
+    out: tomlkit and ``json`` may drop a blank line, a final newline, an empty table), ``origin``
+    the user's file before the module's first edit. The patch replaces lines ``i1:i2`` of
+    ``removed`` by ``text``; ``sha`` fingerprints ``removed``, so that the patch is applied only to
+    the very text it was made for (the user changed nothing but the module's own keys since).
+    ``None`` when no note is to be kept: the texts are the same, there is no file on one side, or
+    they differ in settings (``data``: a text's settings, empty tables left out; e.g. a handler
+    another tool wrote before the module: the patch must not put it back).
+    """
+    if removed is None or origin is None or removed == origin or not same(data(removed), data(origin)):
+        return None
+    a, b = removed.splitlines(True), origin.splitlines(True)
+    opcodes = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    patch = [[i1, i2, "".join(b[j1:j2])] for tag, i1, i2, j1, j2 in opcodes if tag != "equal"]
+    return {"sha": _digest(removed), "patch": patch}
+
+
+def apply_undo(removed, note):
+    """``removed`` with ``note``'s patch applied; ``None`` when the note is not for this text (or damaged)."""
+    if removed is None or not isinstance(note, dict) or note.get("sha") != _digest(removed):
+        return None
+    patch = note.get("patch")
+    lines = removed.splitlines(True)
+    if not isinstance(patch, list) or not all(_patch_step(step, len(lines)) for step in patch):
+        return None
+    for i1, i2, text in sorted(patch, reverse=True):
+        lines[i1:i2] = [text]
+    return "".join(lines)
+
+
+def _patch_step(step, size: int) -> bool:
+    """Whether ``step`` is ``[i1, i2, text]`` with ``0 <= i1 <= i2 <= size``."""
+    if not isinstance(step, list) or len(step) != 3 or not isinstance(step[2], str):
+        return False
+    i1, i2 = step[0], step[1]
+    valid = all(isinstance(i, int) and not isinstance(i, bool) for i in (i1, i2))
+    return valid and 0 <= i1 <= i2 <= size
+
+
+def recover_origin(text, removed, note):
+    """The user's file before the module's first edit, as far as it is known: ``note`` applied to
+    ``removed`` (``text`` with the module's keys out) when it is the text the note was made for;
+    ``text`` itself when the file holds no note and no edit of the module (``removed`` is None:
+    nothing to take out); else ``removed``, the settings without a byte guarantee."""
+    if note is None and removed is None:
+        return text
+    exact = apply_undo(removed, note)
+    return exact if exact is not None else removed
+
+
+# --------------------------------------------------------------------------------------
+# tomlkit's own errors: a refusal that names the file and the table
+# --------------------------------------------------------------------------------------
+
+
+def split_table(doc, path):
+    """The first table on ``path`` (a key path) that the file defines in several places, else None."""
+    for depth in range(1, len(path) + 1):
+        if len(_real_nodes(doc, path[:depth])) > 1:
+            return list(path[:depth])
+    return None
+
+
+@contextlib.contextmanager
+def refusing_tomlkit_errors(path: str, doc, table_path):
+    """Turn an exception of tomlkit's (``NonExistentKey`` on an out-of-order table) raised while
+    editing ``table_path`` of ``path`` into a GpuFleetError that names the file and the table."""
+    try:
+        yield
+    except GpuFleetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - tomlkit's own only; anything else is raised as it is
+        if not type(exc).__module__.startswith("tomlkit"):
+            raise
+        split = split_table(doc, list(table_path))
+        where = ".".join(toml_key(k) for k in (split or table_path))
+        how = "is defined in several places of the file (its tables out of order)" if split else "could not be edited"
+        raise GpuFleetError(
+            "%s: the table %s %s, and tomlkit %s cannot edit it in place (%s: %s); put its tables together "
+            "or use config_mode=dropin; the file was left untouched"
+            % (path, where, how, getattr(tomlkit, "__version__", "?"), type(exc).__name__, exc),
+            path=path,
+            table=where,
+        )
 
 
 # --------------------------------------------------------------------------------------

@@ -163,6 +163,14 @@ DAEMON = "/etc/docker/daemon.json"
 RECORD_OF = {None: {"created": True}}
 
 
+def expected_record(original, options):
+    """The record of a file the module created, with ``enable_cdi`` that the file had no CDI feature."""
+    record = dict(RECORD_OF.get(original) or {})
+    if options.get("enable_cdi"):
+        record["features.cdi"] = {}
+    return record or None
+
+
 def docker_plan(text, **kw):
     return docker.plan_docker(DAEMON, text, docker.DockerOptions(**kw))
 
@@ -181,8 +189,8 @@ def test_docker_present_again_absent(original, options):
     p = docker_plan(original, **options)
     after = p.files[0].after
     config = json.loads(after)
-    # the module records that it created the file (state=absent removes it), and nothing else here
-    assert config["runtimes"]["nvidia"].pop(docker.STATE_KEY, None) == RECORD_OF.get(original)
+    # the module records that it created the file (state=absent removes it) and that CDI was off, nothing else here
+    assert config["runtimes"]["nvidia"].pop(docker.STATE_KEY, None) == expected_record(original, options)
     assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": []}
     assert (config.get("default-runtime") == "nvidia") == bool(options.get("set_as_default"))
     assert (config.get("features", {}).get("cdi") is True) == bool(options.get("enable_cdi"))
@@ -220,9 +228,56 @@ def test_docker_keeps_extra_keys_of_an_existing_runtime_entry():
     assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": [], "runtimeArgs": ["--debug"]}
 
 
-def test_docker_absent_leaves_features_unless_asked():
-    after = docker_plan(None, enable_cdi=True).files[0].after
-    assert json.loads(docker_plan(after, state="absent").files[0].after) == {"features": {"cdi": True}}
+def test_docker_absent_takes_out_the_cdi_feature_it_turned_on_without_being_asked():
+    after = docker_plan('{"debug": true}', enable_cdi=True).files[0].after
+    assert docker_plan(after, state="absent").files[0].after == '{"debug": true}'
+
+
+def test_docker_absent_leaves_features_of_an_entry_without_record_unless_asked():
+    written = '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}, "features": {"cdi": true}}'
+    assert json.loads(docker_plan(written, state="absent").files[0].after) == {"features": {"cdi": True}}
+    assert json.loads(docker_plan(written, state="absent", enable_cdi=True).files[0].after) == {}
+
+
+@pytest.mark.parametrize("cdi", [False, True, None, "yes"])
+def test_docker_absent_gives_back_the_cdi_feature_it_overwrote(cdi):
+    """Finding 3 of docs/reliability.md: features.cdi was deleted, not put back."""
+    original = json.dumps({"features": {"cdi": cdi}})
+    after = docker_plan(original, enable_cdi=True).files[0].after
+    assert json.loads(after)["features"]["cdi"] is True
+    assert docker_plan(after, enable_cdi=True).changed is False
+    assert docker_plan(after, state="absent", enable_cdi=True).files[0].after == original
+
+
+@pytest.mark.parametrize("default", [None, [], 0, {"a": "b"}, "runc"])
+def test_docker_absent_gives_back_a_default_runtime_of_any_type(default):
+    """Finding 3 of docs/reliability.md: a default-runtime that was not a string was removed."""
+    original = json.dumps({"default-runtime": default})
+    after = docker_plan(original, set_as_default=True).files[0].after
+    assert json.loads(after)["default-runtime"] == "nvidia"
+    assert docker_plan(after, state="absent").files[0].after == original
+
+
+def test_docker_a_cdi_feature_changed_since_is_left():
+    after = docker_plan('{"features": {"cdi": false}}', enable_cdi=True).files[0].after
+    edited = after.replace('"cdi": true', '"cdi": "later"')
+    assert json.loads(docker_plan(edited, state="absent").files[0].after) == {"features": {"cdi": "later"}}
+
+
+@pytest.mark.parametrize("original", ["{}", '{"runtimes": {}}', '{\n  "runtimes": {},\n  "features": {}\n}', '{"a": 1}\n\n'])
+def test_docker_absent_gives_back_the_bytes(original):
+    """Finding 1 of docs/reliability.md: '{}' came back as '{}\\n', '{"runtimes": {}}' as '{}'."""
+    for options in ({}, {"set_as_default": True, "enable_cdi": True}):
+        after = docker_plan(original, **options).files[0].after
+        assert not docker_plan(after, **options).changed
+        assert docker_plan(after, state="absent", **options).files[0].after == original
+
+
+def test_docker_absent_after_an_edit_of_the_user_gives_back_the_settings():
+    """What is guaranteed when the file changed in between: the user's edit stays, the module's keys go."""
+    after = docker_plan("{}").files[0].after
+    edited = after.replace('"runtimes"', '"debug": true,\n    "runtimes"', 1)
+    assert docker_plan(edited, state="absent").files[0].after == '{\n    "debug": true\n}\n'
 
 
 # Python 3.13's json names a trailing comma itself ("Illegal trailing comma before end of

@@ -125,9 +125,10 @@ def test_validation_with_containerd(binary, containerd_files):
 
 @pytest.mark.parametrize("binary", [CTD16])
 def test_validation_refuses_what_containerd_would_not_run(binary, tmp_path):
-    """A version 3 file under containerd 1.6: the handler would not be where 1.6 reads it."""
+    """A default runtime that names no runtime: containerd loads the file, CRI would have no default."""
     main = tmp_path / "config.toml"
-    main.write_text("version = 3\n")
+    text = 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "missing"\n'
+    main.write_text(text)
     args = {
         "runtime": "containerd",
         "config_path": str(main),
@@ -137,21 +138,35 @@ def test_validation_refuses_what_containerd_would_not_run(binary, tmp_path):
     with pytest.raises(AnsibleFailJson) as exc:
         run_module(container_runtime, args)
     assert "would not have a usable runtime with the new configuration" in exc.value.result["msg"]
+    assert "default_runtime_name = 'missing' is not among the runtimes" in exc.value.result["msg"]
     assert "nothing was written" in exc.value.result["msg"]
-    assert main.read_text() == "version = 3\n"
+    assert main.read_text() == text
     assert not (tmp_path / "conf.d").exists()
 
 
 @pytest.mark.parametrize("binary", [binary_param("1.7")])
 def test_validation_shows_containerd_error(binary, tmp_path):
     main = tmp_path / "config.toml"
-    main.write_text("version = 3\n")
+    main.write_text('version = 2\noom_score = "x"\n')
     args = {"runtime": "containerd", "config_path": str(main), "config_mode": "inplace", "containerd_binary": binary}
     with pytest.raises(AnsibleFailJson) as exc:
         run_module(container_runtime, args)
     assert "refused the new configuration" in exc.value.result["msg"]
-    assert "unsupported config version `3`" in exc.value.result["msg"]
+    assert "Can't convert x(string) to int" in exc.value.result["msg"]
     assert exc.value.result["validation"]["rc"] != 0
+
+
+@pytest.mark.parametrize("binary", [CTD16, binary_param("1.7")])
+def test_a_version_3_file_under_containerd_1_is_refused_before_the_dump(binary, tmp_path):
+    """Finding 6 of docs/reliability.md: only containerd's dump refused it (1.6 loads it as its defaults)."""
+    main = tmp_path / "config.toml"
+    main.write_text("version = 3\n")
+    args = {"runtime": "containerd", "config_path": str(main), "config_mode": "inplace", "containerd_binary": binary}
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, args)
+    assert exc.value.result["msg"].startswith("%s: config version 3 does not fit the installed containerd: containerd 1." % main)
+    assert "validation" not in exc.value.result  # the editor refused it, not the dump check
+    assert main.read_text() == "version = 3\n"
 
 
 def test_validation_skipped_without_binary(containerd_files, monkeypatch):
