@@ -1,0 +1,591 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NVIDIA's DRA driver for GPUs as a cluster layer: the plan, the checks of the cluster, the slices.
+
+Two ways to install it, chosen by the GPU Operator release the site runs (``dra_driver_operator_version``):
+
+- ``gpucluster``: GPU Operator 26.7 and later. The gpu-operator chart with ``clusterPolicy.deployCR=false``
+  and ``gpuCluster.deployCR=true`` renders a GPUCluster (``nvidia.com/v1alpha1``) that manages the DRA
+  driver (``draDriver.*``); the driver comes from the host (``driver.enabled=false``). The operator
+  places the kubelet plugin itself (its ``nvidia.com/gpu.deploy.dra-driver`` label on GPU nodes), so the
+  role sets no label, and every GPU node of the cluster is a DRA node.
+- ``standalone``: no operator, or one older than 26.7. NVIDIA's ``dra-driver-nvidia-gpu`` chart with
+  ``resources.gpus.enabled=true``, ``nvidiaDriverRoot`` the host's driver root, and the kubelet plugin
+  kept to the nodes the role labels ``nvidia.com/dra-kubelet-plugin=true``; the device plugin must be off
+  on those nodes (an older operator's ClusterPolicy with ``devicePlugin.enabled=false``).
+
+What can be known from the inventory and discovery is checked by ``dra_plan`` (driver >= 580 on every DRA
+node, a CDI-capable runtime, a mix of device-plugin and DRA nodes only where the chosen path can keep them
+apart); what needs the cluster by ``cluster_problems`` (Kubernetes >= 1.34.2, ``resource.k8s.io/v1``
+served, no conflicting ClusterPolicy, the runtime each node's kubelet reports). Problems are collected,
+never raised, each naming the node or variable, the value and what would be accepted.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import plan as P
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version
+
+ROLE = "dra_driver"
+# The first GPU Operator release with the GPUCluster resource (crds/nvidia.com_gpuclusters.yaml).
+GPUCLUSTER_RELEASE = (26, 7, 0)
+MIN_KUBERNETES = (1, 34, 2)
+MIN_DRIVER_BRANCH = 580
+RESOURCE_API = "resource.k8s.io/v1"
+DRIVER_NAME = "gpu.nvidia.com"
+LABEL_KUBELET_PLUGIN = "nvidia.com/dra-kubelet-plugin"
+# The DeviceClasses the DRA driver creates itself (its chart, or the operator for a GPUCluster):
+# whole GPUs, MIG devices, GPUs for VFIO pass-through, and the two ComputeDomain classes.
+DRIVER_DEVICE_CLASSES = (
+    "gpu.nvidia.com",
+    "mig.nvidia.com",
+    "vfio.gpu.nvidia.com",
+    "compute-domain-daemon.nvidia.com",
+    "compute-domain-default-channel.nvidia.com",
+)
+ALLOCATIONS = ("dra", "device_plugin")
+# containerd turns CDI on by default from 2.0; 1.7 has it behind enable_cdi. CRI-O has it on.
+CONTAINERD_CDI_DEFAULT = (2, 0)
+CONTAINERD_CDI_MIN = (1, 7)
+CONTAINERD_FAMILY = ("containerd", "k3s", "rke2")
+CHARTS = {"gpucluster": "gpu-operator", "standalone": "dra-driver-nvidia-gpu"}
+DEFAULT_RELEASES = {"gpucluster": ("gpu-operator", "gpu-operator"), "standalone": ("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")}
+# Values the role derives; an override would undo the derivation silently.
+DERIVED_VALUES = {
+    "gpucluster": ("clusterPolicy.deployCR", "gpuCluster.deployCR", "driver.enabled", "toolkit.enabled"),
+    "standalone": ("nvidiaDriverRoot", "resources.gpus.enabled", "gpuResourcesEnabledOverride", "kubeletPlugin.nodeSelector",
+                   "kubeletPlugin.affinity"),
+}
+_VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?")
+_FEATURE_GATE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+
+
+# --- Small readers ------------------------------------------------------------------------------
+def version_tuple(text):
+    """``(major, minor, patch)`` from text such as ``v1.34.2+k3s1``, ``1.7.24~ds1`` or ``26.7.0``; None when none."""
+    match = _VERSION.match(str(text or "").strip())
+    if not match:
+        return None
+    return tuple(int(g or 0) for g in match.groups())
+
+
+def _dotted(parts):
+    return ".".join(str(p) for p in parts)
+
+
+def _facts(raw):
+    """The node's discovery facts: ``ansible_facts.gpufleet_nvidia``, else the injected top-level variable."""
+    facts = (raw.get("ansible_facts") or {}).get("gpufleet_nvidia")
+    if not isinstance(facts, dict) or not facts:
+        facts = raw.get("gpufleet_nvidia")
+    return plain(facts) if isinstance(facts, dict) and facts else None
+
+
+def _discovered_driver(facts):
+    driver = (facts or {}).get("driver") or {}
+    smi = driver.get("nvidia_smi") or {}
+    return driver.get("version") or smi.get("driver_version") or None
+
+
+def _discovered_runtime(facts, runtime):
+    """The version discovery read of the node's runtime (containerd for k3s / RKE2 too: their own)."""
+    container = (facts or {}).get("container") or {}
+    key = "crio" if runtime == "crio" else "containerd"
+    return (container.get(key) or {}).get("version") or None
+
+
+# --- The DRA view of each node ------------------------------------------------------------------
+def dra_node(node, raw):
+    """A node of gpu_fleet_nodes with what the DRA layer reads besides: its allocation, driver, runtime, GPUs."""
+    raw = raw or {}
+    facts = _facts(raw)
+    discovered = _discovered_driver(facts)
+    declared = raw.get("nvidia_driver_version")
+    runtime_version = _discovered_runtime(facts, node["runtime"])
+    return {
+        "host": node["host"],
+        "name": node["name"],
+        "allocation": plain(raw.get("gpufleet_gpu_allocation", "dra")),
+        "host_driver": node["host_driver"],
+        "host_toolkit": node["host_toolkit"],
+        "driver_method": node["driver_method"],
+        "driver": {"version": str(discovered or declared or ""), "source": "discovery" if discovered else "inventory" if declared else ""},
+        "runtime": {"name": node["runtime"], "version": str(runtime_version or ""),
+                    "cdi_enabled": plain(raw.get("container_toolkit_enable_cdi", False))},
+        "gpus": (facts or {}).get("gpu_count") if facts else None,
+    }
+
+
+def _check_node(node, problems):
+    """What one DRA node needs of the host: the driver on it, R580 or later, and a CDI-capable runtime."""
+    where = "%s: host %s" % (ROLE, P._q(node["host"]))
+    if not node["host_driver"]:
+        problems.append(
+            "%s: nvidia_driver_method is %s, but the DRA layer needs the driver on the host (expected package or "
+            "preinstalled, R%d or later)" % (where, P._q(node["driver_method"]), MIN_DRIVER_BRANCH))
+        return
+    _check_driver(where, node["driver"], problems)
+    cdi = P.to_bool(node["runtime"]["cdi_enabled"], where + ": container_toolkit_enable_cdi", problems)
+    problem = runtime_cdi_problem(node["runtime"]["name"], node["runtime"]["version"], cdi)
+    if problem:
+        problems.append("%s: %s" % (where, problem))
+
+
+def _check_driver(where, driver, problems):
+    version = try_parse_driver_version(driver["version"]) if driver["version"] else None
+    if version is None:
+        problems.append(
+            "%s: the driver's version is not known (%s), and the DRA driver needs R%d or later (expected discovery "
+            "to have read the node in this run, or nvidia_driver_version declared in the inventory)"
+            % (where, P._q(driver["version"]) if driver["version"] else "not discovered, not declared", MIN_DRIVER_BRANCH))
+    elif version.branch < MIN_DRIVER_BRANCH:
+        problems.append(
+            "%s: driver %s (from %s) is older than the DRA driver needs (expected R%d or later: upgrade the node's "
+            "driver first, or leave it to the device plugin with gpufleet_gpu_allocation: device_plugin)"
+            % (where, version, driver["source"], MIN_DRIVER_BRANCH))
+
+
+def runtime_cdi_problem(runtime, version, cdi_enabled):
+    """Why ``runtime`` at ``version`` cannot inject the DRA driver's CDI devices, or None when it can.
+
+    ``version`` '' is not known yet (the cluster check reads the kubelet's own report later)."""
+    if runtime == "crio":
+        return None
+    if runtime not in CONTAINERD_FAMILY:
+        return ("container_toolkit_runtime is %s, which cannot inject CDI devices for the DRA driver (expected containerd, "
+                "k3s, rke2 or crio)" % P._q(runtime))
+    parsed = version_tuple(version)
+    if parsed is None:
+        return None
+    if parsed[:2] < CONTAINERD_CDI_MIN:
+        return ("containerd %s has no CDI support, which the DRA driver needs (expected containerd 1.7 or later with "
+                "container_toolkit_enable_cdi: true, or 2.0 or later)" % version)
+    if parsed[:2] < CONTAINERD_CDI_DEFAULT and not cdi_enabled:
+        return ("containerd %s has CDI off unless enable_cdi is set, and container_toolkit_enable_cdi is false (expected "
+                "container_toolkit_enable_cdi: true, or containerd 2.0 or later)" % version)
+    return None
+
+
+# --- The plan -----------------------------------------------------------------------------------
+def dra_plan(fleet, settings, hostvars):
+    """The chart, values, objects and node labels of the DRA layer, and every problem found.
+
+    ``fleet`` is gpu_fleet_nodes' output, ``settings`` the role's variables without their prefix,
+    ``hostvars`` the inventory's (for each node's discovery facts, ``gpufleet_gpu_allocation``,
+    ``nvidia_driver_version`` and ``container_toolkit_enable_cdi``). A pipeline: the path from the
+    operator release, the nodes and their checks, the release, the chart, the values, the objects.
+    """
+    s = plain(settings or {})
+    base, problems = P._fleet(fleet, ROLE, s.get("node_group"))
+    mode = release_mode(s.get("operator_version"), problems)
+    nodes = [dra_node(n, (hostvars or {}).get(n["host"])) for n in base]
+    selected = _selected(nodes, mode, problems)
+    for node in selected:
+        _check_node(node, problems)
+    release = _release(s, mode)
+    pod_security = P._common(dict(s, namespace=release["namespace"], release_name=release["name"]), ROLE, problems)
+    chart = _chart(s, mode, problems)
+    values = chart_values(s, mode, selected, problems)
+    classes = device_classes(s.get("device_classes"), problems)
+    chosen = set(n["name"] for n in selected)
+    wanted = dict((n["name"], {LABEL_KUBELET_PLUGIN: "true"} if mode == "standalone" and n["name"] in chosen else {}) for n in nodes)
+    return P._result(
+        problems,
+        mode=mode,
+        chart=chart,
+        release=release,
+        chart_values=values,
+        objects=[P.namespace_object(release["namespace"], pod_security)] + classes,
+        node_labels=P._label_plan(nodes, lambda n: wanted[n["name"]], {LABEL_KUBELET_PLUGIN: ["true"]}),
+        nodes=[{"host": n["host"], "name": n["name"], "gpus": n["gpus"], "runtime": n["runtime"]} for n in selected],
+        validation=claim_checks(selected, s, problems),
+        summary=_summary(s, mode, nodes, selected, classes),
+    )
+
+
+def release_mode(operator_version, problems):
+    """``gpucluster`` for GPU Operator 26.7 or later, ``standalone`` for an older one or none ('')."""
+    text = operator_version or ""
+    if not text:
+        return "standalone"
+    parsed = version_tuple(text) if isinstance(text, str) and P._CHART_VERSION.match(text) else None
+    if parsed is None:
+        problems.append(
+            "%s_operator_version: %s is not a GPU Operator release (expected e.g. v26.7.0 for the GPUCluster path, "
+            "an older release such as v26.3.3 or '' for the standalone dra-driver-nvidia-gpu chart)" % (ROLE, P._q(text)))
+        return "gpucluster"
+    return "gpucluster" if parsed >= GPUCLUSTER_RELEASE else "standalone"
+
+
+def _selected(nodes, mode, problems):
+    """The nodes whose GPUs DRA allocates; a mix with device-plugin nodes only where the path keeps them apart."""
+    selected, left = [], []
+    for node in nodes:
+        if node["allocation"] not in ALLOCATIONS:
+            problems.append("%s: host %s: gpufleet_gpu_allocation %s is not an allocation (expected %s)"
+                            % (ROLE, P._q(node["host"]), P._q(node["allocation"]), P._one_of(ALLOCATIONS)))
+        elif node["allocation"] == "dra":
+            selected.append(node)
+        else:
+            left.append(node["host"])
+    if left and mode == "gpucluster":
+        problems.append(
+            "%s: hosts %s keep the device plugin (gpufleet_gpu_allocation: device_plugin), but the GPUCluster of GPU Operator "
+            "26.7 cannot coexist with a ClusterPolicy and places the DRA kubelet plugin on every GPU node itself (expected "
+            "every node on DRA, or %s_operator_version older than v26.7.0 or '' for the standalone chart, whose kubelet "
+            "plugin runs only on the nodes labelled %s=true)" % (ROLE, ", ".join(left), ROLE, LABEL_KUBELET_PLUGIN))
+    if nodes and not selected:
+        problems.append("%s: no node of the group has gpufleet_gpu_allocation: dra (expected at least one)" % ROLE)
+    return selected
+
+
+def _chart(settings, mode, problems):
+    """The chart of the path: a local one (``chart_path``), else the repository's at the path's version."""
+    if settings.get("chart_path"):
+        return {"ref": settings["chart_path"]}
+    # The GPUCluster path installs the operator's chart at the operator's release, which release_mode checked.
+    version = settings.get("operator_version") if mode == "gpucluster" else settings.get("chart_version")
+    if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.match(version)):
+        problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
+    url = settings.get("chart_repo_url") or ""
+    if not isinstance(url, str) or not re.match(r"^(https?|oci)://", url):
+        problems.append("%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., or %s_chart_path for a "
+                        "chart on the control host)" % (ROLE, P._q(url), ROLE))
+    return {"ref": CHARTS[mode], "repo_url": url, "version": version}
+
+
+def _release(settings, mode):
+    name, namespace = DEFAULT_RELEASES[mode]
+    return {"name": settings.get("release_name") or name, "namespace": settings.get("namespace") or namespace}
+
+
+# --- Values -------------------------------------------------------------------------------------
+def chart_values(settings, mode, selected, problems):
+    """The chart's values for the path: the derived ones, the images, then the overrides."""
+    gates = feature_gates(settings.get("feature_gates"), problems)
+    compute_domains = P.to_bool(settings.get("compute_domains_enabled", False), ROLE + "_compute_domains_enabled", problems)
+    registry = P._image_registry(settings, ROLE, problems)
+    secrets = P._pull_secrets(settings, ROLE, problems)
+    overrides = P._check_overrides(settings.get("values_overrides") or {}, ROLE + "_values_overrides", DERIVED_VALUES[mode], problems)
+    if mode == "gpucluster":
+        values = _gpucluster_values(selected, gates, compute_domains, registry, secrets)
+    else:
+        values = _standalone_values(settings, gates, compute_domains, registry, secrets, problems)
+        _check_webhook(compute_domains, overrides, problems)
+    return deep_merge(values, overrides)
+
+
+def _gpucluster_values(selected, gates, compute_domains, registry, secrets):
+    dra = {"featureGates": gates, "computeDomains": {"enabled": compute_domains}}
+    if registry:
+        dra["repository"] = registry
+    if secrets:
+        dra["imagePullSecrets"] = list(secrets)
+    return {
+        "clusterPolicy": {"deployCR": False},
+        "gpuCluster": {"deployCR": True},
+        "driver": {"enabled": False},
+        "toolkit": {"enabled": not all(n["host_toolkit"] for n in selected)},
+        "draDriver": dra,
+    }
+
+
+def _standalone_values(settings, gates, compute_domains, registry, secrets, problems):
+    root = settings.get("driver_root") or "/"
+    if not isinstance(root, str) or not root.startswith("/"):
+        problems.append("%s_driver_root: %s is not an absolute path (expected / for a driver installed on the host)" % (ROLE, P._q(root)))
+    selector = {LABEL_KUBELET_PLUGIN: "true"}
+    values = {
+        "nvidiaDriverRoot": root,
+        "gpuResourcesEnabledOverride": True,
+        "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": compute_domains}},
+        # The chart's own affinity asks for NFD's or the operator's labels; the role's label stands for them.
+        "kubeletPlugin": {
+            "nodeSelector": selector,
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": LABEL_KUBELET_PLUGIN, "operator": "In", "values": ["true"]}]}]}}},
+        },
+    }
+    if gates:
+        values["featureGates"] = gates
+    if registry:
+        values["image"] = {"repository": registry + "/dra-driver-nvidia-gpu"}
+    if secrets:
+        values["imagePullSecrets"] = [{"name": n} for n in secrets]
+    return values
+
+
+def _check_webhook(compute_domains, overrides, problems):
+    """The standalone chart refuses ComputeDomains without its conversion webhook (which needs cert-manager or a secret)."""
+    webhook = overrides.get("webhook") if isinstance(overrides, dict) else None
+    if compute_domains and not (isinstance(webhook, dict) and webhook.get("enabled") is True):
+        problems.append(
+            "%s_compute_domains_enabled: true, but the dra-driver-nvidia-gpu chart serves ComputeDomains only with its "
+            "webhook (expected %s_values_overrides.webhook.enabled: true with its tls settings, or compute domains off)" % (ROLE, ROLE))
+
+
+def feature_gates(gates, problems):
+    """``dra_driver_feature_gates``: gate name -> boolean, sorted."""
+    var = ROLE + "_feature_gates"
+    if not isinstance(gates, dict):
+        problems.append("%s: %s is not a mapping of feature gates to booleans (expected e.g. {NVMLDeviceHealthCheck: true})" % (var, P._q(gates)))
+        return {}
+    result = {}
+    for name in sorted(gates, key=str):
+        if not isinstance(name, str) or not _FEATURE_GATE.match(name):
+            problems.append("%s: %s is not a feature gate name (expected CamelCase, e.g. NVMLDeviceHealthCheck)" % (var, P._q(name)))
+            continue
+        result[name] = P.to_bool(gates[name], "%s.%s" % (var, name), problems)
+    return result
+
+
+# --- Objects ------------------------------------------------------------------------------------
+def device_classes(classes, problems):
+    """DeviceClasses the site adds beside the driver's own: ``[{name, expression}]``, each a narrower
+    selection of the driver's GPUs (a CEL expression over ``device.attributes['gpu.nvidia.com']``)."""
+    var = ROLE + "_device_classes"
+    if not isinstance(classes, (list, tuple)):
+        problems.append("%s: %s is not a list of {name, expression} (expected e.g. [{name: h200.nvidia.com, expression: ...}])" % (var, P._q(classes)))
+        return []
+    objects, seen = [], set()
+    for index, entry in enumerate(classes):
+        where = "%s[%d]" % (var, index)
+        obj = _device_class(entry, where, seen, problems)
+        if obj:
+            objects.append(obj)
+    return sorted(objects, key=lambda o: o["metadata"]["name"])
+
+
+def _device_class(entry, where, seen, problems):
+    if not isinstance(entry, dict) or set(entry) - {"name", "expression"}:
+        problems.append("%s: %s is not {name, expression} (expected exactly those keys)" % (where, P._q(entry)))
+        return None
+    name, expression = entry.get("name"), entry.get("expression")
+    if not P._check_name(name, where + ".name", P._DNS_SUBDOMAIN, "a DeviceClass name (expected lower-case alphanumerics, '-' and '.')", problems):
+        return None
+    if name in DRIVER_DEVICE_CLASSES or name in seen:
+        problems.append("%s.name: %s is %s (expected a name of the site's own, e.g. h200.gpu.example.com)"
+                        % (where, P._q(name), "a class the DRA driver creates itself" if name in DRIVER_DEVICE_CLASSES else "listed twice"))
+        return None
+    seen.add(name)
+    if not isinstance(expression, str) or not expression.strip():
+        problems.append("%s.expression: %s is not a CEL expression (expected e.g. \"device.attributes['%s'].productName == 'NVIDIA H200'\")"
+                        % (where, P._q(expression), DRIVER_NAME))
+        return None
+    selectors = [{"cel": {"expression": "device.driver == '%s' && device.attributes['%s'].type == 'gpu'" % (DRIVER_NAME, DRIVER_NAME)}},
+                 {"cel": {"expression": expression.strip()}}]
+    return {"apiVersion": RESOURCE_API, "kind": "DeviceClass",
+            "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpufleet.nvidia"}}, "spec": {"selectors": selectors}}
+
+
+def claim_checks(nodes, settings, problems):
+    """Per DRA node, a ResourceClaim for one whole GPU and a pause pod on that node that uses it: the
+    validation creates them, waits for the claim to be allocated and the pod to run, then deletes them."""
+    namespace = settings.get("validate_namespace") or "gpufleet-dra-check"
+    P._check_namespace(namespace, ROLE + "_validate_namespace", problems)
+    image = settings.get("validate_image") or ""
+    if not isinstance(image, str) or not image or any(c.isspace() for c in image):
+        problems.append("%s_validate_image: %s is not an image reference (expected e.g. registry.k8s.io/pause:3.10)" % (ROLE, P._q(image)))
+    checks = []
+    for node in nodes:
+        name = ("gpufleet-dra-%s" % node["name"].replace(".", "-"))[:63].rstrip("-")
+        meta = {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/managed-by": "gpufleet.nvidia"}}
+        claim = {"apiVersion": RESOURCE_API, "kind": "ResourceClaim", "metadata": dict(meta),
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRIVER_NAME, "count": 1}}]}}}
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": dict(meta), "spec": {
+            # the scheduler allocates the claim: matchFields keeps the pod to the node by name (nodeName would bypass it)
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node["name"]]}]}]}}},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+            "containers": [{"name": "pause", "image": image, "resources": {"claims": [{"name": "gpu"}]}}]}}
+        checks.append({"node": node["name"], "host": node["host"], "claim": claim, "pod": pod})
+    return {"namespace": namespace, "checks": checks}
+
+
+def _summary(settings, mode, nodes, selected, classes):
+    return {
+        "path": mode,
+        "operator_version": settings.get("operator_version") or "",
+        "nodes": [n["name"] for n in selected],
+        "device_plugin_nodes": [n["name"] for n in nodes if n["allocation"] == "device_plugin"],
+        "kubelet_plugin_on": ("the nodes labelled %s=true" % LABEL_KUBELET_PLUGIN) if mode == "standalone"
+        else "every GPU node (the operator's nvidia.com/gpu.deploy.dra-driver label)",
+        "device_classes": sorted(DRIVER_DEVICE_CLASSES[:2] + tuple(o["metadata"]["name"] for o in classes)),
+        "drivers": dict((n["name"], n["driver"]["version"]) for n in selected),
+    }
+
+
+# --- What the cluster must offer ----------------------------------------------------------------
+def cluster_problems(plan, cluster_info, cluster_policies, cluster_nodes):
+    """Why the cluster cannot take the planned DRA layer, one message each; [] when it can.
+
+    ``cluster_info`` is what kubernetes.core.k8s_cluster_info returned (the server's version and
+    the API groups it serves), ``cluster_policies`` the ClusterPolicy objects (none where the CRD is
+    not installed) and ``cluster_nodes`` the Node objects, for the runtime each kubelet reports.
+    """
+    plan = plain(plan or {})
+    if plan.get("problems") or not plan.get("mode"):
+        return list(plan.get("problems") or ["%s: no plan to check against the cluster" % ROLE])
+    problems = []
+    _check_kubernetes(cluster_info or {}, problems)
+    _check_resource_api(cluster_info or {}, problems)
+    for policy in plain(cluster_policies or []):
+        _check_cluster_policy(plan, policy, problems)
+    _check_node_runtimes(plan, plain(cluster_nodes or []), problems)
+    return problems
+
+
+def server_version(cluster_info):
+    """The API server's gitVersion from k8s_cluster_info's ``version.server`` ('' when not there)."""
+    server = ((cluster_info or {}).get("version") or {}).get("server") or {}
+    server = server.get("kubernetes") or server
+    return str(server.get("gitVersion") or "")
+
+
+def _check_kubernetes(cluster_info, problems):
+    text = server_version(cluster_info)
+    parsed = version_tuple(text)
+    if parsed is None:
+        problems.append("%s: the API server's version could not be read (got %s; expected Kubernetes %s or later)"
+                        % (ROLE, P._q(text), _dotted(MIN_KUBERNETES)))
+    elif parsed < MIN_KUBERNETES:
+        problems.append(
+            "%s: the cluster runs Kubernetes %s, and the DRA driver needs %s or later (resource.k8s.io/v1 with the fixes "
+            "of %s; expected the control plane and kubelets upgraded first, or the device plugin layer)"
+            % (ROLE, text, _dotted(MIN_KUBERNETES), _dotted(MIN_KUBERNETES)))
+
+
+def _check_resource_api(cluster_info, problems):
+    apis = (cluster_info or {}).get("apis") or {}
+    served = apis.get(RESOURCE_API) or {}
+    missing = [kind for kind in ("DeviceClass", "ResourceClaim", "ResourceSlice") if kind not in served]
+    if missing:
+        groups = sorted(k for k in apis if k.startswith("resource.k8s.io/"))
+        problems.append(
+            "%s: the API server does not serve %s %s (it serves %s; expected the resource.k8s.io/v1 API, on by default "
+            "from Kubernetes 1.34)" % (ROLE, RESOURCE_API, ", ".join(missing), ", ".join(groups) or "no resource.k8s.io version"))
+
+
+def _owned_by_release(obj, release):
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return (annotations.get("meta.helm.sh/release-name") == release["name"]
+            and annotations.get("meta.helm.sh/release-namespace") == release["namespace"])
+
+
+def _check_cluster_policy(plan, policy, problems):
+    """A ClusterPolicy: in the GPUCluster path only the release's own (its upgrade removes it); in the
+    standalone path one whose device plugin is off."""
+    name = (policy.get("metadata") or {}).get("name")
+    release = plan["release"]
+    if plan["mode"] == "gpucluster":
+        if not _owned_by_release(policy, release):
+            problems.append(
+                "%s: ClusterPolicy %s exists, and a GPUCluster cannot coexist with a ClusterPolicy (expected it removed, "
+                "or the gpu-operator release that made it to be %s in namespace %s, which this change turns to the "
+                "GPUCluster)" % (ROLE, P._q(name), P._q(release["name"]), P._q(release["namespace"])))
+        return
+    plugin = ((policy.get("spec") or {}).get("devicePlugin") or {}).get("enabled", True)
+    if plugin is not False:
+        problems.append(
+            "%s: ClusterPolicy %s runs the device plugin (spec.devicePlugin.enabled is %s), which cannot share the GPUs with "
+            "the DRA driver (expected gpu_operator_values_overrides devicePlugin.enabled: false, or GPU Operator 26.7 and "
+            "%s_operator_version v26.7.0)" % (ROLE, P._q(name), P._q(plugin), ROLE))
+
+
+def _check_node_runtimes(plan, cluster_nodes, problems):
+    """The runtime each DRA node's kubelet reports (``containerd://1.7.24``, ``cri-o://1.31.0``) must inject CDI devices."""
+    reported = {}
+    for item in cluster_nodes:
+        meta, info = item.get("metadata") or {}, (item.get("status") or {}).get("nodeInfo") or {}
+        reported[meta.get("name")] = str(info.get("containerRuntimeVersion") or "")
+    for node in plan.get("nodes") or []:
+        text = reported.get(node["name"])
+        if not text:
+            continue  # not in the cluster: the release check names it
+        scheme, dummy, version = text.partition("://")
+        runtime = {"containerd": "containerd", "cri-o": "crio"}.get(scheme, scheme)
+        problem = runtime_cdi_problem(runtime, version, node["runtime"]["cdi_enabled"] is True)
+        if problem:
+            problems.append("%s: node %s: its kubelet reports %s: %s" % (ROLE, P._q(node["name"]), text, problem.replace(
+                "container_toolkit_runtime is", "the runtime is")))
+
+
+# --- What the driver publishes ------------------------------------------------------------------
+def published_devices(slices, nodes):
+    """Per planned node, the GPUs the driver publishes in ResourceSlices, against what discovery counted.
+
+    Only each pool's newest generation counts (older slices are on their way out), and only devices of
+    type ``gpu`` (a MIG-enabled GPU publishes its MIG devices besides). Returns ``{nodes, failed}``:
+    ``nodes`` one ``{name, host, published, expected, status}`` per node (status ``ok``, ``missing``
+    or ``mismatch``), ``failed`` one message per node that is not ok.
+    """
+    counts = {}
+    for (node_name, dummy), (dummy_generation, devices) in _newest_pools(slices).items():
+        counts[node_name] = counts.get(node_name, 0) + sum(1 for d in devices if _device_type(d) == "gpu")
+    result = {"nodes": [], "failed": []}
+    for node in nodes or []:
+        entry = _published_entry(node, counts.get(node["name"], 0))
+        result["nodes"].append(entry)
+        if entry["status"] != "ok":
+            result["failed"].append(entry["message"])
+    return result
+
+
+def _newest_pools(slices):
+    """``{(node, pool): (generation, devices)}`` of the driver's slices, the newest generation of each pool."""
+    newest = {}
+    for item in plain(slices or []):
+        spec = item.get("spec") or {}
+        if spec.get("driver") != DRIVER_NAME or not spec.get("nodeName"):
+            continue
+        pool = spec.get("pool") or {}
+        key = (spec["nodeName"], pool.get("name"))
+        generation = pool.get("generation") or 0
+        if key not in newest or generation > newest[key][0]:
+            newest[key] = (generation, [])
+        if generation == newest[key][0]:
+            newest[key][1].extend(spec.get("devices") or [])
+    return newest
+
+
+def _device_type(device):
+    attributes = (device or {}).get("attributes") or {}
+    value = attributes.get("type") or attributes.get(DRIVER_NAME + "/type") or {}
+    return value.get("string") if isinstance(value, dict) and value else "gpu"
+
+
+def _published_entry(node, published):
+    expected = node.get("gpus")
+    if not published:
+        status, message = "missing", "no GPU published in a ResourceSlice of driver %s" % DRIVER_NAME
+    elif expected is not None and published != expected:
+        status, message = "mismatch", "%d GPUs published, discovery found %d" % (published, expected)
+    else:
+        status, message = "ok", "%d devices published" % published
+    return {"name": node["name"], "host": node["host"], "published": published, "expected": expected, "status": status,
+            "message": "%s: node %s: %s" % (ROLE, node["name"], message) if status != "ok" else "DRA: " + message}
+
+
+def validation_result(slices, nodes, checks=None, claims=None, pods=None):
+    """What validation found: the GPUs published per node (:func:`published_devices`) and, when the claim
+    check ran (``claims`` and ``pods`` read back, not None), per node whether its claim was allocated to
+    a pod that runs. Returns ``{nodes, claims, failed}``."""
+    result = published_devices(slices, nodes)
+    result["claims"] = {}
+    if claims is None or pods is None:
+        return result
+    allocated = set(c["metadata"]["name"] for c in plain(claims) if (c.get("status") or {}).get("allocation"))
+    running = set(p["metadata"]["name"] for p in plain(pods) if (p.get("status") or {}).get("phase") == "Running")
+    for check in checks or []:
+        name = check["claim"]["metadata"]["name"]
+        state = "allocated, pod running" if name in allocated and name in running else (
+            "allocated, pod not running" if name in allocated else "not allocated")
+        result["claims"][check["node"]] = state
+        if state != "allocated, pod running":
+            result["failed"].append("%s: node %s: the ResourceClaim %s for one GPU: %s" % (ROLE, check["node"], name, state))
+    return result
