@@ -1,0 +1,208 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The NVIDIA Container Toolkit's own configuration, ``/etc/nvidia-container-runtime/config.toml``.
+
+Two top-level keys of that file decide whether an unprivileged container can get GPUs by asking
+for them (NVIDIA, "Preventing unprivileged access to GPUs in Kubernetes"; the toolkit's
+``internal/config``):
+
+* ``accept-nvidia-visible-devices-envvar-when-unprivileged`` (toolkit default ``true``): honour
+  ``NVIDIA_VISIBLE_DEVICES`` in an unprivileged container. Any pod that sets the variable gets the
+  GPUs it names, whatever it was allocated; ``false`` closes that;
+* ``accept-nvidia-visible-devices-as-volume-mounts`` (toolkit default ``false``): read the device
+  list from the volume mounts under ``/var/run/nvidia-container-devices`` that the device plugin
+  (``deviceListStrategy: volume-mounts``) adds, which a pod cannot forge.
+
+Isolation is the pair ``false`` / ``true``. The file is edited in place with the runtime layer's
+style-preserving TOML helpers (``runtime.edit``: comments, order and every other key kept); the
+original text of each key the module changes is recorded in one comment line at the top of the
+file, so that ``state=absent`` puts back exactly what was there (or removes a key that was not).
+
+:func:`isolation_of` and :func:`runtime_mode` read the file's data for validation.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
+
+CONFIG_PATH = "/etc/nvidia-container-runtime/config.toml"
+ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
+#: What isolation sets, in the order written.
+ISOLATED = ((ENVVAR_KEY, False), (VOLUME_MOUNTS_KEY, True))
+#: What the toolkit does when a key is not in the file.
+TOOLKIT_DEFAULTS = {ENVVAR_KEY: True, VOLUME_MOUNTS_KEY: False}
+#: The comment that carries what the module changed, at the top of the file.
+RECORD_MARK = "gpufleet.nvidia.toolkit_config state:"
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+
+def isolation_of(data) -> dict:
+    """The two settings as the toolkit reads them from the file's plain ``data`` (its defaults
+    for a missing key) and whether together they isolate unprivileged containers."""
+    data = data if isinstance(data, dict) else {}
+    envvar = data.get(ENVVAR_KEY, TOOLKIT_DEFAULTS[ENVVAR_KEY])
+    volumes = data.get(VOLUME_MOUNTS_KEY, TOOLKIT_DEFAULTS[VOLUME_MOUNTS_KEY])
+    return {
+        "envvar_when_unprivileged": envvar,
+        "as_volume_mounts": volumes,
+        "isolated": envvar is False and volumes is True,
+    }
+
+
+def runtime_mode(data) -> str:
+    """``nvidia-container-runtime.mode`` of the file's plain ``data``; ``auto`` when unset."""
+    table = data.get("nvidia-container-runtime") if isinstance(data, dict) else None
+    mode = table.get("mode") if isinstance(table, dict) else None
+    return mode if isinstance(mode, str) and mode else "auto"
+
+
+def read_record(text) -> dict:
+    """What the module recorded in ``text`` (``{}`` when nothing)."""
+    for line in (text or "").splitlines():
+        record = _decode_record(line)
+        if record is not None:
+            return record
+    return {}
+
+
+def _decode_record(line: str):
+    stripped = line.strip()
+    if not stripped.startswith("#"):
+        return None
+    body = stripped.lstrip("#").strip()
+    if not body.startswith(RECORD_MARK):
+        return None
+    try:
+        value = json.loads(body[len(RECORD_MARK):].strip())
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("keys"), list) else None
+
+
+def _without_record(text: str) -> str:
+    return "".join(line for line in text.splitlines(True) if _decode_record(line) is None)
+
+
+def _with_record(text: str, record: dict) -> str:
+    """``text`` with the record as its first line (none when it records nothing)."""
+    body = _without_record(text)
+    if not record.get("keys"):
+        return body
+    line = "# %s %s\n" % (RECORD_MARK, json.dumps(record, sort_keys=True, separators=(", ", ": ")))
+    return line + body
+
+
+# --------------------------------------------------------------------------------------------
+# Planning
+# --------------------------------------------------------------------------------------------
+
+
+def plan_isolation(text, path: str, state: str) -> tuple:
+    """``(new text, warnings)`` of the file ``text`` (None: no file) with isolation ``state``.
+
+    ``present`` sets the pair, recording each key's original text the first time it is changed;
+    ``absent`` puts back what the record holds where the key still has the value set (a key
+    changed by hand since is left, with a warning), and removes the file if the module created
+    it and nothing else is in it now. The file is not created for ``absent``.
+    """
+    if state == "absent" and text is None:
+        return None, []
+    doc = edit.parse_toml(_without_record(text or ""), path)
+    record = read_record(text)
+    record.setdefault("keys", [])
+    warnings = []
+    if state == "present":
+        _check_types(doc, path)
+        _set_isolation(doc, record, edit.TomlStyle.detect(text or "", default_step=""))
+        if text is None:
+            record["created"] = True
+        return _with_record(doc.as_string(), record), warnings
+    for entry in record["keys"]:
+        edit.restore_entry(doc, entry, warnings)
+    after = doc.as_string()
+    if record.get("created") and record["keys"] and not after.strip():
+        return None, warnings  # the module created the file for these keys alone
+    return after, warnings
+
+
+def _set_isolation(doc, record: dict, style) -> None:
+    for key, value in ISOLATED:
+        if key in doc and edit.same(doc[key], value):
+            continue
+        edit.note_change(record, [key], doc, key, value)
+        if key in doc:
+            edit.replace_path(doc, [key], edit.tk_value(value, style))
+        else:
+            edit.insert_top_kv(doc, key, edit.tk_value(value, style))
+
+
+def _check_types(doc, path: str) -> None:
+    """Refuse a file whose isolation keys are not booleans: the toolkit cannot read the file, and
+    replacing the value would hide the mistake from whoever made it."""
+    for key, unused in ISOLATED:
+        if key in doc and not isinstance(edit.plain(doc[key]), bool):
+            raise GpuFleetError(
+                "toolkit_config: %s in %s is %s, not a boolean (true or false); the file was left untouched"
+                % (key, path, edit.raw_text(doc, key)),
+                path=path,
+                key=key,
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# The module's flow
+# --------------------------------------------------------------------------------------------
+
+
+def converge(host, params: dict, check_mode: bool = False, want_diff: bool = False) -> dict:
+    """Read, plan, write (unless check mode); the module's result (without the CDI part)."""
+    path = params["path"]
+    edit.require_tomlkit()
+    before = edit.read_text(host, path)
+    if params["isolate_unprivileged"] is None:
+        after, warnings = before, []
+    else:
+        after, warnings = plan_isolation(before, path, "present" if params["isolate_unprivileged"] else "absent")
+    change = edit.FileChange(path, before, after)
+    if change.changed and not check_mode:
+        _write(host, path, after)
+    data = edit.toml_data(after) if after else {}
+    result = {
+        "changed": change.changed,
+        "path": path,
+        "exists": after is not None,
+        "isolation": isolation_of(data),
+        "mode": runtime_mode(data),
+        "msg": _message(change, params["isolate_unprivileged"], data),
+        "warnings": warnings,
+    }
+    if want_diff:
+        result["diff"] = change.diff()
+    return result
+
+
+def _write(host, path: str, text: str) -> None:
+    try:
+        host.write(path, text, mode=0o644)
+    except (GpuFleetError, OSError) as exc:
+        raise GpuFleetError("toolkit_config: cannot write %s: %s" % (path, getattr(exc, "msg", exc)), path=path)
+
+
+def _message(change, wanted, data) -> str:
+    isolated = isolation_of(data)["isolated"]
+    now = "unprivileged containers get GPUs only through the device plugin's volume mounts" if isolated else (
+        "unprivileged containers can ask for GPUs with NVIDIA_VISIBLE_DEVICES"
+    )
+    if wanted is None:
+        return "%s: isolation not managed; %s" % (change.path, now)
+    if not change.changed:
+        return "%s: unchanged; %s" % (change.path, now)
+    return "%s: %s; %s" % (change.path, "isolation set" if wanted else "isolation undone", now)
