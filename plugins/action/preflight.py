@@ -11,6 +11,8 @@ way (same options, same checks, same failure).
 
 from __future__ import annotations
 
+import datetime
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
@@ -36,10 +38,14 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=str(exc))
             return result
         try:
-            result.update(preflight.run(params["facts"], params))
+            # the control host's date: what the driver branches' end of life is compared with
+            result.update(preflight.run(params["facts"], params, datetime.datetime.now(datetime.timezone.utc).date()))
         except GpuFleetError as exc:
             result.update(exc.details)
             result.update(failed=True, msg=exc.msg)
             return result
+        lines = preflight.warning_lines(result)
+        if lines:
+            result["warnings"] = list(result.get("warnings") or []) + lines
         result["changed"] = False
         return result

@@ -25,7 +25,8 @@ description:
     or newer; Blackwell and Grace Hopper need them), C(gpu_driver_branch) (Maxwell, Pascal and
     Volta end with R580, Kepler with R470; Hopper needs R525, H200 R550, Blackwell R570,
     HGX B200 570.133.20), C(cuda_driver) (CUDA minimum driver; only the CUDA major's family
-    minimum met is a warning, below it blocking), C(nouveau), C(secure_boot) (DKMS-built modules
+    minimum met is a warning, below it blocking), C(gpu_cuda) (CUDA 13 and newer on Maxwell,
+    Pascal or Volta GPUs, whose last toolkit is CUDA 12.x), C(driver_lifecycle) (see below), C(nouveau), C(secure_boot) (DKMS-built modules
     need a MOK key unless Ubuntu's precompiled signed modules apply), C(kernel_headers) (DKMS on
     Debian and RHEL), C(containerd_cri) (CRI plugin disabled), C(container_runtime) (runtime not
     found), C(fabric_manager_missing) and C(fabric_manager_version) (hosts with NVSwitches, see
@@ -40,6 +41,16 @@ description:
     warning with O(driver_method=package), whose driver role moves the fabric manager with the
     driver. Both are skipped without NVSwitches, with O(driver_method=operator), and on facts
     that do not report NVSwitches."
+  - "C(driver_lifecycle) judges the declared driver's branch, and with O(driver_method=preinstalled)
+    the installed one's, against the collection's table of NVIDIA data-center driver branches
+    (type and end of life, C(plugins/module_utils/common/lifecycle.py)) on O(today). A branch
+    past its end of life is a warning, or blocking with O(driver_lifecycle=fail); a branch not
+    in the table is a warning that says so. Every branch judged is in RV(lifecycle)."
+  - "C(driver_flavor=auto) resolves as the driver role installs: the open modules where a GPU
+    needs them (Blackwell, Grace Hopper), the proprietary ones where a GPU is older than Turing,
+    else NVIDIA's default of the declared branch (open from R560, proprietary before)."
+  - Each warning that is not waived is also given to Ansible as a warning of the task, so the
+    run's output shows it.
 author:
   - gpufleet.nvidia maintainers (@gpufleet)
 options:
@@ -52,7 +63,8 @@ options:
     type: str
   driver_flavor:
     description:
-      - Kernel module flavour. V(auto) picks V(open) unless a GPU is older than Turing.
+      - Kernel module flavour. V(auto) picks V(open) where a GPU needs it or the branch is R560 or
+        newer, V(proprietary) where a GPU is older than Turing or the branch older than R560.
       - With O(driver_method=preinstalled) the loaded flavour is checked; a declared one that differs
         is reported as drift.
     type: str
@@ -90,9 +102,23 @@ options:
     elements: str
     choices: [driver_version_format, cuda_version_format, os_supported, driver_missing,
               driver_not_package_owned, driver_drift, gpu_open_modules, gpu_driver_branch,
-              cuda_driver, nouveau, secure_boot, kernel_headers, containerd_cri, container_runtime,
-              fabric_manager_missing, fabric_manager_version]
+              cuda_driver, gpu_cuda, driver_lifecycle, nouveau, secure_boot, kernel_headers,
+              containerd_cri, container_runtime, fabric_manager_missing, fabric_manager_version]
     default: []
+  driver_lifecycle:
+    description:
+      - What a driver branch past its end of life is, in the C(driver_lifecycle) rule -
+        V(warn) a warning, V(fail) a blocking problem. A branch not in the table is a warning
+        either way.
+    type: str
+    choices: [warn, fail]
+    default: warn
+  today:
+    description:
+      - The date the branches' end of life is compared with, as V(YYYY-MM-DD).
+      - Defaults to the date (UTC) on the machine that runs the check - the control host when
+        O(facts) is given, else the node.
+    type: str
   facts:
     description:
       - A C(gpufleet_nvidia) facts dict from M(gpufleet.nvidia.gpu_facts). When omitted, the module
@@ -124,8 +150,15 @@ EXAMPLES = r"""
     cuda_versions: ["12.8"]
     container_runtime: k3s
     waive: [driver_drift]
-    facts: "{{ gpufleet_nvidia }}"
+    facts: "{{ ansible_facts.gpufleet_nvidia }}"
   register: preflight
+
+- name: Refuse a driver branch past its end of life, as of a fixed date
+  gpufleet.nvidia.preflight:
+    driver_version: "595"
+    driver_lifecycle: fail
+    today: "2026-12-01"
+    facts: "{{ ansible_facts.gpufleet_nvidia }}"
 
 - name: Show the warnings
   ansible.builtin.debug:
@@ -219,7 +252,30 @@ resolved:
   type: dict
   sample: {driver_method: preinstalled, driver_flavor: open, driver_version: 580.159.04,
            driver_version_source: installed}
+lifecycle:
+  description:
+    - Each driver branch judged by C(driver_lifecycle) - the installed driver's
+      (O(driver_method=preinstalled)) and the declared one's when its branch differs.
+    - C(state) is V(supported), V(past), V(no_end_date) (a new-feature branch), V(unknown) (not
+      in the table) or V(not_compared) (no date).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - of: declared
+      version: "535"
+      branch: 535
+      name: R535
+      known: true
+      type: long-term support branch
+      end_of_life: 2026-06
+      end_of_life_text: June 2026
+      state: past
+      note: CUDA 12 at most
+      text: "R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most"
 """
+
+import datetime
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -240,9 +296,12 @@ def main():
         facts = params["facts"]
         if facts is None:
             facts = gpu_facts.gather_facts(common_host.make_host(params["host_root"]))
-        result = preflight.run(facts, params)
+        # the node's date: what the driver branches' end of life is compared with
+        result = preflight.run(facts, params, datetime.datetime.now(datetime.timezone.utc).date())
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
+    for line in preflight.warning_lines(result):
+        module.warn(line)
     module.exit_json(changed=False, **result)
 
 

@@ -123,6 +123,11 @@ OPEN_MODULES_REQUIRED_DEVICES = {
     0x2348: "GH200 (Grace Hopper)",
 }
 
+# NVIDIA's driver installs the open kernel modules by default from R560 on ("the default since
+# R560": NVIDIA Driver Installation Guide, Kernel Modules, above); older branches default to the
+# proprietary ones. ``driver_flavor: auto`` follows it on GPUs that can run either.
+OPEN_DEFAULT_BRANCH = 560
+
 # Newest driver branch of an architecture: "Last Driver Support: R580" for Maxwell, Pascal and
 # Volta, R470 for Kepler (NVIDIA Data Center Drivers, "CUDA Toolkit, Driver, and Architecture
 # Matrix", https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html).
@@ -131,6 +136,15 @@ ARCHITECTURE_MAX_BRANCH = {
     "Maxwell": 580,
     "Pascal": 580,
     "Volta": 580,
+}
+
+# Newest CUDA major of an architecture: "CUDA 12.x" is the last toolkit of Maxwell, Pascal and
+# Volta, whose support CUDA 13.0 drops (same matrix; CUDA 13.0 release notes, "Deprecated or
+# Dropped Architectures").
+ARCHITECTURE_MAX_CUDA_MAJOR = {
+    "Maxwell": 12,
+    "Pascal": 12,
+    "Volta": 12,
 }
 
 # Oldest driver of an architecture. Hopper: the R525 data center release notes are the first to

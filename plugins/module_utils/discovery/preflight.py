@@ -12,7 +12,7 @@ after the user's waivers. Nothing here touches the host.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table as table
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import systems, versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 BLOCKING = "blocking"
@@ -29,6 +29,8 @@ RULES = (
     ("gpu_open_modules", "the driver flavour can drive every GPU"),
     ("gpu_driver_branch", "the driver branch supports every GPU"),
     ("cuda_driver", "the driver runs every CUDA release asked for"),
+    ("gpu_cuda", "every GPU runs the CUDA releases asked for"),
+    ("driver_lifecycle", "the declared and the pre-installed driver branches are before their end of life"),
     ("nouveau", "nouveau does not hold the GPUs"),
     ("secure_boot", "Secure Boot lets the driver's kernel modules load"),
     ("kernel_headers", "kernel headers are there for DKMS to build the modules"),
@@ -40,11 +42,14 @@ RULES = (
 RULE_IDS = tuple(rule[0] for rule in RULES)
 
 # Rules about the GPUs themselves, skipped on a host without one.
-NO_GPU_SKIPPED = ("gpu_open_modules", "gpu_driver_branch", "nouveau")
+NO_GPU_SKIPPED = ("gpu_open_modules", "gpu_driver_branch", "gpu_cuda", "nouveau")
 FABRIC_MANAGER_RULES = ("fabric_manager_missing", "fabric_manager_version")
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
 
 FACT_KEYS = ("gpus", "driver", "container", "os", "kernel", "secure_boot")
+
+# driver_lifecycle: a branch past its end of life is a warning (warn) or blocking (fail).
+LIFECYCLE_MODES = ("warn", "fail")
 
 
 class Report(object):
@@ -439,8 +444,13 @@ def _check_fabric_manager_version(report, fm, method, compared, compared_label, 
     )
 
 
-def _resolve_flavor(report, gpus, method, declared_flavor, facts):
-    """The flavour the checks use, and whether GPUs disagree on it."""
+def _resolve_flavor(report, gpus, method, declared_flavor, facts, declared=None):
+    """The flavour the checks use, and whether GPUs disagree on it.
+
+    ``auto`` is what the driver role installs: the open modules where a GPU needs them, the
+    proprietary ones where a GPU is older than Turing, else NVIDIA's default for the declared
+    branch (open from R560, proprietary before).
+    """
     if method == "preinstalled":
         return installed_driver_flavor(facts)
     if declared_flavor in ("open", "proprietary"):
@@ -457,7 +467,11 @@ def _resolve_flavor(report, gpus, method, declared_flavor, facts):
             "Move the GPUs so that a host has either pre-Turing or Blackwell/Grace Hopper GPUs, not both.",
         )
         return None
-    return "proprietary" if needs_prop else "open"
+    if needs_open:
+        return "open"
+    if needs_prop or (declared is not None and declared.branch < table.OPEN_DEFAULT_BRANCH):
+        return "proprietary"
+    return "open"
 
 
 def _check_gpus(report, gpus, flavor, compared, compared_label):
@@ -543,8 +557,9 @@ def _check_newest_branch(report, gpu, arch, compared, compared_label):
         BLOCKING,
         "the %s GPU %s is not supported by drivers after R%d; %s is R%d"
         % (arch, _gpu_label(gpu), newest, compared_label, compared.branch),
-        "NVIDIA's R%d is the last driver branch for %s GPUs." % (newest, arch),
-        "Set driver_version to %d (or an older supported branch)." % newest,
+        "NVIDIA's R%d is the last driver branch for %s GPUs: R590 and newer do not drive them." % (newest, arch),
+        "Set driver_version to %d (%s), or move the workloads to Turing or newer GPUs."
+        % (newest, lifecycle.judge(newest, None)["text"]),
     )
     return True
 
@@ -618,6 +633,93 @@ def _check_cuda(report, cudas, compared, compared_label):
                 "Check the CUDA release notes for its minimum driver.",
             )
     report.passed("cuda_driver", "; ".join(notes))
+
+
+def _check_gpu_cuda(report, gpus, cudas):
+    """gpu_cuda: CUDA 13 and newer dropped Maxwell, Pascal and Volta (gpu_table.ARCHITECTURE_MAX_CUDA_MAJOR)."""
+    if not cudas:
+        report.skip("gpu_cuda", "no cuda_versions given")
+        return
+    bad = False
+    for cuda in cudas:
+        major = versions.parse_cuda_version(cuda)[0]
+        for arch in sorted(set(g.get("architecture") for g in gpus if g.get("architecture"))):
+            newest = table.ARCHITECTURE_MAX_CUDA_MAJOR.get(arch)
+            if newest is None or major <= newest:
+                continue
+            gpu = next(g for g in gpus if g.get("architecture") == arch)
+            report.problem(
+                "gpu_cuda",
+                BLOCKING,
+                "CUDA %s does not support the %s GPU %s: CUDA %d.x is the last toolkit for %s GPUs"
+                % (cuda, arch, _gpu_label(gpu), newest, arch),
+                "CUDA %d.0 dropped Maxwell, Pascal and Volta: its compiler builds no code for them and its "
+                "runtime does not run on them." % (newest + 1),
+                "Build this node's workloads with CUDA %d.x, or run CUDA %s on Turing or newer GPUs." % (newest, cuda),
+            )
+            bad = True
+    if not bad:
+        report.passed("gpu_cuda", "the %s run CUDA %s" % (_gpus(len(gpus)), ", ".join(cudas)))
+
+
+def _lifecycle_subjects(facts, method, declared):
+    """``[(of, version, label)]`` whose branches driver_lifecycle judges, one per branch.
+
+    The declared driver always; the installed one where it is what the node keeps
+    (driver_method preinstalled): the package method replaces it, the operator brings its own.
+    """
+    subjects = []
+    installed = installed_driver_version(facts) if method == "preinstalled" else None
+    if installed is not None:
+        subjects.append(("installed", installed, "the installed driver %s" % installed))
+    if declared is not None and not any(v.branch == declared.branch for dummy, v, dummy2 in subjects):
+        subjects.append(("declared", declared, "driver_version %s" % declared))
+    return subjects
+
+
+def _check_lifecycle(report, facts, method, declared, today, mode, gpus):
+    """driver_lifecycle: each branch's type and end of life (common/lifecycle.py); the judged entries."""
+    if mode not in LIFECYCLE_MODES:
+        raise GpuFleetError("driver_lifecycle: '%s' is not one of %s" % (mode, ", ".join(LIFECYCLE_MODES)), value=mode)
+    subjects = _lifecycle_subjects(facts, method, declared)
+    if today is None or not subjects:
+        report.skip("driver_lifecycle", "no date to compare end of life with" if subjects else "no driver version to judge")
+        return [dict(lifecycle.judge(v.branch, None), of=of, version=str(v)) for of, v, dummy in subjects]
+    today = lifecycle.parse_today(today)
+    # the branches offered are those every GPU of the node takes (Pascal: R580 at most)
+    caps = [table.ARCHITECTURE_MAX_BRANCH[g["architecture"]] for g in gpus if g.get("architecture") in table.ARCHITECTURE_MAX_BRANCH]
+    supported = ", ".join(lifecycle.supported_branches(today, min(caps) if caps else None)) or "none in the table"
+    judged = []
+    for of, version, label in subjects:
+        entry = dict(lifecycle.judge(version.branch, today), of=of, version=str(version))
+        judged.append(entry)
+        _lifecycle_problem(report, entry, label, mode, supported)
+    report.passed("driver_lifecycle", "; ".join(e["text"] for e in judged))
+    return judged
+
+
+def _lifecycle_problem(report, entry, label, mode, supported):
+    """The problem of one judged branch: past its end of life, or not in the table."""
+    if entry["state"] == "past":
+        report.problem(
+            "driver_lifecycle",
+            BLOCKING if mode == "fail" else WARNING,
+            "%s is on a branch past its end of life: %s" % (label, entry["text"]),
+            "NVIDIA publishes no more security or bug fixes for a driver branch after its end of life "
+            "(lifecycle table read %s)." % lifecycle.READ_ON,
+            "Move the node to a supported branch for its GPUs: %s. Where the OS's own repository has none, take "
+            "the driver from NVIDIA's repository, or keep this one and waive driver_lifecycle." % supported,
+        )
+    elif entry["state"] == "unknown":
+        report.problem(
+            "driver_lifecycle",
+            WARNING,
+            "%s: %s" % (label, entry["text"]),
+            "The table holds the branches of NVIDIA's data-center driver pages (R535 to R620); nothing is "
+            "guessed about the others.",
+            "Check the branch on NVIDIA's data-center driver lifecycle page, or move to a supported branch: %s."
+            % supported,
+        )
 
 
 def _check_nouveau(report, facts, method):
@@ -800,11 +902,15 @@ def evaluate(
     cuda_versions=None,
     container_runtime="containerd",
     waive=None,
+    driver_lifecycle="warn",
+    today=None,
 ):
     """Every problem of the desired state on the host that ``facts`` describes.
 
-    Returns ``{'ok', 'msg', 'gpu_count', 'problems', 'checks', 'blocking', 'warnings',
-    'resolved'}``; ``ok`` is False while a blocking problem is not waived.
+    ``today`` (a date or ``YYYY-MM-DD``) is what the driver branches' end of life is compared
+    with; without it the driver_lifecycle rule is skipped. Returns ``{'ok', 'msg', 'gpu_count',
+    'problems', 'checks', 'blocking_count', 'warning_count', 'resolved', 'lifecycle'}``; ``ok``
+    is False while a blocking problem is not waived.
     """
     _check_facts(facts)
     _check_waive(waive)
@@ -816,7 +922,7 @@ def evaluate(
     # caller that runs preflight on such a node asks whether that state could work there.
     _check_os(report, facts, driver_method)
     _check_driver_presence(report, facts, driver_method, declared, driver_flavor)
-    flavor = _resolve_flavor(report, gpus, driver_method, driver_flavor, facts)
+    flavor = _resolve_flavor(report, gpus, driver_method, driver_flavor, facts, declared)
     compared, label, source = _compared_driver(facts, driver_method, declared)
     resolved = {
         "driver_method": driver_method,
@@ -824,13 +930,14 @@ def evaluate(
         "driver_version": str(compared) if compared else None,
         "driver_version_source": source,
     }
-    _check_gpu_rules(report, facts, gpus, driver_method, flavor, compared, label)
+    _check_gpu_rules(report, facts, gpus, driver_method, flavor, compared, label, cudas)
     _check_cuda(report, cudas, compared, label)
+    judged = _check_lifecycle(report, facts, driver_method, declared, today, driver_lifecycle, gpus)
     _check_secure_boot(report, facts, driver_method)
     _check_headers(report, facts, driver_method)
     _check_runtime(report, facts, container_runtime)
     _check_fabric_manager(report, facts, driver_method, compared, label)
-    return _result(report, len(gpus), resolved)
+    return dict(_result(report, len(gpus), resolved), lifecycle=judged)
 
 
 def _check_waive(waive):
@@ -854,13 +961,14 @@ def _compared_driver(facts, method, declared):
     return declared, "driver_version %s" % declared, "declared" if declared else None
 
 
-def _check_gpu_rules(report, facts, gpus, method, flavor, compared, label):
-    """gpu_open_modules, gpu_driver_branch and nouveau; skipped on a host without GPU."""
+def _check_gpu_rules(report, facts, gpus, method, flavor, compared, label, cudas):
+    """gpu_open_modules, gpu_driver_branch, gpu_cuda and nouveau; skipped on a host without GPU."""
     if not gpus:
         for rule in NO_GPU_SKIPPED:
             report.skip(rule, "no NVIDIA GPU on this host")
         return
     _check_gpus(report, gpus, flavor, compared, label)
+    _check_gpu_cuda(report, gpus, cudas)
     _check_nouveau(report, facts, method)
 
 
@@ -899,14 +1007,20 @@ ARGUMENT_SPEC = dict(
     cuda_versions=dict(type="list", elements="str", default=[]),
     container_runtime=dict(type="str", choices=["containerd", "crio", "docker", "k3s", "rke2", "none"], default="containerd"),
     waive=dict(type="list", elements="str", choices=list(RULE_IDS), default=[]),
+    driver_lifecycle=dict(type="str", choices=list(LIFECYCLE_MODES), default="warn"),
+    today=dict(type="str"),
     facts=dict(type="dict"),
     host_root=dict(type="path", default="/"),
 )
 REQUIRED_IF = [("driver_method", "package", ["driver_version"])]
 
 
-def run(facts, params):
-    """Evaluate and enforce: the module's result, or GpuFleetError naming the blocking problems."""
+def run(facts, params, today):
+    """Evaluate and enforce: the module's result, or GpuFleetError naming the blocking problems.
+
+    ``today`` is the date of the machine that runs the check (the caller reads its clock);
+    ``params['today']``, when set, replaces it.
+    """
     result = evaluate(
         facts,
         driver_version=params["driver_version"],
@@ -915,8 +1029,16 @@ def run(facts, params):
         cuda_versions=params["cuda_versions"],
         container_runtime=params["container_runtime"],
         waive=params["waive"],
+        driver_lifecycle=params["driver_lifecycle"],
+        today=params.get("today") or today,
     )
     return enforce(result)
+
+
+def warning_lines(result):
+    """The warnings not waived, one line each, for Ansible's warnings of the task."""
+    return ["preflight [%s]: %s. %s" % (p["rule"], p["message"], p["fix"])
+            for p in result["problems"] if p["severity"] == WARNING and not p["waived"]]
 
 
 def enforce(result):

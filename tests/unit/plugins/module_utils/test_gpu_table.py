@@ -1,4 +1,4 @@
-"""Tests of module_utils/discovery/gpu_table.py: the table of data-center GPUs and its lookups."""
+"""Tests of module_utils/discovery/gpu_G.py: the table of data-center GPUs and its lookups."""
 
 from __future__ import annotations
 
@@ -49,3 +49,13 @@ def test_architecture_from_name(name, arch):
 def test_architecture_rank_orders_the_architectures():
     assert G.architecture_rank("Volta") < G.architecture_rank(G.OPEN_MODULES_MIN_ARCHITECTURE) < G.architecture_rank("Blackwell")
     assert G.architecture_rank("Rubin") is None
+
+
+def test_the_driver_requirement_tables_name_known_architectures():
+    for arch in (list(G.ARCHITECTURE_MAX_BRANCH) + list(G.ARCHITECTURE_MAX_CUDA_MAJOR)
+                 + list(G.ARCHITECTURE_MIN_DRIVER) + list(G.OPEN_MODULES_REQUIRED_ARCHITECTURES)):
+        assert G.architecture_rank(arch) is not None, arch
+    # the architectures that lose CUDA 13 are those whose last driver is R580
+    assert sorted(G.ARCHITECTURE_MAX_CUDA_MAJOR) == sorted(a for a, b in G.ARCHITECTURE_MAX_BRANCH.items() if b == 580)
+    # open by default from R560; the open modules need Turing
+    assert G.OPEN_DEFAULT_BRANCH == 560 and G.OPEN_MODULES_MIN_ARCHITECTURE == "Turing"

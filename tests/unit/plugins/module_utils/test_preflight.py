@@ -734,3 +734,268 @@ def test_unknown_waived_rules_are_refused():
     pf._check_waive(None)
     with pytest.raises(GpuFleetError, match="^waive: unknown rule 'nope' "):
         pf._check_waive(["secure_boot", "nope"])
+
+
+# --- architecture refusals on the derived P100 and B200 hosts (tests/unit/fixtures/hosts) -------
+
+P100 = "ubuntu2204-p100-nodriver"  # derived from ubuntu2204-v100-nouveau: one Tesla P100, no driver
+B200 = "ubuntu2404-b200-preinstalled"  # derived from the real H200 capture: an HGX B200, open 580.159.04
+
+
+def full(result, rule):
+    return [(p["severity"], p["message"], p["reason"], p["fix"]) for p in result["problems"] if p["rule"] == rule]
+
+
+@pytest.mark.parametrize("version", ["590", "595", "610.57.04", "620"])
+def test_pascal_refuses_r590_and_newer_with_the_reason_and_the_fix(version):
+    result = run(P100, driver_version=version, container_runtime="none")
+    assert full(result, "gpu_driver_branch") == [
+        (
+            "blocking",
+            "the Pascal GPU GP100GL [Tesla P100 PCIe 16GB] at 0000:00:1e.0 is not supported by drivers after R580; "
+            "driver_version %s is R%s" % (version, version[:3]),
+            "NVIDIA's R580 is the last driver branch for Pascal GPUs: R590 and newer do not drive them.",
+            "Set driver_version to 580 (R580: long-term support branch, end of life June 2028; CUDA 13; the last "
+            "branch for Maxwell, Pascal and Volta; an older NVIDIA page gives August 2028), or move the workloads "
+            "to Turing or newer GPUs.",
+        )
+    ]
+    assert result["ok"] is False
+
+
+@pytest.mark.parametrize("version", ["535", "570", "580", "580.95.05"])
+def test_pascal_takes_r580_and_older(version):
+    result = run(P100, driver_version=version, container_runtime="none")
+    assert outcome(result, "gpu_driver_branch") == "pass"
+    assert result["resolved"]["driver_flavor"] == "proprietary"  # auto: Pascal needs them
+
+
+def test_pascal_refuses_the_open_modules():
+    result = run(P100, driver_version="580", driver_flavor="open", container_runtime="none")
+    assert full(result, "gpu_open_modules") == [
+        (
+            "blocking",
+            "the Pascal GPU GP100GL [Tesla P100 PCIe 16GB] at 0000:00:1e.0 cannot be driven by the open kernel modules",
+            "The open kernel modules need the GPU System Processor, which Turing introduced; "
+            "Maxwell, Pascal and Volta GPUs need the proprietary modules.",
+            "Set driver_flavor: proprietary (or auto).",
+        )
+    ]
+    assert outcome(run(P100, driver_version="580", driver_flavor="proprietary", container_runtime="none"),
+                   "gpu_open_modules") == "pass"
+
+
+@pytest.mark.parametrize("name", [P100, V100])
+def test_cuda_13_is_refused_on_pascal_and_volta(name):
+    result = run(name, driver_version="580", cuda_versions=["12.9", "13.0"], container_runtime="none")
+    arch, label = ("Pascal", "GP100GL [Tesla P100 PCIe 16GB]") if name == P100 else ("Volta", "GV100GL [Tesla V100 SXM2 16GB]")
+    assert full(result, "gpu_cuda") == [
+        (
+            "blocking",
+            "CUDA 13.0 does not support the %s GPU %s at 0000:00:1e.0: CUDA 12.x is the last toolkit for %s GPUs"
+            % (arch, label, arch),
+            "CUDA 13.0 dropped Maxwell, Pascal and Volta: its compiler builds no code for them and its runtime "
+            "does not run on them.",
+            "Build this node's workloads with CUDA 12.x, or run CUDA 13.0 on Turing or newer GPUs.",
+        )
+    ]
+    # the driver itself runs both: the refusal is the GPU's, not the driver's
+    assert outcome(result, "cuda_driver") == "pass"
+    passing = run(name, driver_version="580", cuda_versions=["12.9"], container_runtime="none")
+    assert passing["checks"]["gpu_cuda"] == {"outcome": "pass", "detail": "the 1 GPU run CUDA 12.9"}
+
+
+def test_cuda_13_runs_on_the_b200():
+    result = run(B200, driver_version="580", driver_method="preinstalled", cuda_versions=["13.0"], container_runtime="none")
+    assert outcome(result, "gpu_cuda") == "pass"
+    assert outcome(run(NOGPU, driver_version="580", cuda_versions=["13.0"]), "gpu_cuda") == "skipped"
+
+
+def test_b200_host_passes_with_its_open_driver():
+    result = run(B200, driver_version="580", driver_method="preinstalled", container_runtime="none")
+    assert result["problems"] == []
+    assert result["resolved"]["driver_flavor"] == "open"
+    assert result["checks"]["gpu_driver_branch"]["detail"] == "the installed driver 580.159.04 supports the 1 GPU"
+
+
+def test_b200_refuses_the_proprietary_modules():
+    result = run(B200, driver_version="580", driver_flavor="proprietary", driver_method="package", container_runtime="none")
+    assert full(result, "gpu_open_modules") == [
+        (
+            "blocking",
+            "the Blackwell GPU GB100 [B200] at 0000:00:06.0 needs the open kernel modules, not the proprietary ones",
+            "NVIDIA supports Blackwell and Grace Hopper only with the open kernel modules.",
+            "Set driver_flavor: open (or auto).",
+        )
+    ]
+    # auto picks the open modules for Blackwell, whatever the branch's own default
+    assert run(B200, driver_version="570.172.08", driver_method="package", container_runtime="none")["resolved"][
+        "driver_flavor"
+    ] == "open"
+
+
+def test_grace_hopper_refuses_the_proprietary_modules_on_the_h200_capture():
+    def gh200(facts):
+        facts["gpus"][0].update(device_id="0x2348", name="GH100 [GH200 144G HBM3e]")
+
+    result = run(H200, gh200, driver_version="580", driver_flavor="proprietary", container_runtime="none")
+    assert full(result, "gpu_open_modules")[0][:2] == (
+        "blocking",
+        "the GH200 (Grace Hopper) GPU GH100 [GH200 144G HBM3e] at 0000:00:06.0 needs the open kernel modules, "
+        "not the proprietary ones",
+    )
+
+
+@pytest.mark.parametrize("version, ok", [("570.86.15", False), ("570.133.20", True), ("565", False), ("580", True)])
+def test_b200_needs_570_133_20(version, ok):
+    result = run(B200, driver_version=version, driver_method="package", container_runtime="none")
+    assert (outcome(result, "gpu_driver_branch") == "pass") is ok
+
+
+# --- driver_flavor auto: what the driver role installs -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, version, flavor",
+    [
+        (L40S, "550", "proprietary"),  # Turing or newer, but R550 predates the open default (R560)
+        (L40S, "560", "open"),
+        (L40S, "580", "open"),
+        (H100, "570", "open"),
+        (P100, "580", "proprietary"),  # Pascal: proprietary on every branch
+        (B200, "580", "open"),  # Blackwell: open on every branch
+        (NOGPU, "535", "proprietary"),  # no GPU: the branch's default
+        (NOGPU, "595", "open"),
+    ],
+)
+def test_auto_flavour_follows_the_gpus_then_the_branch(name, version, flavor):
+    result = run(name, driver_version=version, driver_method="package", container_runtime="none")
+    assert result["resolved"]["driver_flavor"] == flavor
+
+
+# --- CUDA against the branch (common/versions.py's table) -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "version, cuda, severity",
+    [
+        ("535", "13.0", "blocking"),  # CUDA 13 needs R580
+        ("570", "13.0", "blocking"),
+        ("580", "13.0", None),
+        ("580", "13.1", "warning"),  # 13.1 asks for 590.44.01; R580 runs it by minor-version compatibility
+        ("535", "12.4", "warning"),  # 12.4 asks for 550.54.14; R535 only through minor-version compatibility
+        ("535", "12.2", None),
+        ("520.61.05", "12.0", "blocking"),  # below CUDA 12's family minimum (525)
+    ],
+)
+def test_cuda_against_the_declared_branch(version, cuda, severity):
+    result = run(NOGPU, driver_version=version, cuda_versions=[cuda])
+    assert [p[0] for p in problems(result, "cuda_driver")] == ([severity] if severity else [])
+
+
+# --- driver_lifecycle ----------------------------------------------------------------------------
+
+TODAY = "2026-12-01"
+
+
+@pytest.mark.parametrize(
+    "version, severity, state",
+    [
+        ("535", "warning", "past"),
+        ("550.163.01", "warning", "past"),
+        ("570", "warning", "past"),
+        ("575", "warning", "past"),
+        ("580", None, "supported"),
+        ("590", None, "no_end_date"),
+        ("595", None, "supported"),
+        ("610", "warning", "past"),
+        ("620", None, "supported"),
+        ("470", "warning", "unknown"),
+    ],
+)
+def test_driver_lifecycle_of_the_declared_branch(version, severity, state):
+    result = run(NOGPU, driver_version=version, today=TODAY, waive=["kernel_headers"])
+    assert [p[0] for p in problems(result, "driver_lifecycle")] == ([severity] if severity else [])
+    assert [(e["of"], e["version"], e["state"]) for e in result["lifecycle"]] == [("declared", version, state)]
+
+
+def test_driver_lifecycle_fail_blocks_past_branches_only():
+    past = run(NOGPU, driver_version="535", today=TODAY, driver_lifecycle="fail")
+    assert problems(past, "driver_lifecycle") == [
+        (
+            "blocking",
+            "driver_version 535 is on a branch past its end of life: R535: long-term support branch, end of life "
+            "June 2026 (past on 2026-12-01); CUDA 12 at most",
+        )
+    ]
+    assert past["ok"] is False
+    # a branch the table does not have stays a warning: nothing is known to block on
+    unknown = run(NOGPU, driver_version="630", today=TODAY, driver_lifecycle="fail")
+    assert problems(unknown, "driver_lifecycle") == [
+        (
+            "warning",
+            "driver_version 630: R630: not in the collection's driver lifecycle table (read 2026-12-01): its support "
+            "and end of life are unknown",
+        )
+    ]
+    assert run(NOGPU, driver_version="595", today=TODAY, driver_lifecycle="fail")["checks"]["driver_lifecycle"] == {
+        "outcome": "pass",
+        "detail": "R595: production branch, end of life March 2027 (supported on 2026-12-01)",
+    }
+
+
+def test_driver_lifecycle_judges_the_installed_and_the_declared_branch_of_a_preinstalled_node():
+    result = run(H200, driver_version="570", driver_method="preinstalled", container_runtime="none", today=TODAY)
+    assert [(e["of"], e["version"], e["state"]) for e in result["lifecycle"]] == [
+        ("installed", "580.159.04", "supported"),
+        ("declared", "570", "past"),
+    ]
+    assert problems(result, "driver_lifecycle") == [
+        (
+            "warning",
+            "driver_version 570 is on a branch past its end of life: R570: production branch, end of life "
+            "February 2026 (past on 2026-12-01)",
+        )
+    ]
+    # same branch declared and installed: judged once, as installed
+    same = run(H200, driver_version="580", driver_method="preinstalled", container_runtime="none", today=TODAY)
+    assert [(e["of"], e["version"]) for e in same["lifecycle"]] == [("installed", "580.159.04")]
+
+
+def test_driver_lifecycle_of_the_package_method_judges_what_it_will_install():
+    # the L40S host has 550.163.01 from packages; driver_method package replaces it with the declared 580
+    result = run(L40S, driver_version="580", container_runtime="none", today=TODAY)
+    assert [(e["of"], e["version"], e["state"]) for e in result["lifecycle"]] == [("declared", "580", "supported")]
+
+
+def test_driver_lifecycle_fix_offers_only_branches_the_gpus_take():
+    (fix,) = [p["fix"] for p in run(P100, driver_version="535", today=TODAY, container_runtime="none")["problems"]
+              if p["rule"] == "driver_lifecycle"]
+    assert fix.startswith("Move the node to a supported branch for its GPUs: R580 (long-term support branch until June 2028). ")
+    (fix,) = [p["fix"] for p in run(B200, driver_version="570.172.08", today=TODAY, container_runtime="none")["problems"]
+              if p["rule"] == "driver_lifecycle"]
+    assert "R620 (long-term support branch until September 2029), R595 (production branch until March 2027), R580" in fix
+
+
+def test_driver_lifecycle_without_a_date_is_skipped_and_still_says_the_branch():
+    result = run(NOGPU, driver_version="535")
+    assert result["checks"]["driver_lifecycle"] == {"outcome": "skipped", "detail": "no date to compare end of life with"}
+    assert [e["state"] for e in result["lifecycle"]] == ["not_compared"]
+    assert run(NOGPU, driver_method="operator", today=TODAY)["checks"]["driver_lifecycle"]["detail"] == (
+        "no driver version to judge"
+    )
+
+
+def test_driver_lifecycle_refuses_a_bad_mode_and_a_bad_date():
+    with pytest.raises(GpuFleetError, match="driver_lifecycle: 'block' is not one of warn, fail"):
+        run(NOGPU, driver_version="580", today=TODAY, driver_lifecycle="block")
+    with pytest.raises(GpuFleetError, match=r"today: '2026-02-30' is not a date"):
+        run(NOGPU, driver_version="580", today="2026-02-30")
+
+
+def test_warning_lines_are_the_warnings_not_waived():
+    result = run(NOGPU, driver_version="535", today=TODAY, cuda_versions=["12.4"])
+    lines = pf.warning_lines(result)
+    assert [line.split("]")[0] for line in lines] == ["preflight [cuda_driver", "preflight [driver_lifecycle"]
+    waived = run(NOGPU, driver_version="535", today=TODAY, waive=["driver_lifecycle"])
+    assert pf.warning_lines(waived) == []

@@ -12,6 +12,12 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gp
 )
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
 
+from ansible.module_utils import basic
+
+# The date the driver branches' end of life is compared with, fixed so that the tests do not
+# follow the clock (the module's default is the node's date).
+TODAY = "2026-12-01"
+
 
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_h200_passes_with_its_preinstalled_driver(check_mode):
@@ -45,6 +51,7 @@ def test_blocking_problems_fail_with_all_of_them():
                 "driver_version": "570",
                 "cuda_versions": ["13.0"],
                 "container_runtime": "none",
+                "today": TODAY,
                 "facts": fixture_facts("ubuntu2404-h200-preinstalled"),
             },
         )
@@ -57,12 +64,13 @@ def test_blocking_problems_fail_with_all_of_them():
         "driver_version 570 is older"
     )
     assert result["blocking_count"] == 2
-    assert [p["rule"] for p in result["problems"]] == ["driver_not_package_owned", "cuda_driver"]
+    # R570's end of life (February 2026) passed: a warning, which does not add to the failure
+    assert [p["rule"] for p in result["problems"]] == ["driver_not_package_owned", "cuda_driver", "driver_lifecycle"]
     assert result["checks"]["cuda_driver"]["outcome"] == "blocking"
     # Ansible reads `warnings` and `deprecations` in a result as lists of messages; a count
     # there made ansible-core 2.19 fail the task with "Event.msg must be <class 'str'>".
     assert "warnings" not in result and "deprecations" not in result
-    assert result["warning_count"] == 0
+    assert result["warning_count"] == 1
 
 
 def test_waived_problems_do_not_fail():
@@ -72,6 +80,7 @@ def test_waived_problems_do_not_fail():
             "driver_version": "570",
             "container_runtime": "rke2",
             "waive": ["kernel_headers"],
+            "today": "2026-01-15",  # before R570's end of life
             "facts": fixture_facts("rocky9-h100x8-rpm-rke2"),
         },
     )
@@ -142,3 +151,65 @@ def test_fabric_manager_of_another_version_fails_a_preinstalled_hgx_node():
     assert result["ok"] is True
     assert result["checks"]["fabric_manager_version"]["outcome"] == "waived"
     assert "warnings" not in result
+
+
+# --- driver_lifecycle: the date is an input; the warnings reach Ansible's output ----------------
+
+
+@pytest.fixture
+def warned(monkeypatch):
+    """The warnings the module gives Ansible (AnsibleModule.warn), in order."""
+    seen = []
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, warning, **kwargs: seen.append(warning))
+    return seen
+
+
+def _nogpu_args(**extra):
+    return dict({"driver_version": "535", "waive": ["kernel_headers"], "facts": fixture_facts("debian12-nogpu")}, **extra)
+
+
+def test_a_branch_past_its_end_of_life_is_an_ansible_warning_by_default(warned):
+    result = run_module(preflight, _nogpu_args(today=TODAY))
+    assert result["ok"] is True and result["warning_count"] == 1
+    assert result["checks"]["driver_lifecycle"]["outcome"] == "warning"
+    assert [e["state"] for e in result["lifecycle"]] == ["past"]
+    line = (
+        "preflight [driver_lifecycle]: driver_version 535 is on a branch past its end of life: R535: long-term "
+        "support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most. Move the node to a supported "
+        "branch for its GPUs: R620 (long-term support branch until September 2029), R595 (production branch until "
+        "March 2027), R580 (long-term support branch until June 2028). Where the OS's own repository has none, take "
+        "the driver from NVIDIA's repository, or keep this one and waive driver_lifecycle."
+    )
+    assert warned == [line]
+
+
+def test_driver_lifecycle_fail_blocks_and_a_waiver_accepts_it():
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(preflight, _nogpu_args(today=TODAY, driver_lifecycle="fail"))
+    assert exc.value.result["msg"].startswith(
+        "preflight: 1 blocking problem: [driver_lifecycle] driver_version 535 is on a branch past its end of life: "
+    )
+    result = run_module(preflight, _nogpu_args(today=TODAY, driver_lifecycle="fail", waive=["kernel_headers", "driver_lifecycle"]))
+    assert result["ok"] is True and result["checks"]["driver_lifecycle"]["outcome"] == "waived"
+
+
+def test_before_the_end_of_life_the_same_branch_passes(warned):
+    result = run_module(preflight, _nogpu_args(today="2026-06-30", driver_lifecycle="fail"))
+    assert result["checks"]["driver_lifecycle"] == {
+        "outcome": "pass",
+        "detail": "R535: long-term support branch, end of life June 2026 (supported on 2026-06-30); CUDA 12 at most",
+    }
+    assert warned == []
+
+
+def test_the_module_takes_the_nodes_date_without_today():
+    result = run_module(preflight, _nogpu_args())
+    # whatever the clock says, the branch was compared with a date (June 2026 is past from July 2026 on)
+    assert result["lifecycle"][0]["state"] in ("past", "supported")
+    assert "on 20" in result["checks"]["driver_lifecycle"]["detail"]
+
+
+def test_a_malformed_today_fails_cleanly():
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(preflight, _nogpu_args(today="1 December"))
+    assert exc.value.result["msg"] == "today: '1 December' is not a date (expected a date as YYYY-MM-DD, e.g. 2026-12-01)"
