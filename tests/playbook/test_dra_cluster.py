@@ -1,0 +1,139 @@
+"""site.yml with ``gpufleet_cluster_layer: dra``, end to end with ansible-playbook, against the fake API
+server and helm of ``tests/unit/plugins/dra_fake.py`` (FakeCluster's timeline, with /version,
+resource.k8s.io/v1, ClusterPolicies, pods and a scheduler that allocates claims).
+
+``--tags cluster`` runs the cluster layer alone, so no discovery runs: each node declares its driver
+(``nvidia_driver_version``), and the runtime is the one its kubelet reports. The sequences check that the
+GPUCluster path installs the gpu-operator chart with the GPUCluster values, validates the GPUs each node
+publishes and one claim per node, and writes nothing on a second run but the validation's own probe; that
+a cluster the DRA driver cannot run on (Kubernetes 1.33, no resource.k8s.io/v1, a foreign ClusterPolicy,
+containerd 1.7 without CDI) is refused with nothing written and the report saying why.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.tests.playbook import test_cluster_transaction as T
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.cluster_fake import node
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.dra_fake import DraCluster, gpu_slice
+
+pytest.importorskip("kubernetes")
+HOSTS = {
+    "gpu-a": {"nvidia_driver_method": "preinstalled", "nvidia_driver_version": "580.159.04"},
+    "gpu-b": {"nvidia_driver_method": "package", "nvidia_driver_version": "580.105.08"},
+}
+PROBE = "/gpufleet-dra-check"
+
+
+def _node(name, runtime="containerd://2.1.4"):
+    obj = node(name)
+    obj["status"]["nodeInfo"]["containerRuntimeVersion"] = runtime
+    return obj
+
+
+@pytest.fixture
+def cluster():
+    fake = DraCluster([_node("gpu-a"), _node("gpu-b"), _node("cpu-1")], slices=[gpu_slice("gpu-a", 2), gpu_slice("gpu-b", 8)])
+    yield fake
+    fake.close()
+
+
+def _project(tmp, fake, hosts=None, extra=None):
+    settings = {
+        "gpufleet_cluster_layer": "dra",
+        "dra_driver_kubeconfig": fake.kubeconfig(os.path.join(tmp, "kubeconfig")),
+        "dra_driver_chart_repo_url": "http://127.0.0.1:1/charts",
+        "dra_driver_wait_timeout": "1m",
+        "dra_driver_validate_timeout": 10,
+        "ansible_python_interpreter": sys.executable,
+    }
+    os.makedirs(os.path.join(tmp, "bin"), exist_ok=True)
+    settings["dra_driver_helm_binary"] = fake.helm_binary(os.path.join(tmp, "bin"))
+    settings.update(extra or {})
+    T._project(tmp, fake, hosts or HOSTS, settings)
+
+
+def _writes_outside_the_probe(fake, start):
+    """The writes since ``start`` but the claim check's own: its namespace (created by a POST to
+    /api/v1/namespaces, the only one on a run whose other namespaces exist), claims and pods."""
+    probe = [("api", "POST", "/api/v1/namespaces")]
+    return [e for e in fake.timeline[start:] if e in fake.writes() and PROBE not in e[2] and e not in probe]
+
+
+def _assert_gpucluster_release(fake):
+    release = fake.releases[("gpu-operator", "gpu-operator")]
+    assert release["status"] == "deployed" and release["chart_version"] == "v26.7.0"
+    values = release["values"]
+    assert values["gpuCluster"] == {"deployCR": True} and values["clusterPolicy"] == {"deployCR": False}
+    assert values["driver"] == {"enabled": False}
+    # The checks read the API server's version before helm changed anything.
+    version_read = [i for i, e in enumerate(fake.timeline) if e[:2] == ("api", "GET") and e[2] == "/version"]
+    assert version_read and version_read[0] < T._index(fake, "helm", "upgrade")
+
+
+def _assert_validated(fake, out):
+    # The claim check ran on both nodes and left nothing behind.
+    claims = [e for e in fake.timeline if e[:2] == ("api", "POST") and e[2].endswith("/resourceclaims")]
+    assert len(claims) == 2
+    assert not [k for k in fake.objects if k[0] in ("ResourceClaim", "Pod")]
+    assert "DRA: 2 devices published" in out
+    assert "DRA: 8 devices published" in out
+
+
+def test_the_gpucluster_path_installs_validates_and_a_second_run_writes_nothing(tmp_path, cluster):
+    tmp = str(tmp_path)
+    _project(tmp, cluster)
+    rc, out = T._run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    _assert_gpucluster_release(cluster)
+    _assert_validated(cluster, out)
+    assert T._report(tmp)["run"]["cluster_change"]["state"] == "applied"
+
+    start = len(cluster.timeline)
+    rc, out = T._run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    assert _writes_outside_the_probe(cluster, start) == []
+    assert "upgrade" not in T._helm_calls(cluster, start)
+
+
+def test_a_node_whose_gpus_are_not_published_fails_the_validation(tmp_path, cluster):
+    tmp = str(tmp_path)
+    cluster.slices = [gpu_slice("gpu-a", 2)]
+    _project(tmp, cluster)
+    rc, out = T._run(tmp, "--tags", "cluster")
+    assert rc != 0
+    assert "node gpu-b: no GPU published in a ResourceSlice of driver gpu.nvidia.com" in out
+    assert T._report(tmp)["run"]["cluster_change"]["state"] == "failed"
+
+
+@pytest.mark.parametrize("case, change, message", [
+    ("kubernetes-1.33", lambda c: setattr(c, "version", "v1.33.2"), "the cluster runs Kubernetes v1.33.2"),
+    ("no-resource-api", lambda c: setattr(c, "resource_api", False), "does not serve resource.k8s.io/v1"),
+    ("foreign-clusterpolicy", lambda c: c.cluster_policies.append({"metadata": {"name": "cluster-policy", "annotations": {}}}),
+     "ClusterPolicy 'cluster-policy' exists"),
+    ("containerd-1.7-without-cdi", lambda c: c.nodes["gpu-b"]["status"]["nodeInfo"].update(containerRuntimeVersion="containerd://1.7.27"),
+     "node 'gpu-b': its kubelet reports containerd://1.7.27"),
+])
+def test_a_cluster_dra_cannot_run_on_is_refused_with_nothing_written(tmp_path, cluster, case, change, message):
+    tmp = str(tmp_path)
+    change(cluster)
+    _project(tmp, cluster)
+    rc, out = T._run(tmp, "--tags", "cluster")
+    assert rc != 0, case
+    assert message in out, out[-4000:]
+    assert cluster.writes() == [] and cluster.releases == {}
+    report = T._report(tmp)
+    assert report["run"]["cluster_change"]["state"] == "refused" and message in report["run"]["cluster_change"]["msg"]
+
+
+def test_a_node_on_r535_is_refused_before_the_cluster_is_read(tmp_path, cluster):
+    tmp = str(tmp_path)
+    hosts = dict(HOSTS, **{"gpu-b": {"nvidia_driver_method": "package", "nvidia_driver_version": "535.309.01"}})
+    _project(tmp, cluster, hosts)
+    rc, out = T._run(tmp, "--tags", "cluster")
+    assert rc != 0 and "driver 535.309.01 (from inventory)" in out
+    assert cluster.writes() == [] and not any(e[2] == "/version" for e in cluster.timeline)
