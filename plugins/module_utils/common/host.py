@@ -9,8 +9,11 @@ through an injected runner (``chroot host_root`` by default), so the code can be
 replayed from a capture of a real host, without Ansible and without the host.
 
 No file of the host can hang or exhaust a read: only regular files are read (a FIFO, a device, a
-socket is refused before it is opened), never blocking, and at most a cap of bytes; a command
-that times out is killed with everything it started.
+socket is refused before it is opened), never blocking, and at most a cap of bytes. No command can
+hang or exhaust the module either: each has a timeout (:data:`COMMAND_TIMEOUT` for a module's
+host, overridable), after which it is killed with everything it started, and of its output only
+the last :data:`OUTPUT_CAP` bytes of each stream are kept (read as it comes, so that a command
+writing a lot never blocks on a full pipe), marked as cut.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import errno
 import fnmatch
 import os
 import posixpath
+import selectors
 import signal
 import stat
 import subprocess
 import tempfile
+import time
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -43,6 +48,12 @@ SEARCH_DIRS = (
 # file, or an endless one, is refused rather than read whole.
 READ_CAP = 16 << 20
 KERNEL_READ_CAP = 1 << 20
+# The most kept of a command's stdout, and of its stderr: the last bytes (what says why it failed).
+OUTPUT_CAP = 1 << 20
+# The timeout of a command of Host.for_module, in seconds: apt-get installing the toolkit's
+# packages from a slow mirror takes minutes; a command that hangs (a daemon that does not answer)
+# must still end. Host.for_module(module, timeout=...) sets another.
+COMMAND_TIMEOUT = 900
 # Links followed in one path at most, Linux's own limit.
 MAX_HOPS = 40
 # What a file that is not a regular one is, in an error message (a folder answers as open() does).
@@ -72,12 +83,13 @@ def default_kernel_root(host_root: str) -> str:
     return "/"
 
 
-def subprocess_runner(host_root: str = "/", timeout: int = 60):
+def subprocess_runner(host_root: str = "/", timeout: int = 60, cap: int = OUTPUT_CAP):
     """A runner ``run(argv) -> (rc, stdout, stderr)``; under ``chroot host_root`` when not /.
 
     Never raises: a command that cannot start answers rc 127, one that times out rc 124. Each
     command runs in a session of its own, and a timeout kills its whole process group: what the
-    command started in the background does not outlive it.
+    command started in the background does not outlive it. Of each stream, the last ``cap`` bytes
+    are kept (see :func:`capped_text`).
     """
 
     def run(argv, env=None):
@@ -86,31 +98,66 @@ def subprocess_runner(host_root: str = "/", timeout: int = 60):
             cmd = ["chroot", host_root] + cmd
         group = _Group()
         try:
-            # run_command has no timeout, and the read-only modules run under chroot host_root
-            proc = subprocess.run(  # noqa: S603 - fixed argv, no shell  pylint: disable=ansible-bad-function
+            # run_command has neither a timeout nor a cap, and the read-only modules run under chroot host_root
+            proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell  pylint: disable=ansible-bad-function,consider-using-with
                 cmd,
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=_command_environ(env),
-                timeout=timeout,
-                check=False,
                 start_new_session=True,
                 preexec_fn=group.enter,
             )
+        except (OSError, ValueError) as exc:
+            group.close()
+            return 127, "", str(exc)
+        try:
+            out, err = _read_tails(proc, timeout, cap)
         except subprocess.TimeoutExpired:
             group.kill()
+            proc.kill()
+            proc.wait()
             return 124, "", "%s timed out after %s seconds" % (" ".join(argv), timeout)
-        except (OSError, ValueError) as exc:
-            return 127, "", str(exc)
         finally:
+            proc.stdout.close()
+            proc.stderr.close()
             group.close()
-        return (
-            proc.returncode,
-            proc.stdout.decode("utf-8", "replace"),
-            proc.stderr.decode("utf-8", "replace"),
-        )
+        return proc.returncode, capped_text(*out), capped_text(*err)
 
     return run
+
+
+def _read_tails(proc, timeout, cap):
+    """``((tail, size), (tail, size))`` of ``proc``'s stdout and stderr, read until both end and the
+    process exits: the last ``cap`` bytes of each and how many it wrote. Raises TimeoutExpired."""
+    deadline = time.monotonic() + timeout
+    tails = {proc.stdout.fileno(): [bytearray(), 0], proc.stderr.fileno(): [bytearray(), 0]}
+    with selectors.DefaultSelector() as selector:
+        for fd in tails:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            for key, unused in selector.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                kept = tails[key.fd]
+                kept[0] += chunk
+                kept[1] += len(chunk)
+                del kept[0][:-cap]
+    proc.wait(timeout=max(deadline - time.monotonic(), 0.01))
+    return tuple((bytes(tails[f.fileno()][0]), tails[f.fileno()][1]) for f in (proc.stdout, proc.stderr))
+
+
+def capped_text(tail: bytes, size: int) -> str:
+    """A stream's text from its last bytes ``tail`` of ``size`` written; a cut one starts with a line that says so."""
+    text = tail.decode("utf-8", "replace")
+    if size <= len(tail):
+        return text
+    return "[output cut: the first %d of %d bytes left out, the last %d kept]\n%s" % (size - len(tail), size, len(tail), text)
 
 
 def _command_environ(env):
@@ -272,12 +319,13 @@ class Host(object):
 
     @classmethod
     def for_module(cls, module, root="/", timeout=None, **kwargs):
-        """The host of ``module``: its commands through ``module.run_command`` when ``root`` is /."""
-        if (root or "/") == "/":
-            def runner(argv, env=None):
-                return module.run_command(list(argv), environ_update=dict(env or {}))
-        else:
-            runner = subprocess_runner(root, timeout or 60)
+        """The host of ``module``, its commands run under ``timeout`` seconds (default :data:`COMMAND_TIMEOUT`).
+
+        Not through ``module.run_command``, which has no timeout: through :func:`subprocess_runner`
+        (under ``chroot root`` when ``root`` is not /), whose timeout kills the command's process group
+        and which keeps the last :data:`OUTPUT_CAP` bytes of each stream.
+        """
+        runner = subprocess_runner(root or "/", timeout or COMMAND_TIMEOUT)
         return cls(root, runner=runner, module=module, **kwargs)
 
     # --- paths ----------------------------------------------------------------------------

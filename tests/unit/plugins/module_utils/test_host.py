@@ -110,12 +110,12 @@ def test_commands_get_the_added_environment_only_when_asked(tmp_path):
     assert (rc, out) == (0, "y\n")
 
 
-def test_a_module_host_runs_through_the_module_and_writes_atomically(tmp_path):
+def test_a_module_host_runs_with_a_timeout_and_writes_atomically(tmp_path):
     module = FakeModule(tmp_path / "tmp")
     os.makedirs(module.tmpdir)
     host = H.Host.for_module(module)
-    assert host.run(["nvidia-smi"], env={"LC_ALL": "C"}) == (0, "out", "")
-    assert module.commands == [(["nvidia-smi"], {"LC_ALL": "C"})]
+    assert host.run(["sh", "-c", "echo $GPUFLEET_X"], env={"GPUFLEET_X": "y"}) == (0, "y\n", "")
+    assert module.commands == []  # not through run_command, which has no timeout
     target = str(tmp_path / "etc" / "new" / "x.conf")
     assert host.write(target, "one\n") is None
     assert open(target).read() == "one\n" and oct(os.stat(target).st_mode & 0o777) == "0o644"
@@ -268,3 +268,38 @@ def _gone(pid, wait=5.0):
             return True
         time.sleep(0.1)
     return False
+
+
+def test_a_module_host_kills_a_command_past_its_timeout_with_what_it_started(tmp_path):
+    """Host.for_module ran commands through run_command, without a timeout: a hung one hung the module."""
+    module = FakeModule(tmp_path / "tmp")
+    pidfile = str(tmp_path / "child.pid")
+    host = H.Host.for_module(module, timeout=1)
+    rc, out, err = host.run(["sh", "-c", "sleep 30 & echo $! > %s; sleep 30" % pidfile])
+    assert (rc, out) == (124, "") and err.endswith("timed out after 1 seconds")
+    assert _gone(int(open(pidfile).read()))
+
+
+def test_a_module_host_has_the_documented_default_timeout(monkeypatch):
+    seen = []
+    monkeypatch.setattr(H, "subprocess_runner", lambda root, timeout: seen.append((root, timeout)) or (lambda argv, env=None: (0, "", "")))
+    H.Host.for_module(FakeModule("/tmp"))
+    H.Host.for_module(FakeModule("/tmp"), root="/host", timeout=7)
+    assert seen == [("/", H.COMMAND_TIMEOUT), ("/host", 7)] and H.COMMAND_TIMEOUT == 900
+
+
+def test_the_output_of_a_command_is_capped_to_its_tail_without_blocking():
+    """20 MiB on stdout and 3 MiB on stderr, both pipes at once: subprocess.run kept it all in memory."""
+    run = H.subprocess_runner("/", timeout=60, cap=1 << 20)
+    script = "head -c 20971520 /dev/zero | tr '\\0' a; head -c 3145728 /dev/zero | tr '\\0' b >&2; echo; echo last line"
+    rc, out, err = run(["sh", "-c", script])
+    assert rc == 0
+    marker = "[output cut: the first %d of %d bytes left out, the last %d kept]\n"
+    assert out == marker % (20971520 + 11 - (1 << 20), 20971520 + 11, 1 << 20) + "a" * ((1 << 20) - 11) + "\nlast line\n"
+    assert err == marker % (3145728 - (1 << 20), 3145728, 1 << 20) + "b" * (1 << 20)
+
+
+def test_output_under_the_cap_is_kept_whole():
+    assert H.subprocess_runner("/", timeout=5, cap=4)(["printf", "abcd"]) == (0, "abcd", "")
+    assert H.capped_text(b"cd", 4) == "[output cut: the first 2 of 4 bytes left out, the last 2 kept]\ncd"
+    assert H.OUTPUT_CAP == 1 << 20
