@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: dev_char_symlinks
 short_description: Keep GPU containers' GPUs across systemctl daemon-reload with the toolkit's /dev/char links
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - 'Prevents "Failed to initialize NVML: Unknown Error" in running GPU containers after
     C(systemctl daemon-reload) (NVIDIA/nvidia-docker#1730): under the systemd cgroup driver,

@@ -8,7 +8,7 @@ DOCUMENTATION = r"""
 ---
 module: toolkit_config
 short_description: Keep unprivileged containers from GPUs in the NVIDIA Container Toolkit's config, and say who keeps the CDI spec current
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Edits C(/etc/nvidia-container-runtime/config.toml) in place (comments, order and every other
     key kept) so that an unprivileged container cannot get GPUs by setting
