@@ -136,7 +136,14 @@ notes:
     C(/usr/local/share), C(/usr/share), never in C(XDG_DATA_DIRS)."
   - MIG devices are not described; the module warns when a GPU has MIG instances. Use
     C(nvidia-ctk cdi generate) for MIG.
-  - Regenerate the spec after a driver upgrade (the library names carry the driver version).
+  - Regenerate the spec after a driver upgrade (the library names carry the driver version). The
+    C(gpufleet.nvidia.container_toolkit) role runs this module on every run when CDI is on and the
+    node's toolkit has no C(nvidia-cdi-refresh) units (or C(container_toolkit_cdi_source=module)), so
+    a driver change is picked up by the same run; where the toolkit's units keep
+    C(/var/run/cdi/nvidia.yaml) current instead, the role removes the spec this module wrote.
+  - Library files are opened for their ELF C(DT_SONAME) only when they are regular files, without
+    blocking and without following a final link, so a FIFO or a device under a library's name
+    cannot hang the module.
 seealso:
   - name: Container Device Interface specification
     description: The format of the file written.

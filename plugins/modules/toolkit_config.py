@@ -53,7 +53,9 @@ options:
     choices: [auto, toolkit, module]
     default: auto
   cdi_output:
-    description: Where M(gpufleet.nvidia.cdi_spec) writes the spec (read to find the module's spec).
+    description:
+      - Where M(gpufleet.nvidia.cdi_spec) writes the spec - RV(cdi.output) when the module keeps it current,
+        and the file removed (when the module wrote it) once the toolkit's units take over.
     type: path
     default: /etc/cdi/nvidia.yaml
   driver_changed:
@@ -190,7 +192,7 @@ def main():
     try:
         state = cdi_refresh.read_state(host, params["cdi_output"])
         cdi = cdi_refresh.decide(params["cdi_enabled"], params["cdi_source"], state,
-                                 params["driver_changed"], params["reboot_pending"])
+                                 params["driver_changed"], params["reboot_pending"], params["cdi_output"])
         result = toolkit_config.converge(host, params, module.check_mode, module._diff)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)

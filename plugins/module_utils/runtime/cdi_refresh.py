@@ -96,13 +96,15 @@ def choose(source: str, unit) -> str:
     return source
 
 
-def decide(enabled: bool, source: str, state: dict, driver_changed: bool = False, reboot_pending: bool = False) -> dict:
-    """The CDI part of the toolkit layer's result: which way, whether to refresh now, and why."""
+def decide(enabled: bool, source: str, state: dict, driver_changed: bool = False, reboot_pending: bool = False,
+           module_output: str = MODULE_SPEC) -> dict:
+    """The CDI part of the toolkit layer's result: which way, whether to refresh now, and why
+    (``module_output``: where cdi_spec writes)."""
     if not enabled:
         return {"enabled": False, "method": "none", "refresh": False, "output": None,
                 "remove_module_spec": False, "reason": "CDI is not enabled"}
     method = choose(source, state.get("unit"))
-    output = TOOLKIT_SPEC if method == "toolkit" else MODULE_SPEC
+    output = TOOLKIT_SPEC if method == "toolkit" else module_output
     refresh, reason = _refresh(method, state, driver_changed, reboot_pending)
     return {
         "enabled": True,

@@ -48,6 +48,11 @@ def test_the_refresh_decision(source, values, driver_changed, reboot, method, re
     assert found["output"] == (cr.TOOLKIT_SPEC if method == "toolkit" else cr.MODULE_SPEC)
 
 
+def test_the_modules_output_is_where_cdi_spec_writes():
+    assert cr.decide(True, "module", state(), module_output="/etc/cdi/gpus.json")["output"] == "/etc/cdi/gpus.json"
+    assert cr.decide(True, "toolkit", state(), module_output="/etc/cdi/gpus.json")["output"] == cr.TOOLKIT_SPEC
+
+
 def test_cdi_not_enabled_does_nothing():
     assert cr.decide(False, "toolkit", state(unit=None)) == {
         "enabled": False, "method": "none", "refresh": False, "output": None, "remove_module_spec": False,
