@@ -56,7 +56,7 @@ _value:
       type: list
       elements: dict
       sample:
-        - {name: gpu-a, host: gpu-a, published: 8, expected: 8, status: ok, message: "DRA: 8 devices published"}
+        - {name: gpu-a, host: gpu-a, published: 8, expected: 8, status: ok, text: "DRA: 8 devices published", message: "DRA: 8 devices published"}
     claims:
       description: Per node, what became of its claim; V({}) when the claim check did not run.
       type: dict

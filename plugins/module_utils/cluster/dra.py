@@ -568,7 +568,7 @@ def _published_entry(node, published):
     else:
         status, message = "ok", "%d devices published" % published
     return {"name": node["name"], "host": node["host"], "published": published, "expected": expected, "status": status,
-            "message": "%s: node %s: %s" % (ROLE, node["name"], message) if status != "ok" else "DRA: " + message}
+            "text": "DRA: " + message, "message": "%s: node %s: %s" % (ROLE, node["name"], message) if status != "ok" else "DRA: " + message}
 
 
 def validation_result(slices, nodes, checks=None, claims=None, pods=None):
