@@ -25,14 +25,25 @@ description:
     V(pending-upgrade) or V(pending-rollback) release is refused with the commands that clear it."
   - After C(helm upgrade --install), the release must be V(deployed) with the planned chart version
     and values, or the task fails (also when helm itself failed), saying the release's state.
+  - "With O(check_values), the values are checked against what the chosen chart release declares
+    before anything else: its defaults (C(helm show values)), the schema of the custom resource its
+    values become (O(values_crd), from C(helm show crds): names, types and enums), and its
+    subcharts (whose values are theirs). A value the release does not know, or one its schema
+    refuses, is refused by name. Helm itself passes such a value to the templates, which ignore it."
+  - With O(release_lines), an installed release may move to the next release line at most; a
+    skipped line is refused with the releases to take, and an older line is refused.
+  - With O(state=crds), only C(helm show crds) runs and the chart's CRDs are returned as O(ignore:crd_objects),
+    for the caller to apply before the release (Helm installs CRDs on a first install and never upgrades them).
   - With O(state=checked), only the checks run and nothing changes; the result says what O(state=present)
     would do. In check mode, O(state=present) does the same; in diff mode, the diff is the deployed
     release's chart version and values against the planned ones.
 options:
   state:
-    description: V(present) installs, upgrades or repairs; V(checked) only checks and reports the action.
+    description:
+      - V(present) installs, upgrades or repairs; V(checked) only checks and reports the action.
+      - V(crds) returns the chart's CRDs (C(helm show crds)) and checks nothing else.
     type: str
-    choices: [present, checked]
+    choices: [present, checked, crds]
     default: present
   name:
     description: The release name.
@@ -66,6 +77,22 @@ options:
     description: How long helm waits (a duration, e.g. V(15m)).
     type: str
     default: 15m
+  check_values:
+    description: Refuse values the chart release does not declare, or that its schema refuses (see above).
+    type: bool
+    default: false
+  values_crd:
+    description:
+      - The CRD (by name) whose C(spec) schema also names and types the chart's values, for O(check_values);
+        V(clusterpolicies.nvidia.com) for the gpu-operator chart. Empty for none.
+    type: str
+    default: ""
+  release_lines:
+    description:
+      - The chart's release lines in upgrade order, each V({line, newest}) (C(26.3), C(v26.3.3)); empty for no rule.
+    type: list
+    elements: dict
+    default: []
   binary_path:
     description: The helm binary; empty for C(helm) on PATH.
     type: path
@@ -97,7 +124,7 @@ EXAMPLES = r"""
     namespace: gpu-operator
     chart_ref: gpu-operator
     chart_repo_url: https://helm.ngc.nvidia.com/nvidia
-    chart_version: v25.10.0
+    chart_version: v26.7.0
     values: {driver: {enabled: false}, toolkit: {enabled: false}}
   delegate_to: localhost
   register: checked
@@ -108,7 +135,7 @@ EXAMPLES = r"""
     namespace: gpu-operator
     chart_ref: gpu-operator
     chart_repo_url: https://helm.ngc.nvidia.com/nvidia
-    chart_version: v25.10.0
+    chart_version: v26.7.0
     values: {driver: {enabled: false}, toolkit: {enabled: false}}
     wait_timeout: 15m
   delegate_to: localhost
@@ -122,29 +149,41 @@ helm_version:
   sample: v3.18.0
 chart:
   description: The chart as C(helm show chart) found it.
-  returned: always
+  returned: when O(state) is not V(crds)
   type: dict
-  sample: {name: gpu-operator, version: v25.10.0, ref: gpu-operator}
+  sample: {name: gpu-operator, version: v26.7.0, ref: gpu-operator}
 rendered_objects:
   description: How many objects the planned values render to.
-  returned: always
+  returned: when O(state) is not V(crds)
   type: int
   sample: 41
 release:
   description: The release in the cluster (after the change with O(state=present)); null when not installed.
-  returned: always
+  returned: when O(state) is not V(crds)
   type: dict
-  sample: {status: deployed, revision: 3, chart: gpu-operator, chart_version: v25.10.0, description: Upgrade complete, values: {}}
+  sample: {status: deployed, revision: 3, chart: gpu-operator, chart_version: v26.7.0, description: Upgrade complete, values: {}}
 action:
   description: V(install), V(upgrade), V(repair) (a release that is not deployed) or V(none).
-  returned: always
+  returned: when O(state) is not V(crds)
   type: str
   sample: upgrade
 reason:
   description: Why, in words.
-  returned: always
+  returned: when O(state) is not V(crds)
   type: str
   sample: "release gpu-operator: values differ"
+crds:
+  description: The names of the chart's CRDs, with O(check_values); null otherwise.
+  returned: when O(state) is not V(crds)
+  type: list
+  elements: str
+  sample: [clusterpolicies.nvidia.com, nvidiadrivers.nvidia.com]
+crd_objects:
+  description: The chart's CRDs, whole, with O(state=crds).
+  returned: when O(state=crds)
+  type: list
+  elements: dict
+  sample: [{apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: clusterpolicies.nvidia.com}}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -156,18 +195,22 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 def _params(module):
     p = module.params
     if p["chart_repo_url"] and not p["chart_version"]:
-        raise GpuFleetError("helm_release: chart_version is required with chart_repo_url %r (expected e.g. v25.10.0)" % p["chart_repo_url"])
+        raise GpuFleetError("helm_release: chart_version is required with chart_repo_url %r (expected e.g. v26.7.0)" % p["chart_repo_url"])
     chart = {"ref": p["chart_ref"]}
     if p["chart_repo_url"]:
         chart.update(repo_url=p["chart_repo_url"], version=p["chart_version"])
     return {"name": p["name"], "namespace": p["namespace"], "chart": chart, "values": p["values"] or {},
-            "wait": p["wait"], "wait_timeout": p["wait_timeout"]}
+            "wait": p["wait"], "wait_timeout": p["wait_timeout"], "check_values": p["check_values"],
+            "values_crd": p["values_crd"], "release_lines": p["release_lines"] or []}
 
 
 def run(module):
     params = _params(module)
     helm = helm_cli.Helm(lambda argv: module.run_command(argv, handle_exceptions=False),
                          module.params["binary_path"], module.params["kubeconfig"], module.params["context"])
+    if module.params["state"] == "crds":
+        helm.version()
+        return {"changed": False, "helm_version": helm.version_text, "crd_objects": helm.show_crds(params["chart"])}
     values_file = helm_cli.write_values(module.tmpdir, params["values"])
     checked = helm_cli.check(helm, params, values_file)
     if module.params["state"] == "checked" or module.check_mode:
@@ -184,7 +227,7 @@ def run(module):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["present", "checked"], default="present"),
+            state=dict(type="str", choices=["present", "checked", "crds"], default="present"),
             name=dict(type="str", required=True),
             namespace=dict(type="str", required=True),
             chart_ref=dict(type="str", required=True),
@@ -193,6 +236,9 @@ def main():
             values=dict(type="dict", default={}),
             wait=dict(type="bool", default=True),
             wait_timeout=dict(type="str", default="15m"),
+            check_values=dict(type="bool", default=False),
+            values_crd=dict(type="str", default=""),
+            release_lines=dict(type="list", elements="dict", default=[]),
             binary_path=dict(type="path"),
             kubeconfig=dict(type="path"),
             context=dict(type="str", default=""),

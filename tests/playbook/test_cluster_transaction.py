@@ -103,8 +103,12 @@ def test_mixed_to_all_prepared_and_back_never_widens_the_operator(tmp_path, clus
     assert rc == 0, out[-6000:]
     release = cluster.releases[("gpu-operator", "gpu-operator")]
     assert release["status"] == "deployed" and release["values"]["driver"]["enabled"] is True
-    assert "operator" not in release["values"]
+    assert release["values"]["operator"] == {"upgradeCRD": False} and release["chart_version"] == "v26.7.0"
     assert cluster.labels("gpu-pkg")[DRIVER] == "false" and cluster.labels("gpu-pre")[TOOLKIT] == "false"
+    # The chart's CRDs were applied (created) before the release.
+    crds = [i for i, e in enumerate(cluster.timeline) if e[:2] == ("api", "POST") and "customresourcedefinitions" in e[2]]
+    assert crds and max(crds) < _index(cluster, "helm", "upgrade")
+    assert ("CustomResourceDefinition", None, "clusterpolicies.nvidia.com") in cluster.objects
     assert DRIVER not in cluster.labels("gpu-op")
     # The labels that keep the operator's driver off the prepared nodes came before the chart.
     assert max(_node_patches(cluster)) < _index(cluster, "helm", "upgrade")
@@ -166,13 +170,71 @@ def test_a_failed_release_fails_the_run_and_the_next_run_repairs_it(tmp_path, cl
 
 def test_a_chart_version_the_repository_lacks_changes_nothing(tmp_path, cluster):
     tmp = str(tmp_path)
-    _project(tmp, cluster, MIXED, {"gpu_operator_chart_version": "v99.0.0"})
+    # A release of a known line (so the plan lets it through, with a warning) that the repository lacks.
+    _project(tmp, cluster, MIXED, {"gpu_operator_chart_version": "v26.7.9"})
     rc, out = _run(tmp, "--tags", "cluster")
     assert rc != 0
-    assert 'chart "gpu-operator" version "v99.0.0" not found' in out
+    assert "v26.7.9 is not a release this collection was tested with" in out
+    assert 'chart "gpu-operator" version "v26.7.9" not found' in out
     assert cluster.writes() == [] and cluster.releases == {}
     assert all(DRIVER not in cluster.labels(n) for n in MIXED)
     assert _report(tmp)["run"]["cluster_change"]["state"] == "refused"
+
+
+def test_a_release_line_the_collection_does_not_know_is_refused_by_the_plan(tmp_path, cluster):
+    tmp = str(tmp_path)
+    _project(tmp, cluster, MIXED, {"gpu_operator_chart_version": "v99.0.0"})
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc != 0
+    assert "gpu_operator_chart_version: 'v99.0.0' is not a GPU Operator release this collection knows" in out
+    assert _helm_calls(cluster) == [] and cluster.writes() == []
+
+
+def test_a_value_the_chart_release_does_not_know_is_refused_by_name(tmp_path, cluster):
+    tmp = str(tmp_path)
+    # The chart's defaults as the fake repository answers them: the components, without "bogus".
+    cluster.chart_values = {"driver": {"enabled": True, "version": ""}, "toolkit": {"enabled": True, "env": []},
+                            "cdi": {"enabled": True}, "dcgmExporter": {"enabled": True}, "mig": {"strategy": "single"},
+                            "migManager": {"enabled": True, "config": {}}, "devicePlugin": {"config": {}},
+                            "gds": {"enabled": False}, "gdrcopy": {"enabled": False}, "operator": {"upgradeCRD": True}}
+    _project(tmp, cluster, MIXED, {"gpu_operator_values_overrides": {"driver": {"bogus": 1}, "dcgmExporter": {"enabled": "yes"}}})
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc != 0
+    assert "values the chart does not know: driver.bogus" in out
+    assert "helm: chart gpu-operator v26.7.0" in out
+    assert "upgrade" not in _helm_calls(cluster) and cluster.writes() == []
+    assert _report(tmp)["run"]["cluster_change"]["state"] == "refused"
+
+
+def test_an_upgrade_that_skips_a_release_line_is_refused_with_the_path(tmp_path, cluster):
+    tmp = str(tmp_path)
+    _project(tmp, cluster, MIXED, {"gpu_operator_chart_version": "v25.10.0"})
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    assert "v25.10.0 is of the 25.10 line: end of support" in out
+    assert cluster.releases[("gpu-operator", "gpu-operator")]["chart_version"] == "v25.10.0"
+
+    # 25.10 -> 26.7 skips 26.3: refused before anything is written, with the release to take.
+    _project(tmp, cluster, MIXED)
+    start = len(cluster.timeline)
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc != 0
+    assert "upgrades go one release line at a time (25.10 -> 26.3 -> 26.7)" in out
+    assert "expected the chart version v26.3.3 first: run with it, then v26.7.0" in out
+    assert [e for e in cluster.timeline[start:] if e in cluster.writes()] == []
+
+    # One line at a time: each hop is applied and checked (deployed with its chart and values).
+    for version in ("v26.3.3", "v26.7.0"):
+        _project(tmp, cluster, MIXED, {"gpu_operator_chart_version": version})
+        rc, out = _run(tmp, "--tags", "cluster")
+        assert rc == 0, out[-6000:]
+        release = cluster.releases[("gpu-operator", "gpu-operator")]
+        assert release["status"] == "deployed" and release["chart_version"] == version
+
+    # Back to an older line: refused.
+    _project(tmp, cluster, MIXED, {"gpu_operator_chart_version": "v26.3.3"})
+    rc, out = _run(tmp, "--tags", "cluster")
+    assert rc != 0 and "goes back to an older release line" in out
 
 
 def _full_run_hosts(root, unreachable=None):

@@ -19,6 +19,7 @@ import json
 import os
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import chart_values
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 try:
@@ -122,6 +123,16 @@ class Helm(object):
             raise HelmError("helm: show chart for %s answered no Chart.yaml: %s" % (describe_chart(chart), _last_lines(out)))
         return meta
 
+    def show_values(self, chart):
+        """The chart's defaults (its values.yaml): every value it declares."""
+        out = self._call(["show", "values"] + self.chart_args(chart), "reading the values of chart %s" % describe_chart(chart))
+        return _yaml_docs(out, "values of chart %s" % describe_chart(chart))[0] or {}
+
+    def show_crds(self, chart):
+        """The chart's CRDs (its crds/ folder): Helm installs them on a first install only."""
+        out = self._call(["show", "crds"] + self.chart_args(chart), "reading the CRDs of chart %s" % describe_chart(chart))
+        return [d for d in _yaml_docs(out, "CRDs of chart %s" % describe_chart(chart)) if isinstance(d, dict)]
+
     def template(self, release, namespace, chart, values_file):
         """The manifests the values render to (client side: no cluster needed)."""
         args = ["template", release] + self.chart_args(chart) + ["--namespace", namespace, "--values", values_file]
@@ -158,6 +169,14 @@ def _json(text, what):
         return json.loads(text) if text.strip() else None
     except ValueError:
         raise HelmError("helm: the %s is not JSON: %s" % (what, _last_lines(text, 3)))
+
+
+def _yaml_docs(text, what):
+    try:
+        docs = list(yaml.safe_load_all(text)) if text.strip() else []
+    except yaml.YAMLError as exc:
+        raise HelmError("helm: the %s is not YAML (%s)" % (what, str(exc).splitlines()[0]))
+    return docs or [None]
 
 
 def describe_chart(chart):
@@ -209,6 +228,52 @@ def decide(current, chart_version, values, name):
     return "none", "release %s is deployed with chart %s and the planned values" % (name, current["chart_version"])
 
 
+def _line(version):
+    match = _VERSION.match(str(version or ""))
+    return "%s.%s" % match.groups()[:2] if match else None
+
+
+def check_release_line(lines, current, planned, name):
+    """Refuse an upgrade that skips a release line, or goes back to an older one.
+
+    ``lines`` is the upgrade order, ``[{line, newest}]`` (empty: no rule). A new install, the same
+    line and the next line pass; otherwise the message gives the path, one release per line."""
+    if not lines or current is None or not current.get("chart_version") or not planned:
+        return
+    order = [entry["line"] for entry in lines]
+    newest = dict((entry["line"], entry["newest"]) for entry in lines)
+    have, want = _line(current["chart_version"]), _line(planned)
+    if have == want:
+        return
+    where = "helm: release %s has chart %s (release line %s), the plan %s (line %s)" % (
+        name, current["chart_version"], have, planned, want)
+    if have not in order or want not in order:
+        stranger = have if have not in order else want
+        raise GpuFleetError("%s: %s is not one of the release lines %s; nothing was changed (expected an upgrade along "
+                            "NVIDIA's documented path to one of them first)" % (where, stranger, ", ".join(order)))
+    i, j = order.index(have), order.index(want)
+    if j < i:
+        raise GpuFleetError("%s: that goes back to an older release line, which the chart's upgrades do not support; nothing "
+                            "was changed (expected %s or later; to go back, uninstall the release first)" % (where, newest[have]))
+    if j - i > 1:
+        path = [newest[line] for line in order[i + 1:j]] + [planned]
+        raise GpuFleetError(
+            "%s: upgrades go one release line at a time (%s); nothing was changed (expected the chart version %s first: "
+            "run with it, then %s)" % (where, " -> ".join(order[i:j + 1]), path[0], " -> ".join(path[1:])),
+            path=path)
+
+
+def check_values(helm, chart, values, crd_name, chart_meta):
+    """Refuse values the chart release does not know (see chart_values); return the chart's CRDs."""
+    crds = helm.show_crds(chart)
+    subcharts = [d.get("alias") or d.get("name") for d in chart_meta.get("dependencies") or [] if isinstance(d, dict)]
+    found = chart_values.problems(values, helm.show_values(chart), chart_values.crd_spec_schema(crds, crd_name), subcharts)
+    if found:
+        raise GpuFleetError(chart_values.describe(found, "%s %s" % (chart_meta.get("name"), chart_meta.get("version"))),
+                            values=["%s: %s" % item for item in found])
+    return crds
+
+
 def values_diff(current, values, chart_version):
     """Diff mode's before / after: the deployed release's chart and values against the plan."""
     def text(version, vals):
@@ -230,11 +295,14 @@ def check(helm, params, values_file):
         raise HelmError(
             "helm: chart %s: the repository has no version %s (helm resolved it to %s); nothing was changed"
             % (chart["ref"], chart["version"], meta.get("version")))
+    crds = check_values(helm, chart, params["values"], params["values_crd"], meta) if params.get("check_values") else None
     manifest = helm.template(params["name"], params["namespace"], chart, values_file)
     current = read_release(helm, params["name"], params["namespace"])
     version = chart.get("version") or meta.get("version")
+    check_release_line(params.get("release_lines"), current, version, params["name"])
     action, reason = decide(current, version, params["values"], params["name"])
     return {
+        "crds": [_crd_summary(c) for c in crds] if crds is not None else None,
         "helm_version": helm.version_text,
         "chart": {"name": meta.get("name"), "version": meta.get("version"), "ref": chart["ref"]},
         "rendered_objects": len([d for d in re.split(r"^---\s*$", manifest, flags=re.M) if re.search(r"^kind:", d, re.M)]),
@@ -244,6 +312,11 @@ def check(helm, params, values_file):
         "changed": action != "none",
         "diff": values_diff(current, params["values"], version),
     }
+
+
+def _crd_summary(crd):
+    meta = crd.get("metadata") or {}
+    return meta.get("name")
 
 
 def apply(helm, params, values_file, checked):

@@ -21,7 +21,7 @@ import functools
 import json
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit, operator_releases
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
 
 try:
@@ -224,6 +224,15 @@ def discovered_gpus(facts):
     }
 
 
+def discovered_runtime_version(facts, runtime):
+    """The version discovery found of the node's containerd or CRI-O; None otherwise (k3s and
+    RKE2 embed a containerd whose version discovery does not read)."""
+    if not isinstance(facts, dict) or runtime not in ("containerd", "crio"):
+        return None
+    found = ((facts.get("container") or {}).get(runtime) or {}).get("version")
+    return found if isinstance(found, str) and found else None
+
+
 def _run_problem(host, where, run):
     """A node this run set out to discover and did not: its state is unknown."""
     if not isinstance(run, dict) or not run.get("discovered"):
@@ -303,6 +312,7 @@ def _fleet_node(host, raw, where, run, seen, problems):
         "sharing_config": sharing,
         "mig_config": mig,
         "gpus": plain(discovered_gpus(host_fact(raw, "gpufleet_nvidia"))),
+        "runtime_version": discovered_runtime_version(host_fact(raw, "gpufleet_nvidia"), runtime),
     }
 
 
@@ -612,12 +622,12 @@ def namespace_object(name, pod_security):
 def _chart(settings, prefix, name, problems):
     path = settings.get("chart_path") or ""
     if path:
-        return {"ref": path}
+        return {"ref": path, "check_values": True}
     version = settings.get("chart_version")
     if not isinstance(version, str) or not _CHART_VERSION.match(version):
         problems.append(
             "%s_chart_version: %s is not a chart version (expected e.g. %s)"
-            % (prefix, _q(version), "v25.10.0" if prefix == "gpu_operator" else "0.20.0")
+            % (prefix, _q(version), operator_releases.DEFAULT if prefix == "gpu_operator" else "0.20.0")
         )
     url = settings.get("chart_repo_url") or ""
     if not isinstance(url, str) or not re.match(r"^(https?|oci)://", url):
@@ -625,7 +635,7 @@ def _chart(settings, prefix, name, problems):
             "%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., "
             "or %s_chart_path for a chart on the control host)" % (prefix, _q(url), prefix)
         )
-    return {"ref": name, "repo_url": url, "version": version}
+    return {"ref": name, "repo_url": url, "version": version, "check_values": True}
 
 
 def _common(settings, prefix, problems):
@@ -688,6 +698,9 @@ def gpu_operator_plan(fleet, settings):
     nodes, problems = _fleet(fleet, p, s.get("node_group"))
     pod_security = _common(s, p, problems)
     chart = _chart(s, p, "gpu-operator", problems)
+    chart["values_crd"] = operator_releases.VALUES_CRD
+    if chart.get("version"):
+        chart["lines"] = operator_releases.chart_lines()
     deploys = {"driver": any(not n["host_driver"] for n in nodes), "toolkit": any(not n["host_toolkit"] for n in nodes)}
     runtime = _operator_runtime(s, nodes, problems)
     driver, extras = _operator_driver(s, deploys["driver"], problems)
@@ -695,6 +708,7 @@ def gpu_operator_plan(fleet, settings):
     mig = _operator_mig(s, nodes, problems)
     sharing = _operator_sharing(s, nodes, mig["strategy"], problems)
     values = _operator_values(s, driver, toolkit, mig, sharing, extras, problems)
+    release = operator_releases.plan_release(s, nodes, [n for n in nodes if not n["host_toolkit"]], values, problems)
     removable = {LABEL_DEPLOY_DRIVER: ["false"], LABEL_DEPLOY_TOOLKIT: ["false"], LABEL_PLUGIN_CONFIG: list(sharing["data"]),
                  LABEL_MIG_CONFIG: sorted(mig["names"])}
     return _result(
@@ -703,7 +717,8 @@ def gpu_operator_plan(fleet, settings):
         chart_values=values,
         objects=[namespace_object(s.get("namespace"), pod_security)] + mig["objects"],
         node_labels=_label_plan(nodes, functools.partial(_operator_node_labels, deploys), removable),
-        summary=_operator_summary(nodes, deploys, runtime, sharing["data"], mig),
+        summary=_operator_summary(nodes, deploys, runtime, sharing["data"], mig, release),
+        warnings=(release or {}).get("warnings") or [],
     )
 
 
@@ -998,6 +1013,15 @@ def _operator_sharing(settings, nodes, mig_strategy, problems):
     return {"default": default, "data": data, "config_map": cm_name}
 
 
+def _operator_cdi(settings, problems):
+    """``cdi``: CDI on (the chart's default since v25.10), and the NRI plugin only when asked (a
+    value releases before 26.3 do not have; operator_releases checks the release and the nodes)."""
+    cdi = {"enabled": to_bool(settings.get("cdi_enabled", True), "gpu_operator_cdi_enabled", problems)}
+    if to_bool(settings.get("cdi_nri_plugin_enabled", False), "gpu_operator_cdi_nri_plugin_enabled", problems):
+        cdi["nriPluginEnabled"] = True
+    return cdi
+
+
 def _operator_values(settings, driver, toolkit, mig, sharing, extras, problems):
     """The gpu-operator chart's values: the derived ones, the images, then the overrides."""
     registry = _image_registry(settings, "gpu_operator", problems)
@@ -1006,13 +1030,16 @@ def _operator_values(settings, driver, toolkit, mig, sharing, extras, problems):
     values = {
         "driver": driver,
         "toolkit": toolkit,
-        "cdi": {"enabled": to_bool(settings.get("cdi_enabled", True), "gpu_operator_cdi_enabled", problems)},
+        "cdi": _operator_cdi(settings, problems),
         "dcgmExporter": {"enabled": to_bool(settings.get("dcgm_exporter_enabled", True), "gpu_operator_dcgm_exporter_enabled", problems)},
         "mig": {"strategy": mig["strategy"]},
         "migManager": mig["values"],
         "devicePlugin": {"config": {"create": True, "name": sharing["config_map"], "default": sharing["default"], "data": sharing["data"]}},
         "gds": {"enabled": extras["gds_enabled"]},
         "gdrcopy": {"enabled": extras["gdrcopy_enabled"]},
+        # The role applies the chart's CRDs before every install and upgrade (NVIDIA's first
+        # documented way); the chart's own pre-upgrade hook (its second) is not needed then.
+        "operator": {"upgradeCRD": False},
     }
     _set_images(values, registry, repositories, secrets)
     overrides = _check_overrides(settings.get("values_overrides") or {}, "gpu_operator_values_overrides", GPU_OPERATOR_DERIVED_VALUES, problems)
@@ -1073,8 +1100,9 @@ def _who_deploys(nodes, prepared, deployed):
     return "host" if not deployed else "mixed"
 
 
-def _operator_summary(nodes, deploys, runtime, data, mig):
+def _operator_summary(nodes, deploys, runtime, data, mig, release):
     return {
+        "release": None if release is None else dict((k, release.get(k)) for k in ("version", "line", "support", "source") if k in release),
         "driver": _who_deploys(nodes, "host_driver", deploys["driver"]),
         "toolkit": _who_deploys(nodes, "host_toolkit", deploys["toolkit"]),
         "container_runtime": runtime,

@@ -48,9 +48,34 @@ NODE_API = {
     "resources": [{"name": "runtimeclasses", "singularName": "runtimeclass", "namespaced": False, "kind": "RuntimeClass",
                    "verbs": ["create", "get", "list", "patch", "update", "watch"]}],
 }
+CRD_API = {
+    "kind": "APIResourceList", "groupVersion": "apiextensions.k8s.io/v1",
+    "resources": [{"name": "customresourcedefinitions", "singularName": "customresourcedefinition", "namespaced": False,
+                   "kind": "CustomResourceDefinition", "verbs": ["create", "get", "list", "patch", "update", "watch"]}],
+}
 GROUPS = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
     {"name": "node.k8s.io", "versions": [{"groupVersion": "node.k8s.io/v1", "version": "v1"}],
-     "preferredVersion": {"groupVersion": "node.k8s.io/v1", "version": "v1"}}]}
+     "preferredVersion": {"groupVersion": "node.k8s.io/v1", "version": "v1"}},
+    {"name": "apiextensions.k8s.io", "versions": [{"groupVersion": "apiextensions.k8s.io/v1", "version": "v1"}],
+     "preferredVersion": {"groupVersion": "apiextensions.k8s.io/v1", "version": "v1"}}]}
+# The published gpu-operator charts beside the checkout: the fake's `helm show values` and
+# `helm show crds` answer with a release's own files where they are there.
+REFERENCE_CHARTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))),
+                                "shared", "reference", "charts")
+# Without them: defaults that name the components the roles set, each an open map (the fake is
+# not the chart; test_chart_values checks the roles' values against the real ones), and one CRD.
+FALLBACK_VALUES = {
+    "gpu-operator": dict((c, {}) for c in (
+        "operator", "validator", "driver", "toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "migManager",
+        "nodeStatusExporter", "gds", "gdrcopy", "cdi", "mig", "node-feature-discovery")),
+    "nvidia-device-plugin": {"config": {}, "runtimeClassName": None, "migStrategy": "none", "gfd": {}, "image": {}, "nfd": {},
+                             "imagePullSecrets": [], "nodeSelector": {}, "affinity": {}, "tolerations": []},
+}
+FALLBACK_CRDS = [{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                  "metadata": {"name": "clusterpolicies.nvidia.com"},
+                  "spec": {"group": "nvidia.com", "names": {"kind": "ClusterPolicy", "plural": "clusterpolicies"}, "scope": "Cluster",
+                           "versions": [{"name": "v1", "served": True, "storage": True,
+                                         "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}]
 UNREACHABLE = 'Error: Kubernetes cluster unreachable: Get "https://127.0.0.1:1/version": dial tcp 127.0.0.1:1: connect: connection refused\n'
 
 HELM_SCRIPT = r'''#!%(python)s
@@ -78,7 +103,7 @@ def node(name, labels=None, annotations=None):
 
 
 class FakeCluster(object):
-    def __init__(self, nodes, charts=("v25.10.0",), helm_version="v3.18.0"):
+    def __init__(self, nodes, charts=("v25.10.0", "v26.3.3", "v26.7.0"), helm_version="v3.18.0"):
         self.nodes = dict((n["metadata"]["name"], copy.deepcopy(n)) for n in nodes)
         self.objects = {}  # (kind, namespace, name) -> object
         self.releases = {}  # (namespace, name) -> release
@@ -86,6 +111,7 @@ class FakeCluster(object):
         self.helm_version = helm_version
         self.fail_next_upgrade = False
         self.unreachable = False
+        self.chart_values = None  # set: what `helm show values` answers, for every version
         self.timeline = []
         self._http = JsonServer(self._request)
         self.url = self._http.url
@@ -151,7 +177,7 @@ class FakeCluster(object):
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "v1"]:
             rest = parts[2:]
-        elif parts[:3] == ["apis", "node.k8s.io", "v1"]:
+        elif parts[:3] in (["apis", "node.k8s.io", "v1"], ["apis", "apiextensions.k8s.io", "v1"]):
             rest = parts[3:]
         else:
             return None
@@ -160,12 +186,14 @@ class FakeCluster(object):
             namespace, rest = rest[1], rest[2:]
         if not rest:
             return None
-        kinds = {"nodes": "Node", "namespaces": "Namespace", "configmaps": "ConfigMap", "secrets": "Secret", "runtimeclasses": "RuntimeClass"}
+        kinds = {"nodes": "Node", "namespaces": "Namespace", "configmaps": "ConfigMap", "secrets": "Secret", "runtimeclasses": "RuntimeClass",
+                 "customresourcedefinitions": "CustomResourceDefinition"}
         return kinds.get(rest[0]), namespace, rest[1] if len(rest) > 1 else None
 
     def answer(self, method, path, body):  # pylint: disable=too-many-return-statements
         simple = {"/version": {"major": "1", "minor": "33", "gitVersion": "v1.33.2"}, "/api": {"kind": "APIVersions", "versions": ["v1"]},
-                  "/apis": GROUPS, "/api/v1": CORE, "/apis/node.k8s.io/v1": NODE_API}
+                  "/apis": GROUPS, "/api/v1": CORE, "/apis/node.k8s.io/v1": NODE_API,
+                  "/apis/apiextensions.k8s.io/v1": CRD_API}
         if path in simple:
             return 200, simple[path]
         target = self._object_path(path)
@@ -208,13 +236,16 @@ class FakeCluster(object):
         self.timeline.append(("helm", verb.split()[0], " ".join(argv)))
         if verb == "version":
             return self._out(self.helm_version)
-        if verb in ("show chart", "template"):
+        if verb in ("show chart", "show values", "show crds", "template"):
             version = self._opt(argv, "--version")
             if version not in self.charts:
                 return self._err('Error: chart "gpu-operator" version "%s" not found in %s repository\n'
                                  % (version, self._opt(argv, "--repo")))
             if verb == "show chart":
-                return self._out("apiVersion: v2\nname: gpu-operator\nversion: %s\nappVersion: %s\n" % (version, version))
+                return self._out("apiVersion: v2\nname: gpu-operator\nversion: %s\nappVersion: %s\n"
+                                 "dependencies:\n- name: node-feature-discovery\n  version: 0.19.0\n" % (version, version))
+            if verb in ("show values", "show crds"):
+                return self._out(self.chart_files(argv[2], version, verb.split()[1]))
             return self._out("---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: gpu-operator\n")
         if self.unreachable:
             return self._err(UNREACHABLE)
@@ -243,6 +274,21 @@ class FakeCluster(object):
                 return self._err("Error: UPGRADE FAILED: pre-upgrade hooks failed: timed out waiting for the condition\n")
             return self._out('Release "%s" has been upgraded. Happy Helming!\n' % name)
         return self._err("Error: unknown command %r for the fake helm\n" % verb)
+
+    def chart_files(self, ref, version, what):
+        """``helm show values`` / ``show crds`` of a chart version: the published chart's files
+        where they are beside the checkout, else the fallbacks above."""
+        name = os.path.basename(ref).split("-v")[0] if ref.endswith(".tgz") else ref
+        folder = os.path.join(REFERENCE_CHARTS, "%s-v%s" % (name, str(version or "").lstrip("v")))
+        if what == "values":
+            if self.chart_values is not None:
+                return yaml.safe_dump(self.chart_values)
+            path = os.path.join(folder, "values.yaml")
+            return open(path).read() if os.path.isfile(path) else yaml.safe_dump(FALLBACK_VALUES.get(name, {}))
+        crds = os.path.join(folder, "crds")
+        if os.path.isdir(crds):
+            return "".join("---\n" + open(os.path.join(crds, n)).read() for n in sorted(os.listdir(crds)))
+        return yaml.safe_dump_all(FALLBACK_CRDS) if name == "gpu-operator" else ""
 
     @staticmethod
     def _out(text):

@@ -28,6 +28,8 @@ CHARTS_DIR = os.path.join(FIXTURES, "charts")
 REFERENCE_COPY = os.path.join(CHARTS_DIR, "reference-options.md")
 # Beside the repository, where the project keeps it (absent in a plain clone).
 REFERENCE = os.path.join(os.path.dirname(ROOT), "shared", "reference", "nvidia-stack-facts.md")
+# NVIDIA's published chart values and CRDs, beside the checkout (never copied into it).
+REFERENCE_CHARTS = os.path.join(os.path.dirname(os.path.realpath(ROOT)), "shared", "reference", "charts")
 GROUP = "gpu_nodes"
 ROLES = ("gpu_operator", "device_plugin")
 COLLECTIONS = os.path.join(ROOT, ".cache", "collections")

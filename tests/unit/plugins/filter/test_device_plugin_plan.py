@@ -28,6 +28,7 @@ def test_prepared_fleet_gets_the_nvidia_runtime_class_and_plain_config():
     planned = plan("all-prepared")
     assert planned["chart"] == {
         "ref": "nvidia-device-plugin", "repo_url": "https://nvidia.github.io/k8s-device-plugin", "version": "0.20.0",
+        "check_values": True,
     }
     assert planned["objects"] == [
         {"apiVersion": "v1", "kind": "Namespace",
@@ -91,7 +92,7 @@ def test_the_same_sharing_configs_serve_both_paths():
 def test_airgapped_images_and_pull_secrets():
     planned = plan("airgapped-standalone")
     values = planned["chart_values"]
-    assert planned["chart"] == {"ref": "/srv/charts/nvidia-device-plugin-0.20.0.tgz"}
+    assert planned["chart"] == {"ref": "/srv/charts/nvidia-device-plugin-0.20.0.tgz", "check_values": True}
     assert values["image"] == {"repository": "registry.example.internal:5000/nvidia/k8s-device-plugin"}
     assert values["nfd"] == {"image": {"repository": "registry.example.internal:5000/nvidia/node-feature-discovery"}}
     assert values["imagePullSecrets"] == [{"name": "site-pull"}, {"name": "gpufleet-registry"}]

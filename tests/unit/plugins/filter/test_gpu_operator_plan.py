@@ -30,11 +30,17 @@ def test_all_prepared_needs_neither_driver_nor_toolkit_and_no_labels():
     values = planned["chart_values"]
     assert values["driver"] == {"enabled": False}
     assert values["toolkit"] == {"enabled": False}
-    # The chart does not read operator.defaultRuntime since v25.3: it is not set.
-    assert "operator" not in values
+    # The chart does not read operator.defaultRuntime since v25.3: only upgradeCRD is set (off:
+    # the role applies the chart's CRDs itself before the release).
+    assert values["operator"] == {"upgradeCRD": False}
     assert labels(planned) == {"gpu-h100-01": {}, "gpu-h100-02": {}, "gpu-h200-01": {}}
     assert planned["summary"]["driver"] == "host" and planned["summary"]["toolkit"] == "host"
-    assert planned["chart"] == {"ref": "gpu-operator", "repo_url": "https://helm.ngc.nvidia.com/nvidia", "version": "v25.10.0"}
+    assert planned["chart"] == {"ref": "gpu-operator", "repo_url": "https://helm.ngc.nvidia.com/nvidia", "version": "v26.7.0",
+                                "check_values": True, "values_crd": "clusterpolicies.nvidia.com",
+                                "lines": [{"line": "25.10", "newest": "v25.10.1"}, {"line": "26.3", "newest": "v26.3.3"},
+                                          {"line": "26.7", "newest": "v26.7.0"}]}
+    assert planned["summary"]["release"] == {"version": "v26.7.0", "line": "26.7", "support": "supported"}
+    assert planned["warnings"] == []
     assert planned["objects"] == [
         {"apiVersion": "v1", "kind": "Namespace",
          "metadata": {"name": "gpu-operator", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
@@ -77,7 +83,7 @@ def test_k3s_points_the_toolkit_at_k3s_containerd_and_uses_node_names():
             {"name": "RUNTIME_DROP_IN_CONFIG", "value": base + "/config-v3.toml.d/99-nvidia.toml"},
         ],
     }
-    assert "operator" not in planned["chart_values"]
+    assert planned["chart_values"]["operator"] == {"upgradeCRD": False}
     assert labels(planned) == {
         "edge-gpu-1": {},
         "edge-gpu-2": {},
@@ -188,7 +194,8 @@ def test_airgapped_site_redirects_every_image_and_pulls_with_the_created_secret(
     planned = plan("airgapped")
     values = planned["chart_values"]
     mirror = "registry.example.internal:5000/nvidia"
-    assert planned["chart"] == {"ref": "/srv/charts/gpu-operator-v25.10.0.tgz"}
+    assert planned["chart"] == {"ref": "/srv/charts/gpu-operator-v25.10.0.tgz", "check_values": True,
+                                "values_crd": "clusterpolicies.nvidia.com"}
     for component in ("operator", "validator", "toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd",
                       "migManager", "nodeStatusExporter", "gds", "gdrcopy"):
         assert values[component]["repository"] == mirror, component
@@ -374,7 +381,7 @@ INVALID = [
         "bad-chart-version-and-registry",
         dict(name="all-prepared", gpu_operator_chart_version="latest", gpu_operator_image_registry="https://mirror/nvidia"),
         [
-            "gpu_operator_chart_version: 'latest' is not a chart version (expected e.g. v25.10.0)",
+            "gpu_operator_chart_version: 'latest' is not a chart version (expected e.g. v26.7.0)",
             "gpu_operator_image_registry: 'https://mirror/nvidia' is not a registry prefix (expected host[:port][/path] "
             "without a scheme, e.g. registry.example.com:5000/nvidia)",
         ],

@@ -15,10 +15,10 @@ from . import fleets as F
 
 # gpu-operator chart values the roles set that the reference does not list, each read by the
 # chart (templates/clusterpolicy.yaml and the operator Deployment: `.Values.<component>.repository`
-# and `.imagePullSecrets` for every operand, `.Values.migManager.enabled`; the
-# node-feature-discovery subchart's own `image.repository`).
+# and `.imagePullSecrets` for every operand, `.Values.migManager.enabled`, `.Values.operator.upgradeCRD` (its
+# pre-upgrade CRD hook); the node-feature-discovery subchart's own `image.repository`).
 GPU_OPERATOR_EXTRA_OPTIONS = (
-    {"migManager.enabled", "node-feature-discovery.image.repository", "driver.manager.repository"}
+    {"migManager.enabled", "node-feature-discovery.image.repository", "driver.manager.repository", "operator.upgradeCRD"}
     | set(
         "%s.%s" % (component, key)
         for component in (
