@@ -176,15 +176,17 @@ def dra_plan(fleet, settings, hostvars):
     ``fleet`` is gpu_fleet_nodes' output, ``settings`` the role's variables without their prefix,
     ``hostvars`` the inventory's (for each node's discovery facts, ``gpufleet_gpu_allocation``,
     ``nvidia_driver_version`` and ``container_toolkit_enable_cdi``). A pipeline: the path from the
-    operator release, the nodes and their checks, the release, the chart, the values, the objects.
+    operator release, the nodes and their checks (not for ``state`` absent), the release, the chart,
+    the values, the objects.
     """
     s = plain(settings or {})
     base, problems = P._fleet(fleet, ROLE, s.get("node_group"))
     mode = release_mode(s.get("operator_version"), problems)
     nodes = [dra_node(n, (hostvars or {}).get(n["host"])) for n in base]
     selected = _selected(nodes, mode, problems)
-    for node in selected:
-        _check_node(node, problems)
+    if s.get("state") != "absent":  # removing the driver needs nothing of the nodes' drivers and runtimes
+        for node in selected:
+            _check_node(node, problems)
     release = _release(s, mode)
     pod_security = P._common(dict(s, namespace=release["namespace"], release_name=release["name"]), ROLE, problems)
     chart = _chart(s, mode, problems)

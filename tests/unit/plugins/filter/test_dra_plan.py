@@ -198,6 +198,11 @@ def test_the_driver_version_comes_from_discovery_else_the_inventory_else_it_is_r
     assert "driver 570.172.08 (from discovery)" in F.plan(fleet, ROLE)["problems"][0]
 
 
+def test_removal_does_not_check_the_nodes_drivers():
+    assert plan("dra-r535", dra_driver_state="absent")["problems"] == []
+    assert plan("dra-r535", dra_driver_state="present")["problems"] != []
+
+
 def test_an_operator_managed_driver_is_refused():
     fleet = F.load("dra-r580")
     fleet["hosts"]["gpu-h200-01"]["nvidia_driver_method"] = "operator"
