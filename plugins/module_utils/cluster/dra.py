@@ -281,7 +281,9 @@ def chart_values(settings, mode, selected, problems):
 
 
 def _gpucluster_values(selected, gates, compute_domains, registry, secrets):
-    dra = {"featureGates": gates, "computeDomains": {"enabled": compute_domains}}
+    dra = {"computeDomains": {"enabled": compute_domains}}
+    if gates:
+        dra["featureGates"] = gates
     if registry:
         dra["repository"] = registry
     if secrets:

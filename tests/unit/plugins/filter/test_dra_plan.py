@@ -99,7 +99,10 @@ def test_all_r580_renders_the_gpucluster_path_with_the_host_driver():
     values = planned["chart_values"]
     assert values["clusterPolicy"] == {"deployCR": False} and values["gpuCluster"] == {"deployCR": True}
     assert values["driver"] == {"enabled": False} and values["toolkit"] == {"enabled": False}
-    assert values["draDriver"] == {"featureGates": {}, "computeDomains": {"enabled": False}}
+    # No empty map in the values (the chart's own featureGates: {} stays): what Helm keeps is what the role compares.
+    assert values["draDriver"] == {"computeDomains": {"enabled": False}}
+    gates = plan("dra-r580", dra_driver_feature_gates={"NVMLDeviceHealthCheck": "yes"})["chart_values"]["draDriver"]["featureGates"]
+    assert gates == {"NVMLDeviceHealthCheck": True}
 
 
 def test_all_r580_sets_no_label_and_keeps_what_validation_compares():
