@@ -62,9 +62,28 @@ options:
     description:
       - V(present) adds or updates the handler, V(absent) removes it and undoes the module's
         other changes.
+      - V(restored) puts back the files of an earlier change as they were before it - each file
+        of O(restore_backups) gets its backup's content, each file of O(restore_created) is
+        removed - for instance after the runtime did not come back with the change. The files are
+        written where a symbolic link points (the link stays) and keep their mode and owner; a
+        file that is gone comes back with its backup's mode. Nothing is planned or validated for
+        the runtime; O(runtime) only names it.
     type: str
     default: present
-    choices: [present, absent]
+    choices: [present, absent, restored]
+  restore_backups:
+    description:
+      - With O(state=restored), the files to put back, each path mapped to its backup (the
+        RV(backup_files) of the run to undo). Every backup must be a file on the host, else
+        nothing is restored.
+    type: dict
+  restore_created:
+    description:
+      - With O(state=restored), the files to remove, those the run to undo created (the paths of
+        its RV(files) whose action is V(create)). A path that is also in O(restore_backups) is put
+        back instead.
+    type: list
+    elements: path
   config_mode:
     description:
       - V(dropin) writes a drop-in file that the main configuration imports (containerd,
@@ -182,8 +201,16 @@ notes:
     anything is written (containerd would not start).
   - The files of one change are written together; they are checked writable first, and
     when one still cannot be written, those written before it get their old text back.
-  - Docker's C(daemon.json) cannot hold a record, so O(state=absent) removes
-    C(features.cdi) only when O(enable_cdi=true) is given with it.
+  - O(state=absent) gives back the original file byte for byte (blank lines, the final newline,
+    empty tables) when nothing but the module's own keys changed in it since O(state=present);
+    the state record holds a patch for exactly that text. When the file was edited in between,
+    the user's edits stay and the module's keys are taken out or given their old values (a value
+    changed since is left, with a warning); the layout is then what the TOML or JSON writer
+    leaves.
+  - Docker's C(daemon.json) holds the record in the runtime's entry (Docker ignores the key); a
+    C(default-runtime) or C(features.cdi) the module replaced is put back. For an entry without a
+    record (written by another tool), O(state=absent) removes C(features.cdi) only when
+    O(enable_cdi=true) is given with it.
 seealso:
   - name: NVIDIA Container Toolkit - configuring runtimes
     description: What C(nvidia-ctk runtime configure) writes.
@@ -232,6 +259,13 @@ EXAMPLES = r"""
   gpufleet.nvidia.container_runtime:
     runtime: containerd
     state: absent
+
+- name: Put back what an earlier run changed (its backups), remove what it created
+  gpufleet.nvidia.container_runtime:
+    runtime: containerd
+    state: restored
+    restore_backups: "{{ runtime_result.backup_files }}"
+    restore_created: "{{ runtime_result.files | selectattr('action', 'equalto', 'create') | map(attribute='path') | list }}"
 """
 
 RETURN = r"""
@@ -303,16 +337,22 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import ARGUMENT_SPEC, configure
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import (
+    MODULE_ARGUMENT_SPEC,
+    MODULE_REQUIRED_IF,
+    configure,
+    restore,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    if not HAS_TOMLKIT and module.params["runtime"] != "docker":
+    module = AnsibleModule(argument_spec=MODULE_ARGUMENT_SPEC, required_if=MODULE_REQUIRED_IF, supports_check_mode=True)
+    restoring = module.params["state"] == "restored"
+    if not HAS_TOMLKIT and module.params["runtime"] != "docker" and not restoring:
         module.fail_json(msg=missing_required_lib("tomlkit"), exception=TOMLKIT_IMPORT_ERROR)
     try:
-        result = configure(module.params, Host.for_module(module), module.check_mode, module._diff)
+        result = (restore if restoring else configure)(module.params, Host.for_module(module), module.check_mode, module._diff)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     for warning in result.pop("warnings"):

@@ -16,6 +16,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import tempfile
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
@@ -23,6 +24,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio, docker
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
+    FileChange,
+    Plan,
     get_path,
     parse_toml,
     plain,
@@ -55,6 +58,16 @@ ARGUMENT_SPEC = dict(
     validate=dict(type="bool", default=True),
     backup=dict(type="bool", default=False),
 )
+
+#: The options of ``gpufleet.nvidia.container_runtime`` itself: ARGUMENT_SPEC, and ``state=restored``
+#: (:func:`restore`) with what it puts back.
+MODULE_ARGUMENT_SPEC = dict(
+    ARGUMENT_SPEC,
+    state=dict(type="str", default="present", choices=["present", "absent", "restored"]),
+    restore_backups=dict(type="dict"),
+    restore_created=dict(type="list", elements="path"),
+)
+MODULE_REQUIRED_IF = [("state", "restored", ("restore_backups", "restore_created"), True)]
 
 #: containerd bundled with k3s / RKE2 (used to check a template without Go actions).
 BUNDLED_CONTAINERD = {
@@ -499,9 +512,11 @@ def dump_problems(dump_text: str, name: str, state: str) -> list:
     return problems
 
 
-def _apply_change(change, host, backup):
+def _apply_change(change, host, backup, mode=None):
     if change.after is None:
         return host.remove(change.path, backup=backup)
+    if mode is not None:
+        return host.write(change.path, change.after, backup=backup, mode=mode)
     return host.write(change.path, change.after, backup=backup)
 
 
@@ -555,11 +570,12 @@ def check_writable(plan, host) -> None:
             raise GpuFleetError("could not write %s: %s; nothing was written" % (change.path, why), path=change.path)
 
 
-def apply_plan(plan, host, backup: bool = False) -> dict:
+def apply_plan(plan, host, backup: bool = False, modes=None) -> dict:
     """Write the planned files in order; returns ``{path: backup path}``.
 
     The files change together or not at all: when one cannot be written, those written before
-    it get their text back, and one GpuFleetError says what happened.
+    it get their text back, and one GpuFleetError says what happened. ``modes``: the mode of a
+    file that is created, by path (default the writer's 0644; an existing file keeps its own).
     """
     backups = {}
     done = []
@@ -567,7 +583,7 @@ def apply_plan(plan, host, backup: bool = False) -> dict:
         if not change.changed:
             continue
         try:
-            saved = _apply_change(change, host, backup)
+            saved = _apply_change(change, host, backup, (modes or {}).get(change.path))
         except Exception as exc:  # noqa: BLE001 - a module's fail_json in tests, an OSError, ...
             raise _write_failed(change, exc, done, _put_back(done, host))
         done.append(change)
@@ -600,6 +616,75 @@ def configure(params: dict, host, check_mode: bool = False, diff: bool = False) 
         "backup_files": backups,
         "containerd_version": context.get("containerd_version"),
         "warnings": plan.warnings,
+    }
+    if diff:
+        result["diff"] = plan.diff
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# state=restored: put back the backups of a change, remove the files it created
+# --------------------------------------------------------------------------------------
+
+
+def _restored_change(host, path, backup) -> tuple:
+    """``(change, mode)``: ``path`` given the text of its ``backup`` (a file of the host), and the
+    backup's mode for a file that is gone (an existing one keeps its own mode and owner)."""
+    for option, value in (("restore_backups", path), ("restore_backups[%s]" % path, backup)):
+        inputs.checked(option, inputs.absolute_path, value)
+    if not host.isfile(backup):
+        raise GpuFleetError(
+            "restore_backups: the backup %s of %s is not a file on the host; nothing was restored" % (backup, path),
+            path=path, backup=backup,
+        )
+    text = read_text(host, backup)
+    mode = stat.S_IMODE(os.stat(host.local(backup)).st_mode)
+    return FileChange(path, read_text(host, path), text), mode
+
+
+def restore_plan(params: dict, host) -> tuple:
+    """``(plan, modes)``: each file of ``restore_backups`` (path -> backup) back to its backup, each
+    of ``restore_created`` removed; checked (paths absolute, backups there) before anything is read."""
+    backups = params.get("restore_backups") or {}
+    created = [p for p in params.get("restore_created") or [] if p not in backups]
+    for path in created:
+        inputs.checked("restore_created", inputs.absolute_path, path)
+    restored = [_restored_change(host, path, backups[path]) for path in sorted(backups)]
+    changes = [change for change, unused in restored] + [FileChange(path, read_text(host, path), None) for path in created]
+    return Plan(changes, msg=_restore_message(changes)), dict((change.path, mode) for change, mode in restored)
+
+
+def _restore_message(changes) -> str:
+    put = [c.path for c in changes if c.changed and c.after is not None]
+    gone = [c.path for c in changes if c.changed and c.after is None]
+    parts = (["put back %s from the backups" % ", ".join(put)] if put else []) + (["removed %s (created)" % ", ".join(gone)] if gone else [])
+    return "; ".join(parts) or "the files are as their backups, and the created ones are gone"
+
+
+def restore(params: dict, host, check_mode: bool = False, diff: bool = False) -> dict:
+    """``state=restored``: the module's result once the backups are back and the created files gone.
+
+    Written through the host adapter (``common.io``): a configuration reached through a symbolic link
+    is written where the link points (the link stays), keeping its mode and owner; a file that is gone
+    comes back with its backup's mode. All files change together or not at all (``apply_plan``).
+    """
+    plan, modes = restore_plan(params, host)
+    if plan.changed and not check_mode:
+        check_writable(plan, host)
+        apply_plan(plan, host, modes=modes)
+    result = {
+        "changed": plan.changed,
+        "msg": plan.msg,
+        "changed_files": plan.changed_files,
+        "files": [{"path": f.path, "action": f.action or "unchanged"} for f in plan.files],
+        "config_version": None,
+        "plugin_table": None,
+        "runtime_table": None,
+        "restart_needed": plan.changed,
+        "validation": {"ran": False, "reason": "state=restored puts back files that were there before"},
+        "backup_files": {},
+        "containerd_version": None,
+        "warnings": [],
     }
     if diff:
         result["diff"] = plan.diff

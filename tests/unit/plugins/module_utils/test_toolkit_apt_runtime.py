@@ -280,9 +280,18 @@ def test_docker_needs_no_tomlkit(monkeypatch, tmp_path, without_tomlkit):
 # --------------------------------------------------------------------------------------
 
 
+#: What container_runtime has beyond toolkit_packages' runtime suboptions: state=restored and its options.
+RESTORE_ONLY = {"restore_backups", "restore_created"}
+
+
 def test_one_argument_spec_for_both_modules():
-    assert container_runtime.ARGUMENT_SPEC is runtime_config_lib.ARGUMENT_SPEC
+    """container_runtime's spec is the shared one, with state=restored (the restart's rollback) added."""
+    assert container_runtime.MODULE_ARGUMENT_SPEC is runtime_config_lib.MODULE_ARGUMENT_SPEC
     assert toolkit_packages.ARGUMENT_SPEC["runtime"]["options"] is runtime_config_lib.ARGUMENT_SPEC
+    module_spec = runtime_config_lib.MODULE_ARGUMENT_SPEC
+    assert set(module_spec) - set(runtime_config_lib.ARGUMENT_SPEC) == RESTORE_ONLY
+    assert all(module_spec[k] is v for k, v in runtime_config_lib.ARGUMENT_SPEC.items() if k != "state")
+    assert module_spec["state"]["choices"] == runtime_config_lib.ARGUMENT_SPEC["state"]["choices"] + ["restored"]
 
 
 def test_the_runtime_suboptions_are_documented_as_container_runtime_options():
@@ -290,10 +299,12 @@ def test_the_runtime_suboptions_are_documented_as_container_runtime_options():
     other = yaml.safe_load(container_runtime.DOCUMENTATION)
     assert set(doc["options"]) == set(toolkit_packages.ARGUMENT_SPEC)
     suboptions = doc["options"]["runtime"]["suboptions"]
-    assert set(suboptions) == set(runtime_config_lib.ARGUMENT_SPEC) == set(other["options"])
+    assert set(suboptions) == set(runtime_config_lib.ARGUMENT_SPEC) == set(other["options"]) - RESTORE_ONLY
     for name, spec in runtime_config_lib.ARGUMENT_SPEC.items():
+        module_spec = runtime_config_lib.MODULE_ARGUMENT_SPEC[name]
         for field in ("type", "default", "choices", "required"):
-            assert suboptions[name].get(field) == spec.get(field) == other["options"][name].get(field), (name, field)
+            assert suboptions[name].get(field) == spec.get(field), (name, field)
+            assert other["options"][name].get(field) == module_spec.get(field), (name, field)
     returns = yaml.safe_load(toolkit_packages.RETURN)
     assert all("sample" in value for value in returns.values())
     assert all("sample" in value for value in returns["runtime"]["contains"].values())

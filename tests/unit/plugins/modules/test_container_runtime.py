@@ -257,8 +257,8 @@ def test_module_documents_every_option_and_return():
     import yaml
 
     doc = yaml.safe_load(container_runtime.DOCUMENTATION)
-    assert set(doc["options"]) == set(container_runtime.ARGUMENT_SPEC)
-    for name, spec in container_runtime.ARGUMENT_SPEC.items():
+    assert set(doc["options"]) == set(container_runtime.MODULE_ARGUMENT_SPEC)
+    for name, spec in container_runtime.MODULE_ARGUMENT_SPEC.items():
         assert doc["options"][name]["type"] == spec["type"]
         assert doc["options"][name].get("default") == spec.get("default")
         assert doc["options"][name].get("choices") == spec.get("choices")
@@ -476,3 +476,93 @@ def test_the_files_an_imported_file_imports_are_merged_and_checked_too(container
     with pytest.raises(AnsibleFailJson) as exc:
         run_module(container_runtime, dict(containerd_files, state="present", set_as_default=True))
     assert exc.value.result["msg"].startswith("%s is not valid TOML" % nested)
+
+
+# --------------------------------------------------------------------------------------
+# state=restored: the rollback of container_toolkit's restart
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def linked_config(tmp_path):
+    """containerd's config.toml a symbolic link to a file of mode 0600 (owned by uid 4321 where we may chown)."""
+    real = tmp_path / "srv" / "containerd.toml"
+    real.parent.mkdir()
+    real.write_text(fixture_text("kubeadm-containerd-1.7-commented.toml"))
+    real.chmod(0o600)
+    if os.geteuid() == 0:
+        os.chown(str(real), 4321, 4321)
+    etc = tmp_path / "etc" / "containerd"
+    etc.mkdir(parents=True)
+    os.symlink(str(real), str(etc / "config.toml"))
+    return {"real": real, "config_path": str(etc / "config.toml"), "dropin_path": str(etc / "conf.d" / "99-nvidia.toml")}
+
+
+def _changed_then_restore_args(linked_config):
+    """Configure containerd (in place with a backup, then the drop-in) and the restore arguments for what that did."""
+    base = {"runtime": "containerd", "config_path": linked_config["config_path"], "dropin_path": linked_config["dropin_path"],
+            "validate": False, "backup": True}
+    done = run_module(container_runtime, base)
+    assert done["changed"] and done["backup_files"]
+    return {
+        "runtime": "containerd",
+        "state": "restored",
+        "restore_backups": done["backup_files"],
+        "restore_created": [f["path"] for f in done["files"] if f["action"] == "create"],
+    }
+
+
+def test_restored_puts_back_a_linked_config_through_its_link_keeping_mode_and_owner(linked_config, tmp_path):
+    """The restart's rollback copied the backup with copy remote_src: the link became a file, mode and owner went."""
+    original = linked_config["real"].read_text()
+    owner = os.stat(str(linked_config["real"])).st_uid
+    args = _changed_then_restore_args(linked_config)
+    assert linked_config["real"].read_text() != original and os.path.exists(linked_config["dropin_path"])
+
+    checked = run_module(container_runtime, args, check_mode=True, diff=True)
+    assert checked["changed"] and linked_config["real"].read_text() != original  # check mode: nothing moved
+    assert [(d["before_header"], d["after_header"]) for d in checked["diff"]] == [
+        (linked_config["config_path"], linked_config["config_path"]),
+        (linked_config["dropin_path"], linked_config["dropin_path"] + " (absent)"),
+    ]
+    assert checked["diff"][0]["after"] == original
+
+    done = run_module(container_runtime, args, diff=True)
+    assert done["changed"] and done["diff"] == checked["diff"]
+    assert done["files"] == [{"path": linked_config["config_path"], "action": "update"},
+                             {"path": linked_config["dropin_path"], "action": "delete"}]
+    assert os.path.islink(linked_config["config_path"])  # the link stays a link
+    assert linked_config["real"].read_text() == original
+    st = os.stat(str(linked_config["real"]))
+    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == owner
+    assert not os.path.exists(linked_config["dropin_path"])
+
+    again = run_module(container_runtime, args, check_mode=True)
+    assert not again["changed"] and not run_module(container_runtime, args)["changed"]
+
+
+def test_restored_gives_a_file_that_is_gone_its_backup_s_mode(tmp_path):
+    config = tmp_path / "daemon.json"
+    backup = tmp_path / "daemon.json.bak"
+    backup.write_text('{"debug": true}\n')
+    backup.chmod(0o640)
+    args = {"runtime": "docker", "state": "restored", "restore_backups": {str(config): str(backup)}}
+    assert run_module(container_runtime, args)["changed"]
+    assert config.read_text() == '{"debug": true}\n' and stat.S_IMODE(os.stat(str(config)).st_mode) == 0o640
+
+
+def test_restored_refuses_a_missing_backup_before_anything_changes(linked_config):
+    args = _changed_then_restore_args(linked_config)
+    written = linked_config["real"].read_text()
+    args["restore_backups"][linked_config["dropin_path"]] = "/nonexistent/backup~"
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, args)
+    assert exc.value.result["msg"] == (
+        "restore_backups: the backup /nonexistent/backup~ of %s is not a file on the host; nothing was restored" % linked_config["dropin_path"])
+    assert linked_config["real"].read_text() == written and os.path.exists(linked_config["dropin_path"])
+
+
+def test_restored_needs_something_to_restore():
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, {"runtime": "crio", "state": "restored"})
+    assert "state is restored but any of the following are missing: restore_backups, restore_created" in exc.value.result["msg"]
