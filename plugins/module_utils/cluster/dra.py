@@ -91,7 +91,10 @@ def _discovered_driver(facts):
 
 
 def _discovered_runtime(facts, runtime):
-    """The version discovery read of the node's runtime (containerd for k3s / RKE2 too: their own)."""
+    """The version discovery read of the node's runtime; None for k3s and RKE2, whose containerd is their own
+    (not the host's binary that discovery runs): the cluster check reads it from the kubelet."""
+    if runtime not in ("containerd", "crio"):
+        return None
     container = (facts or {}).get("container") or {}
     key = "crio" if runtime == "crio" else "containerd"
     return (container.get(key) or {}).get("version") or None

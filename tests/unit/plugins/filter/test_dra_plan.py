@@ -180,6 +180,18 @@ def test_containerd_1_7_without_cdi_is_refused_and_the_kubelets_report_is_checke
     assert len(problems) == 1 and "node 'gpu-h200-01': its kubelet reports containerd://1.7.27" in problems[0]
 
 
+def test_a_k3s_node_is_judged_by_its_kubelets_containerd_not_the_hosts():
+    fleet = F.load("dra-r580")
+    host = fleet["hosts"]["gpu-h200-01"]
+    host["container_toolkit_runtime"] = "k3s"
+    host["ansible_facts"]["gpufleet_nvidia"]["container"]["containerd"]["version"] = "1.6.20~ds1"  # the host's own, unused
+    planned = F.plan(fleet, ROLE)
+    assert planned["problems"] == []
+    fleet["cluster"]["runtimes"]["gpu-h200-01"] = "containerd://1.7.27-k3s1"
+    problems = dra_cluster_check(planned, *cluster_answers(fleet))
+    assert len(problems) == 1 and "containerd://1.7.27-k3s1" in problems[0]
+
+
 def test_docker_and_no_runtime_cannot_inject_cdi_devices():
     fleet = F.load("dra-r580")
     fleet["hosts"]["gpu-h200-01"]["container_toolkit_runtime"] = "docker"
