@@ -16,6 +16,8 @@ description:
   - No ClusterPolicy conflicts. In the GPUCluster path (GPU Operator 26.7) only the planned release's own
     ClusterPolicy may exist (the upgrade to C(clusterPolicy.deployCR=false) removes it); in the standalone
     path a ClusterPolicy must have its device plugin off.
+  - On the GPUCluster path, no GPU node of the cluster (C(nvidia.com/gpu.present=true)) that the plan does not
+    declare (the operator places the DRA kubelet plugin on every GPU node).
   - "The runtime each DRA node's kubelet reports (C(status.nodeInfo.containerRuntimeVersion)) injects CDI
     devices: CRI-O, containerd 2.x, or containerd 1.7 with C(container_toolkit_enable_cdi)."
 positional: cluster_info, cluster_policies, cluster_nodes

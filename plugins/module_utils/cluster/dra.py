@@ -444,6 +444,8 @@ def cluster_problems(plan, cluster_info, cluster_policies, cluster_nodes):
     for policy in plain(cluster_policies or []):
         _check_cluster_policy(plan, policy, problems)
     _check_node_runtimes(plan, plain(cluster_nodes or []), problems)
+    if plan["mode"] == "gpucluster":
+        _check_undeclared_gpu_nodes(plan, plain(cluster_nodes or []), problems)
     return problems
 
 
@@ -502,6 +504,22 @@ def _check_cluster_policy(plan, policy, problems):
             "%s: ClusterPolicy %s runs the device plugin (spec.devicePlugin.enabled is %s), which cannot share the GPUs with "
             "the DRA driver (expected gpu_operator_values_overrides devicePlugin.enabled: false, or GPU Operator 26.7 and "
             "%s_operator_version v26.7.0)" % (ROLE, P._q(name), P._q(plugin), ROLE))
+
+
+def _check_undeclared_gpu_nodes(plan, cluster_nodes, problems):
+    """The GPUCluster's kubelet plugin goes to every GPU node (``nvidia.com/gpu.present=true``): one the
+    inventory does not declare would get it unchecked (its driver, its runtime), or lose its device plugin."""
+    declared = set(entry["name"] for entry in plan.get("node_labels") or [])
+    found = sorted(
+        (item.get("metadata") or {}).get("name") for item in cluster_nodes
+        if ((item.get("metadata") or {}).get("labels") or {}).get(P.LABEL_GPU_PRESENT) == "true"
+        and (item.get("metadata") or {}).get("name") not in declared)
+    if found:
+        problems.append(
+            "%s: nodes %s are GPU nodes of the cluster (%s=true) that the inventory does not declare, and the GPUCluster of GPU "
+            "Operator 26.7 places the DRA kubelet plugin on every GPU node (expected them in the node group, where their driver "
+            "and runtime are checked, or %s_operator_version older than v26.7.0 or '' for the standalone chart, which runs only "
+            "on the nodes it labels)" % (ROLE, ", ".join(found), P.LABEL_GPU_PRESENT, ROLE))
 
 
 def _check_node_runtimes(plan, cluster_nodes, problems):

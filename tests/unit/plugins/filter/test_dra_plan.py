@@ -288,6 +288,18 @@ def test_a_clusterpolicy_conflicts_with_a_gpucluster_unless_the_release_is_turne
     assert dra_cluster_check(planned, info, [own], nodes) == []
 
 
+def test_an_undeclared_gpu_node_is_refused_on_the_gpucluster_path_only():
+    for name, refused in (("dra-r580", True), ("dra-standalone-mixed", False)):
+        fleet = F.load(name)
+        info, policies, nodes = cluster_answers(fleet)
+        nodes.append({"metadata": {"name": "gpu-other", "labels": {"nvidia.com/gpu.present": "true"}},
+                      "status": {"nodeInfo": {"containerRuntimeVersion": "containerd://2.1.4"}}})
+        nodes.append({"metadata": {"name": "cpu-1", "labels": {"nvidia.com/gpu.present": "false"}}, "status": {}})
+        problems = dra_cluster_check(F.plan(fleet, ROLE), info, policies, nodes)
+        assert bool(problems) is refused, (name, problems)
+        assert not refused or ("nodes gpu-other are GPU nodes" in problems[0] and len(problems) == 1)
+
+
 def test_an_older_operators_clusterpolicy_must_have_its_device_plugin_off():
     fleet = F.load("dra-standalone-mixed")
     info, policies, nodes = cluster_answers(fleet)
