@@ -95,6 +95,14 @@ options:
         description: See M(gpufleet.nvidia.host_validate).
         type: bool
         default: true
+      nvml_reload_test:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: bool
+        default: false
+      nvml_reload_test_image:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: str
+        default: ""
       prepared_without_gpu:
         description: See M(gpufleet.nvidia.host_validate).
         type: bool
@@ -320,6 +328,61 @@ gpufleet_nvidia:
       type: dict
       returned: always
       sample: {state: not_efi, dkms_mok_key: false, mok_keys: []}
+    kernels:
+      description:
+        - The installed kernels (C(/boot/vmlinuz-*), C(/lib/modules/*)), the running one, and the one
+          the next boot starts (C(next_boot.source) C(grubby) for C(grubby --default-kernel), C(grub)
+          for grubenv's C(saved_entry) or grub.cfg's first entry, C(newest), or C(unknown) where no
+          kernel is installed on the node, as with a direct kernel boot).
+        - C(modules) has, per kernel, the nvidia module files found (DKMS's C(updates/dkms), EL's
+          C(extra/), Ubuntu's precompiled C(kernel/nvidia-*), a pre-installed driver's
+          C(/usr/local/nvidia/modules)) with the C(version) and C(vermagic) of their C(.modinfo)
+          section (C(.ko), C(.ko.xz), C(.ko.zst) where Python can decompress it, else through
+          C(modinfo)), DKMS's builds and the precompiled package, and a C(state) - C(ok) (a module
+          of C(driver_version), the user-space libraries' version, built for that kernel),
+          C(other_version), C(wrong_kernel), C(unreadable), C(built_not_installed) or C(missing).
+        - C(unbooted_without_module) lists the installed kernels other than the running one whose
+          C(state) is not C(ok).
+      type: dict
+      returned: always
+      sample: {running: 6.8.0-45-generic, installed: [{release: 6.8.0-45-generic, vmlinuz: /boot/vmlinuz-6.8.0-45-generic,
+               modules_dir: /lib/modules/6.8.0-45-generic}, {release: 6.8.0-51-generic, vmlinuz: /boot/vmlinuz-6.8.0-51-generic,
+               modules_dir: /lib/modules/6.8.0-51-generic}],
+               next_boot: {release: 6.8.0-51-generic, source: grub, module: missing,
+                           detail: "/boot/grub/grubenv saved_entry=gnulinux-advanced-0b1c>gnulinux-6.8.0-51-generic-advanced-0b1c"},
+               driver_version: 580.159.04,
+               modules: [{release: 6.8.0-51-generic, state: missing, files: [], dkms: [], precompiled_package: null,
+                          detail: "no nvidia module for 6.8.0-51-generic (no DKMS build, no precompiled package, no module file)"}],
+               dkms: [{version: 580.159.04, kernel: 6.8.0-45-generic, arch: x86_64,
+                       module: /var/lib/dkms/nvidia/580.159.04/6.8.0-45-generic/x86_64/module/nvidia.ko.xz}],
+               precompiled_packages: {}, unbooted_without_module: [6.8.0-51-generic]}
+    driver_libraries:
+      description:
+        - The loaded module's version against the user-space libraries on disk
+          (C(libnvidia-ml.so.VERSION) files) and the driver's packages. C(state) is C(ok),
+          C(drift) (the "driver/library version mismatch" - NVML and CUDA calls fail until the
+          module is reloaded), C(not_loaded) or C(unknown) (no library found).
+        - On drift, C(holders) lists the processes with a C(/dev/nvidia*) file open (from
+          C(/proc/PID/fd)) and C(fix) is C(reload) where none does and every process could be read,
+          else C(reboot).
+      type: dict
+      returned: always
+      sample: {state: drift, loaded: 580.159.04, libraries: {580.173.02: [/usr/local/nvidia/lib64/libnvidia-ml.so.580.173.02]},
+               packages: {}, holders: [{pid: 4242, command: python3}], fix: reboot,
+               detail: "the loaded nvidia module is 580.159.04, the libraries or packages on disk are 580.173.02"}
+    nvml_reload:
+      description:
+        - Whether running containers lose NVML ("Failed to initialize NVML - Unknown Error") after
+          C(systemctl daemon-reload). C(state) is C(exposed) (systemd is the init, a runtime uses the
+          systemd cgroup driver - containerd's C(SystemdCgroup = true), CRI-O's C(cgroup_manager),
+          Docker's C(native.cgroupdriver) or its default on cgroup v2 - the NVIDIA runtime is not in
+          C(cdi) mode, and a nvidia device node has no C(/dev/char/MAJOR:MINOR) link), C(protected),
+          C(not_exposed) or C(unknown); C(reason) says why and C(fix) what to change.
+      type: dict
+      returned: always
+      sample: {state: not_exposed, systemd: false, cgroup_drivers: {containerd: null, crio: null, docker: null},
+               toolkit_mode: auto, dev_char_links: [], dev_char_missing: [], fix: null,
+               reason: "systemd is not the init (no /run/systemd/system): nothing runs daemon-reload"}
     probes:
       description: Every probe, by name, with C(state) (C(ok), C(missing) or C(error)) and C(detail).
       type: dict

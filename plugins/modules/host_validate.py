@@ -37,6 +37,21 @@ description:
   - C(cuda) - with O(cuda_test) and C(nvcc) on the node, a vector-add CUDA program is built in a
     temporary folder under C(/tmp), run on every GPU, and must print C(Test PASSED); the folder is
     removed. Without nvcc, or when nvcc cannot build it, the check is not run and says why.
+  - C(kernel_next_boot) - the kernel the node boots next (as C(gpufleet_nvidia.kernels) reads it)
+    has an nvidia module of the driver's version; drift otherwise, with the fix (its headers for
+    DKMS, the precompiled package, or another boot default). Not checked where the next boot
+    kernel cannot be read on the node.
+  - C(driver_libraries) - the loaded nvidia module is the version of the user-space libraries and
+    driver packages on disk; failed otherwise, with the fix (reload where no process holds the
+    GPU, else reboot).
+  - C(nvml_reload) - the node is not exposed to losing NVML in running containers after
+    C(systemctl daemon-reload) (drift where it is, with the fix). With O(nvml_reload_test) it is
+    proven instead - on a node with a GPU, systemd and Docker or ctr, a container of
+    O(nvml_reload_test_image) is started with the nvidia runtime, C(systemctl daemon-reload) run,
+    and C(nvidia-smi -L) asked in the container again; the container is removed.
+  - C(runtime_drift) - every setting that M(gpufleet.nvidia.container_runtime) recorded in
+    containerd's config and drop-ins, CRI-O's drop-ins and the k3s / RKE2 templates still holds
+    the value it wrote; drift otherwise, and the check carries a C(diff) (C(-) as written, C(+) now).
   - Each check ends in C(ok), C(drift), C(failed) or C(skipped) with a message; the node's
     C(status) is the worst. The module fails only on bad arguments, never because of the node's
     state; the caller decides what a failed check means.
@@ -104,6 +119,19 @@ options:
       - Build and run the CUDA vector-add test when C(nvcc) is found.
     type: bool
     default: true
+  nvml_reload_test:
+    description:
+      - Prove the C(nvml_reload) check by reloading systemd (C(systemctl daemon-reload)) while a GPU
+        container runs. Intrusive - off by default; where it cannot run the check says why.
+    type: bool
+    default: false
+  nvml_reload_test_image:
+    description:
+      - The image of the O(nvml_reload_test) container; it must have C(sleep), and C(nvidia-smi)
+        comes from the runtime. Docker pulls it when absent; for ctr it must already be in the
+        C(gpufleet) namespace.
+    type: str
+    default: ""
   nvcc_path:
     description:
       - The C(nvcc) to build the test with. Default C(nvcc) from C(PATH) or C(/usr/local/cuda/bin).
@@ -248,7 +276,7 @@ validation:
       sample: {ran: true, passed: true, nvcc: /usr/local/cuda/bin/nvcc,
                output: "[Vector addition of 50000 elements on 1 device(s)]\ndevice 0 (NVIDIA H200): 50000 elements added\nTest PASSED"}
     checks:
-      description: Every check, in order, with C(name), C(status) and C(msg).
+      description: Every check, in order, with C(name), C(status) and C(msg); a drifted C(runtime_drift) also has C(diff).
       type: list
       elements: dict
       returned: always
@@ -285,7 +313,8 @@ validate_params:
   type: dict
   sample: {gpu_count: null, driver_version: "580", driver_method: package, toolkit_version: "",
            container_runtime: containerd, runtime_handler: nvidia, cdi: auto, cdi_spec_dirs: [/etc/cdi, /var/run/cdi],
-           cuda_test: true, prepared_without_gpu: false, nvcc_path: null, cuda_test_timeout: 180,
+           cuda_test: true, nvml_reload_test: false, nvml_reload_test_image: "", prepared_without_gpu: false,
+           nvcc_path: null, cuda_test_timeout: 180,
            command_timeout: 60, host_root: /}
 reused:
   description: Whether the validation is that of O(reuse), and the node was not read again.

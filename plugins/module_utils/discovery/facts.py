@@ -25,7 +25,7 @@ import zlib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, gpu_table, kernels
 
 NVIDIA_VENDOR = "0x10de"
 FACTS_SCHEMA = 1
@@ -1181,6 +1181,7 @@ def gather_facts(host):
         "k3s": gather_rancher(host, probes, "k3s"),
         "rke2": gather_rancher(host, probes, "rke2"),
     }
+    kernel_facts, driver_libraries = kernels.gather(host, probes, dpkg, driver["version"])
     return {
         "schema": FACTS_SCHEMA,
         "host_root": host.root,
@@ -1194,5 +1195,8 @@ def gather_facts(host):
         "os": os_facts,
         "kernel": kernel,
         "secure_boot": secure_boot,
+        "kernels": kernel_facts,
+        "driver_libraries": driver_libraries,
+        "nvml_reload": day2.gather_nvml_reload(host, probes, container),
         "probes": dict(sorted(probes.items())),
     }

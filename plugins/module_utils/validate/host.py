@@ -20,7 +20,10 @@ facts and checks, in order:
   on disk, or the caller) a spec of kind ``nvidia.com/gpu`` parses, names every GPU and was
   written for the loaded driver;
 - ``cuda``: with ``nvcc`` on the node, a vector-add CUDA program built in a temporary folder runs
-  on every GPU and prints ``Test PASSED``.
+  on every GPU and prints ``Test PASSED``;
+- ``kernel_next_boot``, ``driver_libraries``, ``nvml_reload``, ``runtime_drift``: the day-2
+  checks of :mod:`validate.day2` (the next boot kernel's module, the loaded module against the
+  libraries, NVML after ``systemctl daemon-reload``, the runtime files changed by someone else).
 
 Each check ends in ``ok``, ``drift``, ``failed`` or ``skipped`` with a message that says what
 was found and why; the node's status is the worst of them. Nothing on the node changes (the
@@ -44,6 +47,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import day2 as day2_checks
 
 SCHEMA = 1
 OK = "ok"
@@ -982,6 +986,8 @@ ARGUMENT_SPEC = dict(
     cdi=dict(type="str", choices=list(CDI_MODES), default="auto"),
     cdi_spec_dirs=dict(type="list", elements="path", default=list(CDI_DIRS)),
     cuda_test=dict(type="bool", default=True),
+    nvml_reload_test=dict(type="bool", default=False),
+    nvml_reload_test_image=dict(type="str", default=""),
     prepared_without_gpu=dict(type="bool", default=False),
     nvcc_path=dict(type="path"),
     cuda_test_timeout=dict(type="int", default=180),
@@ -1120,6 +1126,7 @@ def _check_gpu_node(checks, result, host, facts, p, cuda_runner):
     result["runtime"] = runtime_summary(runtime)
     result["cdi"] = check_cdi(checks, host, facts, p["cdi"], p["cdi_spec_dirs"], runtime)
     result["cuda"] = check_cuda(checks, host, p["cuda_test"], p["nvcc_path"], driver_ok, cuda_runner)
+    day2_checks.check_day2(checks, host, facts, p)
 
 
 def _conclude(result, checks):

@@ -140,8 +140,10 @@ ALL_PROBES = {
     "driver_version_file",
     "k3s",
     "kernel_headers",
+    "kernel_modules",
     "modinfo",
     "nvidia_smi",
+    "nvml_reload",
     "os_release",
     "pci_devices",
     "pci_ids",
@@ -182,6 +184,9 @@ def test_every_probe_is_reported(name):
         "os",
         "kernel",
         "secure_boot",
+        "kernels",
+        "driver_libraries",
+        "nvml_reload",
         "probes",
     }
 
@@ -269,8 +274,10 @@ def test_h200_preinstalled_capture():
         "driver_version_file": "ok",
         "k3s": "missing",
         "kernel_headers": "missing",
+        "kernel_modules": "ok",
         "modinfo": "missing",
         "nvidia_smi": "ok",
+        "nvml_reload": "ok",
         "os_release": "ok",
         "pci_devices": "ok",
         "pci_ids": "missing",
@@ -732,18 +739,14 @@ def test_subprocess_runner_never_raises():
 
 def test_subprocess_runner_chroots_under_a_host_root(monkeypatch):
     seen = {}
+    real_popen = subprocess.Popen
 
-    class Done(object):
-        returncode = 0
-        stdout = b"ok"
-        stderr = b""
-
-    def fake_run(cmd, **kwargs):
+    def fake_popen(cmd, **kwargs):
         seen["cmd"] = cmd
         seen["env"] = kwargs["env"]
-        return Done()
+        return real_popen(["printf", "ok"], **kwargs)
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(subprocess, "Popen", fake_popen)
     assert common_host.subprocess_runner("/host", timeout=5)(["/usr/bin/nvidia-smi", "-q", "-x"]) == (0, "ok", "")
     assert seen["cmd"] == ["chroot", "/host", "/usr/bin/nvidia-smi", "-q", "-x"]
     assert seen["env"]["LC_ALL"] == "C"

@@ -1,0 +1,574 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The kernels of a node, the nvidia module each of them would load, and the loaded module
+against the user-space libraries: the day-2 facts of ``gpufleet_nvidia.kernels`` and
+``gpufleet_nvidia.driver_libraries``.
+
+Read only, and without starting a process where a file says it: the installed kernels from
+``/boot/vmlinuz-*`` and ``/lib/modules/*``; the next boot kernel from what the boot loader
+would pick (``grubby --default-kernel`` on EL, which only reads; else GRUB's ``grubenv`` and
+``grub.cfg``; else the newest installed kernel); DKMS's tree
+(``/var/lib/dkms/nvidia/<version>/<kernel>/<arch>/module``) without running dkms; the
+precompiled packages of Ubuntu (``linux-modules-nvidia-*-<kernel>``); and each module file's
+``version`` and ``vermagic`` from its ELF ``.modinfo`` section (``.ko``, ``.ko.xz`` with
+Python's lzma, ``.ko.zst`` where Python has a zstd decoder, else ``modinfo`` where kmod is
+installed). A module that cannot be read is said so (``unreadable``), never guessed.
+"""
+
+from __future__ import annotations
+
+import lzma
+import os
+import posixpath
+import re
+import stat
+import struct
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+
+MODULE_ROOTS = ("/lib/modules", "/usr/lib/modules")
+# Where a kernel's nvidia.ko is: DKMS installs under updates/dkms, EL's kmod packages under
+# extra/, Ubuntu's precompiled packages under kernel/nvidia-<branch>[srv]/.
+MODULE_PLACES = ("updates/dkms", "updates", "extra", "extra/nvidia", "extra/nvidia-open", "kernel/drivers/video")
+MODULE_PLACE_GLOBS = ("kernel", "updates/dkms", "extra")
+# The module folders of a driver installed outside any kernel's tree (the pre-installed driver
+# of the H200 hosts loads /usr/local/nvidia/modules/nvidia.ko).
+DRIVER_ROOT_MODULES = ("/usr/local/nvidia/modules",)
+MODULE_NAMES = ("nvidia.ko", "nvidia.ko.xz", "nvidia.ko.zst", "nvidia.ko.gz")
+DKMS_TREE = "/var/lib/dkms/nvidia"
+GRUBENV = ("/boot/grub/grubenv", "/boot/grub2/grubenv")
+GRUB_CFG = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg")
+# The user-space library that every driver ships with its version in the file name.
+LIBRARY_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/nvidia/lib64",
+)
+_LIBNVIDIA_ML = re.compile(r"^libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
+_PRECOMPILED = re.compile(r"^linux-modules-nvidia-(\d+)(?:-server)?(?:-open)?-(.+)$")
+_DRIVER_DEB = re.compile(r"^(?:libnvidia-compute|nvidia-utils|nvidia-kernel-common|nvidia-driver)-\d+(?:-server)?(?:-open)?$")
+_VERSION_IN_PACKAGE = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
+# A decompressed module larger than this is refused (nvidia.ko is 30 to 100 MiB).
+MODULE_CAP = 512 << 20
+_ELF_MAGIC = b"\x7fELF"
+
+
+# --- module files ------------------------------------------------------------------------------
+
+
+def _zstd_decompress(data):
+    """``data`` decompressed by the Python's zstd decoder, or None when it has none."""
+    for name in ("compression.zstd", "zstandard"):
+        try:
+            zstd = __import__(name, fromlist=["decompress"])
+        except ImportError:
+            continue
+        if name == "zstandard":
+            return zstd.ZstdDecompressor().decompressobj().decompress(data)
+        return zstd.decompress(data)
+    return None
+
+
+def _read_file(host, path, cap):
+    """The bytes of the host's regular file ``path``, at most ``cap`` (OSError otherwise)."""
+    local = host.local(path)
+    fd = os.open(local, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError("%s is not a regular file" % path)
+        if info.st_size > cap:
+            raise OSError("%s is %d bytes, more than the %d read at most" % (path, info.st_size, cap))
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def _module_image(host, path):
+    """``(elf_bytes, None)`` of a module file, or ``(None, why)`` when it cannot be read here."""
+    try:
+        data = _read_file(host, path, MODULE_CAP)
+    except (IOError, OSError) as exc:
+        return None, "%s: %s" % (path, exc)
+    try:
+        if path.endswith(".xz"):
+            decoder = lzma.LZMADecompressor()
+            data = decoder.decompress(data, MODULE_CAP)
+        elif path.endswith(".zst"):
+            data = _zstd_decompress(data)
+            if data is None:
+                return None, "%s: this Python has no zstd decoder (compression.zstd, zstandard)" % path
+        elif path.endswith(".gz"):
+            import gzip  # pylint: disable=import-outside-toplevel
+
+            data = gzip.decompress(data)
+    except (lzma.LZMAError, EOFError, OSError, ValueError) as exc:
+        return None, "%s: not a valid compressed file (%s)" % (path, exc)
+    return data, None
+
+
+def _elf_sections(data):
+    """``{name: (offset, size)}`` of an ELF image's sections; ValueError on what is not ELF."""
+    if data[:4] != _ELF_MAGIC or len(data) < 64:
+        raise ValueError("not an ELF file")
+    wide, endian = data[4] == 2, "<" if data[5] == 1 else ">"
+    if wide:
+        shoff = struct.unpack_from(endian + "Q", data, 0x28)[0]
+        entsize, count, names_index = struct.unpack_from(endian + "HHH", data, 0x3A)
+        layout = endian + "IIQQQQIIQQ"
+    else:
+        shoff = struct.unpack_from(endian + "I", data, 0x20)[0]
+        entsize, count, names_index = struct.unpack_from(endian + "HHH", data, 0x2E)
+        layout = endian + "IIIIIIIIII"
+    if not count or names_index >= count or shoff + count * entsize > len(data):
+        raise ValueError("its section headers lie outside the file")
+    headers = [struct.unpack_from(layout, data, shoff + i * entsize) for i in range(count)]
+    names_offset = headers[names_index][4]
+    sections = {}
+    for header in headers:
+        start = names_offset + header[0]
+        end = data.find(b"\0", start)
+        sections[data[start:end].decode("ascii", "replace")] = (header[4], header[5])
+    return sections
+
+
+def parse_modinfo_section(blob):
+    """``{key: value}`` of a ``.modinfo`` section (NUL-separated ``key=value``; the first value of a key)."""
+    info = {}
+    for entry in blob.split(b"\0"):
+        key, sep, value = entry.decode("utf-8", "replace").partition("=")
+        if sep and key not in info:
+            info[key] = value
+    return info
+
+
+def elf_modinfo(data):
+    """The ``.modinfo`` of a module's ELF image; ValueError when it has none."""
+    sections = _elf_sections(data)
+    if ".modinfo" not in sections:
+        raise ValueError("no .modinfo section")
+    offset, size = sections[".modinfo"]
+    return parse_modinfo_section(data[offset:offset + size])
+
+
+def _modinfo_command(host, path):
+    """``(info, None)`` from ``modinfo FILE`` where kmod is installed, else ``(None, why)``."""
+    modinfo = host.which("modinfo")
+    if modinfo is None:
+        return None, "modinfo not found (kmod not installed)"
+    rc, out, err = host.run([modinfo, path])
+    if rc != 0:
+        return None, "modinfo %s exited %d: %s" % (path, rc, (err or out).strip()[:200])
+    info = {}
+    for line in out.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in info:
+            info[key.strip()] = value.strip()
+    return info, None
+
+
+def read_module(host, path):
+    """What a module file says of itself: ``{path, state, version, vermagic, kernel, detail}``.
+
+    ``state``: ``ok``, or ``unreadable`` with the reason in ``detail``; ``kernel`` is the first
+    word of ``vermagic``, the kernel release the module was built for.
+    """
+    entry = {"path": path, "state": "unreadable", "version": None, "vermagic": None, "kernel": None, "detail": ""}
+    data, why = _module_image(host, path)
+    info = None
+    if data is not None:
+        try:
+            info = elf_modinfo(data)
+        except (ValueError, struct.error) as exc:
+            why = "%s: %s" % (path, exc)
+    if info is None:
+        info, command_why = _modinfo_command(host, path)
+        if info is None:
+            entry["detail"] = "%s; %s" % (why, command_why)
+            return entry
+    entry.update(state="ok", version=info.get("version") or None, vermagic=info.get("vermagic") or None)
+    entry["kernel"] = (entry["vermagic"] or "").split(" ")[0] or None
+    entry["detail"] = "version %s, built for %s" % (entry["version"], entry["kernel"])
+    return entry
+
+
+# --- kernels -----------------------------------------------------------------------------------
+
+
+def _release_key(release):
+    """Sort key of a kernel release: its numbers in order, then the text (6.8.0-45 < 6.8.0-100)."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"[.\-+_~]", release)]
+
+
+def installed_kernels(host):
+    """``{release: {'vmlinuz': path|None, 'modules_dir': path|None}}`` of the installed kernels."""
+    kernels = {}
+    for name in host.names("/boot"):
+        if name.startswith("vmlinuz-") and host.isfile("/boot/" + name) and "rescue" not in name:
+            kernels.setdefault(name[len("vmlinuz-"):], {"vmlinuz": None, "modules_dir": None})["vmlinuz"] = "/boot/" + name
+    for root in MODULE_ROOTS:
+        for name in host.names(root):
+            folder = posixpath.join(root, name)
+            if host.isdir(folder) and not name.startswith("."):
+                entry = kernels.setdefault(name, {"vmlinuz": None, "modules_dir": None})
+                entry["modules_dir"] = entry["modules_dir"] or folder
+    return kernels
+
+
+def _kernel_in(text, releases):
+    """The longest installed release named in ``text`` (a boot entry's title or id), or None."""
+    named = [r for r in releases if r and r in text]
+    return max(named, key=len) if named else None
+
+
+def _grubby_default(host, releases):
+    grubby = host.which("grubby")
+    if grubby is None:
+        return None, ""
+    rc, out, err = host.run([grubby, "--default-kernel"])
+    path = out.strip().splitlines()[-1] if rc == 0 and out.strip() else ""
+    if not path.startswith("/boot/vmlinuz-"):
+        return None, "grubby --default-kernel answered %d: %s" % (rc, (err or out).strip()[:160])
+    return path[len("/boot/vmlinuz-"):], "grubby --default-kernel: %s" % path
+
+
+def _grubenv_entry(host):
+    for path in GRUBENV:
+        text = host.read(path) if host.isfile(path) else None
+        for line in (text or "").splitlines():
+            if line.startswith("saved_entry=") and line[len("saved_entry="):].strip():
+                return path, line[len("saved_entry="):].strip()
+    return None, None
+
+
+def _grub_default(host, releases):
+    """The kernel GRUB boots by default: ``saved_entry`` of grubenv, else grub.cfg's first entry."""
+    path, entry = _grubenv_entry(host)
+    if entry:
+        release = _kernel_in(entry, releases)
+        if release:
+            return release, "%s saved_entry=%s" % (path, entry)
+    for cfg in GRUB_CFG:
+        text = host.read(cfg) if host.isfile(cfg) else None
+        default = re.search(r'^\s*set default="?([^"\s]*)"?', text or "", re.M)
+        first = re.search(r"^\s*linux(?:efi)?\s+\S*?vmlinuz-(\S+)", text or "", re.M)
+        if first and (default is None or default.group(1) in ("0", "${saved_entry}", "")):
+            return first.group(1), "%s: the first menu entry" % cfg
+    return None, ""
+
+
+def next_boot_kernel(host, kernels):
+    """``{release, source, detail}``: the kernel the next boot starts, as far as it can be read."""
+    releases = sorted(kernels, key=_release_key)
+    if not releases:
+        return {
+            "release": None,
+            "source": "unknown",
+            "detail": "no kernel under /boot or /lib/modules: the kernel comes from outside the node "
+            "(direct kernel boot, a network boot); the next boot kernel cannot be read here",
+        }
+    for source, finder in (("grubby", _grubby_default), ("grub", _grub_default)):
+        release, detail = finder(host, releases)
+        if release:
+            return {"release": release, "source": source, "detail": detail}
+    return {"release": releases[-1], "source": "newest", "detail": "the newest installed kernel (no boot loader default read)"}
+
+
+# --- the modules of each kernel ----------------------------------------------------------------
+
+
+def _module_files(host, release):
+    """The nvidia module files of one kernel's module tree."""
+    base = None
+    for root in MODULE_ROOTS:
+        if host.isdir(posixpath.join(root, release)):
+            base = posixpath.join(root, release)
+            break
+    if base is None:
+        return []
+    folders = [posixpath.join(base, place) for place in MODULE_PLACES]
+    for place in MODULE_PLACE_GLOBS:
+        folders.extend(posixpath.join(base, place, n) for n in host.names(posixpath.join(base, place)) if n.startswith("nvidia"))
+    found = []
+    for folder in folders:
+        found.extend(p for p in (posixpath.join(folder, n) for n in MODULE_NAMES) if host.isfile(p) and p not in found)
+    return found
+
+
+def dkms_tree(host):
+    """``[{version, kernel, arch, module}]`` of DKMS's nvidia builds (``module``: the built file or None)."""
+    builds = []
+    for version in host.names(DKMS_TREE):
+        version_dir = posixpath.join(DKMS_TREE, version)
+        if version.startswith("kernel-") or version == "source" or host.islink(version_dir):
+            continue
+        for kernel in host.names(version_dir):
+            if kernel in ("source", "build") or not host.isdir(posixpath.join(version_dir, kernel)):
+                continue
+            for arch in host.names(posixpath.join(version_dir, kernel)):
+                folder = posixpath.join(version_dir, kernel, arch, "module")
+                module = next((posixpath.join(folder, n) for n in MODULE_NAMES if host.isfile(posixpath.join(folder, n))), None)
+                builds.append({"version": version, "kernel": kernel, "arch": arch, "module": module})
+    return builds
+
+
+def precompiled_packages(dpkg):
+    """``{kernel: package}`` of Ubuntu's precompiled nvidia module packages installed."""
+    found = {}
+    for name in sorted(dpkg or {}):
+        match = _PRECOMPILED.match(name)
+        if match and re.match(r"^\d", match.group(2)):
+            found[match.group(2)] = name
+    return found
+
+
+def _source_of(path, release, precompiled):
+    if "/updates/dkms/" in path:
+        return "dkms"
+    if release in precompiled and "/kernel/nvidia" in path:
+        return "precompiled"
+    if "/extra/" in path:
+        return "kmod"
+    return "file"
+
+
+def _kernel_modules(host, release, wanted, dkms, precompiled, loose):
+    """The module state of one kernel: the files found, and whether one matches the driver."""
+    files = [read_module(host, p) for p in _module_files(host, release)]
+    files.extend(m for m in loose if m["kernel"] == release)
+    for entry in files:
+        entry["source"] = _source_of(entry["path"], release, precompiled)
+    built = [b for b in dkms if b["kernel"] == release]
+    state, detail = _module_state(files, built, release, wanted)
+    return {
+        "release": release,
+        "state": state,
+        "detail": detail,
+        "files": files,
+        "dkms": built,
+        "precompiled_package": precompiled.get(release),
+    }
+
+
+def _loaded_elsewhere(module, wanted, loaded):
+    """The running kernel whose module is loaded at the driver's version but whose file was not
+    found where modules go: ``loaded_not_found``, not ``missing`` (it loaded from somewhere)."""
+    if module and module["state"] == "missing" and loaded and _same_version(loaded, wanted or loaded):
+        module["state"] = "loaded_not_found"
+        module["detail"] = ("nvidia %s is loaded in this kernel, but its file is in none of the places looked at "
+                            "(updates/dkms, updates, extra, kernel/nvidia*, %s)" % (loaded, ", ".join(DRIVER_ROOT_MODULES)))
+
+
+def _module_state(files, built, release, wanted):
+    """``(state, detail)``: ok, other_version, wrong_kernel, unreadable, built_not_installed or missing."""
+    readable = [f for f in files if f["state"] == "ok"]
+    own = [f for f in readable if f["kernel"] == release]
+    matching = [f for f in own if wanted is None or _same_version(f["version"], wanted)]
+    if matching:
+        return "ok", "%s: version %s, built for %s" % (matching[0]["path"], matching[0]["version"], release)
+    if own:
+        return "other_version", "%s is version %s, the driver's libraries are %s" % (own[0]["path"], own[0]["version"], wanted)
+    if readable:
+        return "wrong_kernel", "%s was built for %s, not %s" % (readable[0]["path"], readable[0]["kernel"], release)
+    if files:
+        return "unreadable", files[0]["detail"]
+    if built:
+        return "built_not_installed", "DKMS built nvidia %s for %s (%s) but did not install it into the kernel's tree" % (
+            built[0]["version"], release, built[0]["module"] or "no module file")
+    return "missing", "no nvidia module for %s (no DKMS build, no precompiled package, no module file)" % release
+
+
+def _same_version(one, other):
+    return bool(one) and bool(other) and one.split("-")[0] == other.split("-")[0]
+
+
+def _loose_modules(host):
+    """The nvidia modules outside any kernel's tree (a pre-installed driver's own folder)."""
+    found = []
+    for folder in DRIVER_ROOT_MODULES:
+        found.extend(read_module(host, posixpath.join(folder, n)) for n in MODULE_NAMES if host.isfile(posixpath.join(folder, n)))
+    return found
+
+
+def gather_kernels(host, probes, dpkg, wanted, loaded=None):
+    """``gpufleet_nvidia.kernels``: running, installed and next boot kernels and each one's nvidia module.
+
+    ``wanted``: the driver version a module must be (the user-space libraries'), or None;
+    ``loaded``: the loaded module's version (the running kernel has that module, wherever its file is).
+    """
+    running = host.kernel_release()
+    kernels = installed_kernels(host)
+    boot = next_boot_kernel(host, kernels)
+    dkms = dkms_tree(host)
+    precompiled = precompiled_packages(dpkg)
+    loose = _loose_modules(host)
+    releases = sorted(set(kernels) | {running} | ({boot["release"]} if boot["release"] else set()), key=_release_key)
+    modules = dict((r, _kernel_modules(host, r, wanted, dkms, precompiled, loose)) for r in releases)
+    _loaded_elsewhere(modules.get(running), wanted, loaded)
+    facts = {
+        "running": running,
+        "installed": [
+            {"release": r, "vmlinuz": kernels[r]["vmlinuz"], "modules_dir": kernels[r]["modules_dir"]}
+            for r in sorted(kernels, key=_release_key)
+        ],
+        "next_boot": dict(boot, module=modules[boot["release"]]["state"] if boot["release"] else None),
+        "driver_version": wanted,
+        "modules": [modules[r] for r in releases],
+        "dkms": dkms,
+        "precompiled_packages": precompiled,
+        "unbooted_without_module": [r for r in releases if r != running and modules[r]["state"] != "ok" and r in kernels],
+    }
+    _probe(probes, facts, modules)
+    return facts
+
+
+def _probe(probes, facts, modules):
+    unreadable = [m["detail"] for m in modules.values() if m["state"] == "unreadable"]
+    summary = "%d installed, running %s, next boot %s (%s)" % (
+        len(facts["installed"]), facts["running"], facts["next_boot"]["release"], facts["next_boot"]["source"])
+    if unreadable:
+        probes.error("kernel_modules", "%s; %s" % (summary, "; ".join(unreadable)))
+    else:
+        probes.ok("kernel_modules", summary)
+
+
+# --- the loaded module against the libraries ---------------------------------------------------
+
+
+def library_versions(host):
+    """``{version: [paths]}`` of the ``libnvidia-ml.so.<version>`` files (not links) on the host."""
+    found = {}
+    for folder in LIBRARY_DIRS:
+        for name in host.names(folder):
+            match = _LIBNVIDIA_ML.match(name)
+            path = posixpath.join(folder, name)
+            if match and not host.islink(path) and host.isfile(path):
+                found.setdefault(match.group(1), []).append(path)
+    return found
+
+
+def package_versions(dpkg):
+    """``{version: [packages]}`` of the driver's own packages (libnvidia-compute, nvidia-utils, ...)."""
+    found = {}
+    for name, version in sorted((dpkg or {}).items()):
+        match = _VERSION_IN_PACKAGE.match(version or "")
+        if _DRIVER_DEB.match(name) and match:
+            found.setdefault(match.group(1), []).append(name)
+    return found
+
+
+def gpu_holders(host):
+    """``(holders, complete)``: ``[{pid, command}]`` of the processes with a /dev/nvidia* file open.
+
+    ``complete`` is False where some process's descriptors could not be read (not root).
+    """
+    holders, complete = [], True
+    for pid in host.names("/proc", kernel=True):
+        if not pid.isdigit():
+            continue
+        try:
+            fds = os.listdir(host.klocal("/proc/%s/fd" % pid))
+        except OSError:
+            complete = complete and not os.path.isdir(host.klocal("/proc/%s" % pid))
+            continue
+        if any(_is_nvidia_fd(host, pid, fd) for fd in fds):
+            holders.append({"pid": int(pid), "command": _command_name(host, pid)})
+    return holders, complete
+
+
+def _is_nvidia_fd(host, pid, fd):
+    try:
+        return os.readlink(host.klocal("/proc/%s/fd/%s" % (pid, fd))).startswith("/dev/nvidia")
+    except OSError:
+        return False
+
+
+def _command_name(host, pid):
+    try:
+        return host.read_text("/proc/%s/comm" % pid, kernel=True).strip()
+    except (IOError, OSError):
+        return "?"
+
+
+def library_mismatch(host, loaded, dpkg):
+    """``gpufleet_nvidia.driver_libraries``: the loaded module against the libraries and packages.
+
+    ``state``: ``ok``, ``drift`` (a library or package of another version than the loaded
+    module: every NVML and CUDA call fails with "Driver/library version mismatch"),
+    ``not_loaded`` or ``unknown`` (no library found). On drift, ``fix`` says ``reload`` where no
+    process holds the GPU, else ``reboot``, and ``holders`` who holds it.
+    """
+    libraries = library_versions(host)
+    packages = package_versions(dpkg)
+    facts = {"state": "ok", "loaded": loaded, "libraries": libraries, "packages": packages,
+             "holders": None, "fix": None, "detail": ""}
+    others = sorted(v for v in set(libraries) | set(packages) if not _same_version(v, loaded or ""))
+    if not loaded:
+        facts.update(state="not_loaded", detail="no nvidia module loaded")
+    elif not libraries and not packages:
+        facts.update(state="unknown", detail="no libnvidia-ml.so.<version> in %s" % ", ".join(LIBRARY_DIRS))
+    elif others:
+        holders, complete = gpu_holders(host)
+        facts.update(state="drift", holders=holders, fix="reload" if complete and not holders else "reboot")
+        facts["detail"] = "the loaded nvidia module is %s, the libraries or packages on disk are %s" % (loaded, ", ".join(others))
+    else:
+        facts["detail"] = "the loaded module and the libraries are %s" % loaded
+    return facts
+
+
+def fix_text(mismatch):
+    """What to do about a library drift, in words."""
+    holders = mismatch.get("holders") or []
+    if mismatch.get("fix") == "reload":
+        return ("No process holds the GPU: reload the modules (modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia; "
+                "modprobe nvidia), or reboot.")
+    if holders:
+        named = ", ".join("%s (%d)" % (h["command"], h["pid"]) for h in holders[:5])
+        return "Reboot the node, or stop what holds the GPU (%s) and reload the modules." % named
+    return "Reboot the node (the processes holding the GPU could not all be read)."
+
+
+def next_boot_problem(kernels):
+    """``(message, reason, fix)`` when the next boot kernel has no matching nvidia module, else None."""
+    boot = (kernels or {}).get("next_boot") or {}
+    release = boot.get("release")
+    module = next((m for m in kernels.get("modules") or [] if m["release"] == release), None)
+    if not release or module is None or module["state"] in ("ok", "loaded_not_found"):
+        return None
+    message = "the next boot kernel %s (%s) has no nvidia module for driver %s: %s" % (
+        release, boot.get("detail"), kernels.get("driver_version") or "?", module["detail"])
+    reason = ("After the reboot the driver does not load: nvidia-smi fails and no container gets a GPU.")
+    fix = ("Install linux-headers-%s (kernel-devel-%s on EL) and let DKMS build (dkms autoinstall -k %s), install the "
+           "precompiled module package for %s, or make the boot loader default a kernel that has the module." % (
+               release, release, release, release))
+    if module["state"] == "unreadable":
+        reason = "The module file could not be read, so whether it loads after the reboot is not known."
+    return message, reason, fix
+
+
+def gather(host, probes, dpkg, loaded):
+    """``(kernels, driver_libraries)`` facts: what :func:`gather_kernels` and :func:`library_mismatch` say."""
+    libraries = library_mismatch(host, loaded, dpkg)
+    wanted = wanted_version(libraries["libraries"], libraries["packages"], loaded)
+    return gather_kernels(host, probes, dpkg, wanted, loaded), libraries
+
+
+def _newest(found):
+    return max(found, key=lambda v: versions.parse_driver_version(v).key())
+
+
+def wanted_version(libraries, packages, loaded):
+    """The driver version a kernel's module must have: the libraries' (the newest where there
+    are several: the last install), else the driver packages', else the loaded module's."""
+    if libraries:
+        return _newest(libraries)
+    if packages:
+        return _newest(packages)
+    return loaded

@@ -1,0 +1,253 @@
+# Copyright: (c) 2026, gpufleet.nvidia maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The day-2 checks of host validation, from the facts of ``discovery.kernels`` and
+``discovery.day2`` and the state records of ``runtime``:
+
+- ``kernel_next_boot``: the kernel the node boots next has an nvidia module of the driver's
+  version (drift otherwise: after the reboot the driver does not load);
+- ``driver_libraries``: the loaded module is the version of the user-space libraries and
+  packages on disk (failed otherwise, with the fix: reload where nothing holds the GPU, else
+  reboot);
+- ``nvml_reload``: the node does not lose NVML in running containers after ``systemctl
+  daemon-reload`` (drift where it is exposed); with ``nvml_reload_test`` (off by default, it
+  reloads systemd) it proves it: a GPU container started, ``systemctl daemon-reload``, then
+  ``nvidia-smi -L`` inside it again;
+- ``runtime_drift``: the settings the collection's runtime editors recorded in a containerd
+  config, drop-in or k3s / RKE2 template are still there (drift, with the difference, when
+  someone changed them since: the next run of container_runtime puts them back).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import posixpath
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, kernels
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
+
+OK = "ok"
+DRIFT = "drift"
+FAILED = "failed"
+SKIPPED = "skipped"
+CONTAINER_NAME = "gpufleet-nvml-reload-check"
+RANCHER_TEMPLATES = ("/var/lib/rancher/%s/agent/etc/containerd/config.toml.tmpl",
+                     "/var/lib/rancher/%s/agent/etc/containerd/config-v3.toml.tmpl")
+
+
+def check_kernel_next_boot(checks, facts):
+    """``kernel_next_boot``: the next boot kernel has a module of the driver's version."""
+    facts_kernels = facts.get("kernels") or {}
+    boot = facts_kernels.get("next_boot") or {}
+    if not boot.get("release"):
+        return checks.add("kernel_next_boot", SKIPPED, "next boot kernel not checked: %s" % (boot.get("detail") or "no kernel facts"))
+    problem = kernels.next_boot_problem(facts_kernels)
+    if problem:
+        return checks.add("kernel_next_boot", DRIFT, "%s. %s Fix: %s" % problem)
+    return checks.add("kernel_next_boot", OK, "the next boot kernel %s (%s) has the nvidia module %s" % (
+        boot["release"], boot.get("source"), facts_kernels.get("driver_version")))
+
+
+def check_driver_libraries(checks, facts):
+    """``driver_libraries``: the loaded module against the libraries and packages on disk."""
+    mismatch = facts.get("driver_libraries") or {}
+    state = mismatch.get("state")
+    if state == "drift":
+        return checks.add("driver_libraries", FAILED, "driver/library version mismatch: %s. Fix: %s" % (
+            mismatch.get("detail"), kernels.fix_text(mismatch)))
+    if state == "ok":
+        return checks.add("driver_libraries", OK, mismatch.get("detail"))
+    return checks.add("driver_libraries", SKIPPED, "driver/library versions not checked: %s" % (mismatch.get("detail") or "no facts"))
+
+
+# --- NVML after daemon-reload ------------------------------------------------------------------
+
+
+def check_nvml_reload(checks, host, facts, test, image, runtime):
+    """``nvml_reload``: exposure from the facts; the proof only where asked and possible."""
+    exposure = facts.get("nvml_reload") or {}
+    state = exposure.get("state")
+    if test:
+        proven = _proof(host, facts, image, runtime)
+        if proven is not None:
+            return checks.add("nvml_reload", *proven)
+    note = "" if test else " (the daemon-reload proof was not run: nvml_reload_test is off)"
+    if state == "exposed":
+        return checks.add("nvml_reload", DRIFT, "%s. Fix: %s%s" % (exposure["reason"], exposure["fix"], note))
+    if state in ("protected", "not_exposed"):
+        return checks.add("nvml_reload", OK, "%s: %s%s" % (state.replace("_", " "), exposure["reason"], note))
+    return checks.add("nvml_reload", SKIPPED, "NVML after daemon-reload not checked: %s" % (exposure.get("reason") or "no facts"))
+
+
+def _proof(host, facts, image, runtime):
+    """``(status, msg)`` of the daemon-reload proof, or a skip saying why it cannot run here."""
+    why = _proof_impossible(host, facts, image, runtime)
+    if why:
+        return SKIPPED, "NVML after daemon-reload not proven: %s" % why
+    cli = container_commands(host, runtime, image)
+    started = host.run(cli["start"])
+    if started[0] != 0:
+        return FAILED, "the GPU container for the daemon-reload proof did not start: %s" % _tail(started)
+    try:
+        return _reload_and_query(host, cli)
+    finally:
+        for argv in cli["remove"]:
+            host.run(argv)
+
+
+def _reload_and_query(host, cli):
+    before = host.run(cli["query"])
+    if before[0] != 0:
+        return FAILED, "the GPU container saw no GPU before any reload: %s" % _tail(before)
+    reloaded = host.run(["systemctl", "daemon-reload"])
+    if reloaded[0] != 0:
+        return FAILED, "systemctl daemon-reload failed: %s" % _tail(reloaded)
+    after = host.run(cli["query"])
+    if after[0] != 0:
+        return FAILED, "proven: the running GPU container lost NVML after systemctl daemon-reload (%s). Fix: %s" % (
+            _tail(after), day2.FIX_CDI)
+    return OK, "proven: a running GPU container still answers nvidia-smi -L after systemctl daemon-reload"
+
+
+def _proof_impossible(host, facts, image, runtime):
+    if not facts.get("gpu_count"):
+        return "no GPU on the node"
+    if host.chrooted:
+        return "the node is mounted at %s: systemctl there would reload this machine's systemd" % host.root
+    if not dig(facts, "nvml_reload", "systemd"):
+        return "systemd is not the node's init"
+    if not image:
+        return "nvml_reload_test_image is not set (an image with nvidia-smi's libraries, e.g. a CUDA base image)"
+    if container_commands(host, runtime, image) is None:
+        return "no docker or ctr for container_runtime %s (CRI-O starts containers only in pods)" % runtime
+    return None
+
+
+def container_commands(host, runtime, image):
+    """The commands that start the proof's container, query the GPU in it and remove it, or None.
+
+    Docker pulls ``image`` when it is not there; ctr needs it in its ``gpufleet`` namespace
+    already (``ctr -n gpufleet images pull IMAGE``).
+    """
+    docker, ctr = host.which("docker"), host.which("ctr")
+    if runtime == "docker" and docker:
+        return {
+            "start": [docker, "run", "-d", "--rm", "--name", CONTAINER_NAME, "--runtime", "nvidia",
+                      "-e", "NVIDIA_VISIBLE_DEVICES=all", image, "sleep", "600"],
+            "query": [docker, "exec", CONTAINER_NAME, "nvidia-smi", "-L"],
+            "remove": [[docker, "rm", "-f", CONTAINER_NAME]],
+        }
+    if runtime in ("containerd", "k3s", "rke2") and ctr:
+        base = [ctr, "-n", "gpufleet"]
+        if runtime in ("k3s", "rke2"):
+            base += ["--address", "/run/k3s/containerd/containerd.sock"]
+        return {
+            "start": base + ["run", "-d", "--runc-binary", "/usr/bin/nvidia-container-runtime", "--runc-systemd-cgroup",
+                             "--env", "NVIDIA_VISIBLE_DEVICES=all", image, CONTAINER_NAME, "sleep", "600"],
+            "query": base + ["task", "exec", "--exec-id", "nvml-check", CONTAINER_NAME, "nvidia-smi", "-L"],
+            "remove": [base + ["task", "kill", "-s", "SIGKILL", CONTAINER_NAME], base + ["task", "rm", "-f", CONTAINER_NAME],
+                       base + ["container", "rm", CONTAINER_NAME]],
+        }
+    return None
+
+
+def _tail(answer):
+    rc, out, err = answer
+    text = ((err or "") + (out or "")).strip().replace("\n", " ")
+    return "exit %d: %s" % (rc, text[-300:])
+
+
+# --- runtime drift -----------------------------------------------------------------------------
+
+
+def _records(text):
+    """The state records written into ``text`` by the runtime editors (one per handler)."""
+    found = []
+    for line in (text or "").splitlines():
+        record = edit.decode_record_line(line)
+        if record is not None:
+            found.append(record)
+    return found
+
+
+def _settings(text, template):
+    """The plain data of a TOML file (a Go template masked first), or None where it does not parse."""
+    try:
+        return toml_subset.loads(edit.GoTemplateMask(text).masked if template else text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _toml_path(path):
+    return ".".join(edit.toml_key(str(k)) for k in path)
+
+
+def _show(value):
+    return "(absent)" if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def file_drift(path, text, template=False):
+    """``(changes, diff_lines)`` between what the records of ``text`` say was written and what it holds."""
+    records = _records(text)
+    if not records:
+        if text.startswith(edit.OWNER_MARK):
+            return ["%s: managed by the collection but its state record is gone" % path], []
+        return [], []
+    data = _settings(text, template)
+    if data is None:
+        return ["%s no longer parses as TOML" % path], []
+    changes, diff = [], []
+    for record in records:
+        for entry in record.get("keys") or []:
+            if "set" not in entry or not isinstance(entry.get("path"), list):
+                continue
+            now = edit.get_path(data, entry["path"])
+            if not edit.same(now, entry["set"]):
+                key = _toml_path(entry["path"])
+                changes.append("%s: %s is %s, written %s" % (path, key, _show(now), _show(entry["set"])))
+                diff += ["-%s = %s" % (key, _show(entry["set"])), "+%s = %s" % (key, _show(now))]
+    return changes, diff
+
+
+def runtime_files(host, facts):
+    """``[(path, is_template)]``: the files the runtime editors write where they exist on the node."""
+    containerd = dig(facts, "container", "containerd") or {}
+    files = [(containerd.get("config_path") or "/etc/containerd/config.toml", False)]
+    for pattern in containerd.get("imports") or []:
+        folder, name = posixpath.split(pattern)
+        files += [(posixpath.join(folder, n), False) for n in host.names(folder) if fnmatch.fnmatchcase(n, name)]
+    for flavour in ("k3s", "rke2"):
+        files += [(template % flavour, True) for template in RANCHER_TEMPLATES]
+    files += [("/etc/crio/crio.conf.d/" + n, False) for n in host.names("/etc/crio/crio.conf.d")]
+    return [(p, t) for p, t in files if host.isfile(p)]
+
+
+def check_runtime_drift(checks, host, facts):
+    """``runtime_drift``: the recorded settings of the runtime files are still what was written."""
+    changes, diff = [], []
+    files = runtime_files(host, facts)
+    if not files:
+        return checks.add("runtime_drift", SKIPPED, "runtime drift not checked: no containerd, CRI-O or k3s / RKE2 file the collection writes")
+    for path, template in files:
+        text = host.read(path)
+        found, lines = file_drift(path, text or "", template)
+        changes += found
+        if lines:
+            diff += ["--- %s (as gpufleet.nvidia.container_runtime wrote it)" % path, "+++ %s (now)" % path] + lines
+    if not changes:
+        return checks.add("runtime_drift", OK, "every setting the collection recorded in the runtime's files is as it wrote it")
+    status = checks.add("runtime_drift", DRIFT, "changed since the collection wrote it (the next container_runtime run puts it back): %s"
+                        % "; ".join(changes))
+    checks.items[-1]["diff"] = "\n".join(diff)
+    return status
+
+
+def check_day2(checks, host, facts, params):
+    """Every day-2 check of a GPU node (a drifted ``runtime_drift`` check carries the ``diff``)."""
+    check_kernel_next_boot(checks, facts)
+    check_driver_libraries(checks, facts)
+    check_nvml_reload(checks, host, facts, params.get("nvml_reload_test"), params.get("nvml_reload_test_image"),
+                      params.get("container_runtime"))
+    check_runtime_drift(checks, host, facts)
