@@ -23,6 +23,11 @@ description:
   - A row's status is C(failed), C(drift), C(ok), C(no_gpu) (no GPU, nothing to validate) or
     C(not_validated) (no facts or no validation; the reason is given). Rows are sorted failed
     first.
+  - Each row's C(driver.lifecycle) gives the type and end of life of its declared and installed
+    driver branches from the collection's table of NVIDIA data-center branches, judged on
+    O(today); a branch past its end of life has C(state=past), one not in the table
+    C(state=unknown). The report's C(lifecycle) lists the fleet's branches with their hosts.
+    Neither changes a row's status.
 positional: hostvars
 options:
   _input:
@@ -36,6 +41,12 @@ options:
     required: true
   generated_at:
     description: When the report was made (written as is).
+    type: str
+  today:
+    description:
+      - The date the driver branches' end of life is compared with, V(YYYY-MM-DD).
+      - Defaults to the date O(generated_at) starts with; without either the branches are given
+        their end of life but not compared (C(state=not_compared)).
     type: str
   run:
     description:
@@ -83,13 +94,28 @@ _value:
       type: list
       elements: dict
       sample: [{msg: "no GPU: nothing to validate", hosts: [cpu-a, cpu-b]}]
+    lifecycle:
+      description: The fleet's driver branches (declared or installed), each with its state and hosts.
+      type: list
+      elements: dict
+      sample:
+        - branch: 535
+          state: past
+          msg: "R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most"
+          hosts: [lab-debian12]
 """
 
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet
 
 
-def fleet_report(hosts, hostvars, generated_at=None, run=None, title=None):
-    return fleet.build_report(list(hosts or []), hostvars, generated_at=generated_at, run=run, title=title)
+def fleet_report(hosts, hostvars, generated_at=None, run=None, title=None, today=None):
+    try:
+        return fleet.build_report(list(hosts or []), hostvars, generated_at=generated_at, run=run, title=title, today=today)
+    except GpuFleetError as exc:
+        raise AnsibleFilterError("fleet_report: %s" % exc.msg)
 
 
 class FilterModule(object):

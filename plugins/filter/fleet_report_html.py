@@ -11,7 +11,9 @@ author: gpufleet.nvidia maintainers
 description:
   - Renders the output of P(gpufleet.nvidia.fleet_report#filter) as an HTML page with no script
     and no external asset - the summary at the top, the cluster's state, a table with one
-    coloured row per node (ok, drift, failed, no GPU, not validated) and what was not checked.
+    coloured row per node (ok, drift, failed, no GPU, not validated; the driver cell gives each
+    driver branch's type and end of life, a branch past it or not in the table marked), the
+    fleet's driver branches with their hosts, and what was not checked.
   - Every value is HTML-escaped; the page is also well-formed XML.
 options:
   _input:

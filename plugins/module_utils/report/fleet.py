@@ -5,9 +5,10 @@
 :func:`build_report` reads, per inventory host, the variables listed in :data:`HOST_VARS` (facts,
 the validation results, the declared versions, where a run stopped) and returns the report: run
 details, a summary (nodes, GPU nodes, GPUs, how many are ok, drifted, failed, without GPU, not
-validated), the cluster's state, one row per node, and plain statements of what was not checked
-and why. :func:`render_html` turns it into one self-contained page (no script, no external asset)
-that is also well-formed XML. Nothing here touches a host.
+validated), the cluster's state, one row per node with its driver branches' type and end of life
+(common/lifecycle.py, on the report's date), the fleet's branches with their hosts, and plain
+statements of what was not checked and why. :func:`render_html` turns it into one self-contained
+page (no script, no external asset) that is also well-formed XML. Nothing here touches a host.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Mapping
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 SCHEMA = 1
 
@@ -196,8 +199,11 @@ _NO_FACTS = "no facts: the host was unreachable, or the run stopped before it wa
 _NOT_VALIDATED = "not validated: the run did not reach gpufleet.nvidia.validate on this host"
 
 
-def build_row(host, hv, cluster):
-    """One node's row, from its variables (``hv``) and the cluster verdict (None without one)."""
+def build_row(host, hv, cluster, today=None):
+    """One node's row, from its variables (``hv``) and the cluster verdict (None without one).
+
+    ``today`` (a date) is what the driver branches' end of life is compared with.
+    """
     facts = hv.get("gpufleet_nvidia") or {}
     val = hv.get("gpufleet_nvidia_validation") or {}
     cnode = _dig(cluster, "nodes", host) if cluster else None
@@ -213,7 +219,7 @@ def build_row(host, hv, cluster):
         "os": _os_text(facts),
         "kernel": _dig(facts, "kernel", "release"),
         "gpus": gpus,
-        "driver": _row_driver(facts, val, hv),
+        "driver": _row_driver(facts, val, hv, today),
         "toolkit": _row_toolkit(facts, val, hv),
         "runtime": _row_runtime(val, hv),
         "cdi": {"enabled": _dig(val, "cdi", "enabled"), "specs": [s.get("path") for s in _dig(val, "cdi", "specs") or []]},
@@ -269,13 +275,13 @@ def _unvalidated(facts, stopped, not_checked):
     return "not_validated", [_NOT_VALIDATED]
 
 
-def _row_driver(facts, val, hv):
+def _row_driver(facts, val, hv, today):
     driver = val.get("driver") or {}
     smi = _dig(facts, "driver", "nvidia_smi") or {}
     installed = driver.get("installed")
     if installed is None and facts:
         installed = (_dig(facts, "driver", "installed", "version") or smi.get("driver_version"))
-    return {
+    row = {
         "declared": (val.get("declared") or {}).get("driver_version") or hv.get("nvidia_driver_version") or None,
         "installed": installed,
         "loaded": driver.get("loaded") or _dig(facts, "driver", "version"),
@@ -283,6 +289,48 @@ def _row_driver(facts, val, hv):
         "flavor": _dig(facts, "driver", "flavor"),
         "cuda": driver.get("cuda") or smi.get("cuda_version"),
     }
+    row["lifecycle"] = _row_lifecycle(row, today)
+    return row
+
+
+def _row_lifecycle(driver, today):
+    """The type and end of life of the node's declared and installed (else loaded) driver branches, one entry a branch."""
+    entries = []
+    for of, value in (("declared", driver["declared"]), ("installed", driver["installed"] or driver["loaded"])):
+        version = versions.try_parse_driver_version(value)
+        if version is None:
+            continue
+        same = next((e for e in entries if e["branch"] == version.branch), None)
+        if same is not None:
+            same["of"] += " and " + of
+            same["version"] = str(version)
+            continue
+        entries.append(dict(lifecycle.judge(version.branch, today), of=of, version=str(version)))
+    return entries
+
+
+def report_date(today, generated_at):
+    """The date the report judges driver branches on: ``today``, else the day ``generated_at`` starts with.
+
+    None when neither gives one (``generated_at`` is free text); a ``today`` that is not a date is an error.
+    """
+    if today not in (None, ""):
+        return lifecycle.parse_today(today)
+    try:
+        return lifecycle.parse_today(generated_at) if generated_at else None
+    except GpuFleetError:
+        return None
+
+
+def _fleet_lifecycle(rows):
+    """The fleet's driver branches, each said once with its state and its hosts, branches in order."""
+    grouped = {}
+    for row in rows:
+        for entry in row["driver"]["lifecycle"]:
+            item = grouped.setdefault(entry["branch"], {"branch": entry["branch"], "state": entry["state"],
+                                                        "msg": entry["text"], "hosts": []})
+            item["hosts"].append(row["host"])
+    return [grouped[branch] for branch in sorted(grouped)]
 
 
 def _row_toolkit(facts, val, hv):
@@ -329,11 +377,16 @@ def _cluster_change_failures(change):
     return ["cluster layer %s failed: %s" % (change.get("layer"), change.get("msg"))]
 
 
-def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=None):
-    """The report of ``hosts`` from ``hostvars`` (or from ``data``, already plain)."""
+def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=None, today=None):
+    """The report of ``hosts`` from ``hostvars`` (or from ``data``, already plain).
+
+    Driver branches are judged on ``today`` (a date or ``YYYY-MM-DD``), else on the day of
+    ``generated_at``; ``lifecycle`` lists the fleet's branches with their hosts.
+    """
     data = data if data is not None else host_data(hosts, hostvars)
     cluster = _cluster_of(data)
-    rows = [build_row(str(h), data.get(str(h)) or {}, cluster) for h in hosts or []]
+    day = report_date(today, generated_at)
+    rows = [build_row(str(h), data.get(str(h)) or {}, cluster, day) for h in hosts or []]
     rows.sort(key=lambda r: (STATUSES.index(r["status"]), r["host"]))
     counts = dict((s, len([r for r in rows if r["status"] == s])) for s in STATUSES)
     run = plain(run or {})
@@ -351,6 +404,7 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
         "summary": _summary(rows, counts),
         "cluster": _cluster_summary(cluster, fleet_failed),
         "not_checked": _fleet_not_checked(cluster) + _grouped_not_checked(rows),
+        "lifecycle": _fleet_lifecycle(rows),
         "nodes": rows,
     }
 
@@ -445,6 +499,9 @@ td.failedmsg { color: #cf222e; }
 td.driftmsg { color: #9a6700; }
 .none { color: #57606a; }
 td.host { white-space: nowrap; font-weight: 600; }
+.branch { display: block; font-size: 12px; color: #57606a; }
+.branch.past { color: #9a6700; font-weight: 600; }
+.branch.unknown { color: #cf222e; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
 footer { margin-top: 32px; color: #57606a; font-size: 12px; }
 """
@@ -484,6 +541,7 @@ def _row_html(row):
     driver_note = " ".join(x for x in (d.get("flavor"), d.get("source")) if x)
     if d.get("cuda"):
         driver_note += (", " if driver_note else "") + "CUDA " + str(d["cuda"])
+    branches = "".join(_branch_html(entry) for entry in d.get("lifecycle") or [])
     t = row["toolkit"]
     toolkit = _or_none(t["installed"], "none")
     if t.get("declared"):
@@ -493,7 +551,7 @@ def _row_html(row):
         node += '<br/><span class="small">node %s</span>' % _e(row["node"])
     return (
         '<tr class="{status}"><td>{badge}</td><td class="host">{node}</td><td>{os}<br/><span class="small">{kernel}</span></td>'
-        "<td>{gpus}</td><td>{driver}<br/><span class=\"small\">{note}</span></td><td>{toolkit}</td>"
+        "<td>{gpus}</td><td>{driver}<br/><span class=\"small\">{note}</span>{branches}</td><td>{toolkit}</td>"
         "<td>{runtime}</td><td>{alloc}</td><td>{sharing}</td>"
         '<td class="driftmsg">{drifted}</td><td class="failedmsg">{failed}</td></tr>'
     ).format(
@@ -505,6 +563,7 @@ def _row_html(row):
         gpus=_e(row["gpus"]["text"]),
         driver=driver,
         note=_e(driver_note),
+        branches=branches,
         toolkit=toolkit,
         runtime=_e(row["runtime"]["text"]),
         alloc=_e(row["allocatable"]["text"]),
@@ -512,6 +571,29 @@ def _row_html(row):
         drifted=_msgs(row["drifted"]),
         failed=_msgs(row["failed"]),
     )
+
+
+def _branch_html(entry):
+    """One driver branch of a row: who has it, its type and end of life; past and unknown ones stand out."""
+    css = entry["state"] if entry["state"] in ("past", "unknown") else ""
+    return '<span class="branch %s">%s %s - %s</span>' % (_e(css), _e(entry["of"]), _e(entry["version"]), _e(entry["text"]))
+
+
+_BRANCH_BADGES = {"past": "drift", "unknown": "failed", "supported": "ok"}
+
+
+def _lifecycle_html(report):
+    """The fleet's driver branches, each with its state and hosts."""
+    return "".join(
+        "<li>%s %s <span class=\"small\">(%s)</span></li>"
+        % (_badge_text(_BRANCH_BADGES.get(item["state"], "skipped"), item["state"].replace("_", " ")), _e(item["msg"]),
+           _e(", ".join(item["hosts"])))
+        for item in report.get("lifecycle") or []
+    ) or "<li>no driver version known</li>"
+
+
+def _badge_text(css, text):
+    return '<span class="badge %s">%s</span>' % (_e(css), _e(text))
 
 
 _TABLE_HEADER = (
@@ -530,6 +612,7 @@ _PAGE = (
     "{notes}"
     "<section><h2>Cluster</h2><ul class=\"msgs\">{cluster}</ul></section>\n"
     "<section><h2>Nodes</h2>\n<table>\n<thead>{header}</thead>\n<tbody>\n{rows}\n</tbody>\n</table></section>\n"
+    '<section><h2>Driver branches</h2><ul class="msgs">{lifecycle}</ul></section>\n'
     '<section><h2>Not checked, and why</h2><ul class="msgs">{not_checked}</ul></section>\n'
     "<footer>gpufleet.nvidia fleet report, schema {schema}; the same data is in the JSON file beside this page.</footer>\n"
     "</body>\n</html>\n"
@@ -549,6 +632,7 @@ def render_html(report):
         cluster="".join("<li>%s</li>" % line for line in _cluster_lines(report.get("cluster") or {})),
         header=_TABLE_HEADER,
         rows=rows,
+        lifecycle=_lifecycle_html(report),
         not_checked=_not_checked_html(report),
         schema=_e(report.get("schema")),
     )
@@ -572,6 +656,8 @@ def _meta(report, run):
 
 def _cards(report):
     s = report["summary"]
+    # nodes with a declared or installed driver branch past its end of life
+    past = len(set(h for item in report.get("lifecycle") or [] if item["state"] == "past" for h in item["hosts"]))
     return [
         _card(STATUS_TITLES.get(report["status"], report["status"]).upper(), "fleet", report["status"]),
         _card(s["nodes"], "nodes"),
@@ -582,6 +668,7 @@ def _cards(report):
         _card(s["failed"], "failed", "failed" if s["failed"] else ""),
         _card(s["no_gpu"], "without GPU"),
         _card(s["not_validated"], "not validated"),
+        _card(past, "past end of life", "drift" if past else ""),
     ]
 
 

@@ -13,7 +13,15 @@ import os
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
 
+from ansible.errors import AnsibleFilterError
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report_html import fleet_report_html
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as C
@@ -137,8 +145,15 @@ def test_the_h200_row_from_the_real_facts():
     r = row(example_report(), "gpu-h200-01")
     assert r["os"] == "Ubuntu 24.04.3 LTS" and r["kernel"] == "6.18.44-fc-v657-gpu"
     assert r["gpus"] == {"count": 1, "names": ["NVIDIA H200"], "text": "1 x NVIDIA H200"}
+    lifecycle = r["driver"].pop("lifecycle")
     assert r["driver"] == {"declared": "580", "installed": "580.159.04", "loaded": "580.159.04", "source": "preinstalled",
                            "flavor": "open", "cuda": "13.0"}
+    # judged on the day the report was generated (2026-11-29)
+    assert [(e["of"], e["version"], e["state"], e["text"]) for e in lifecycle] == [
+        ("declared and installed", "580.159.04", "supported",
+         "R580: long-term support branch, end of life June 2028 (supported on 2026-11-29); CUDA 13; the last branch for "
+         "Maxwell, Pascal and Volta; an older NVIDIA page gives August 2028"),
+    ]
     assert r["runtime"] == {"name": "none", "handler": "nvidia", "present": None, "text": "not checked"}
     assert r["allocatable"] == {"value": 1, "expected": 1, "resource": "nvidia.com/gpu", "text": "1 of 1"}
     assert r["sharing"]["text"] == "none"
@@ -295,7 +310,7 @@ def test_html_is_well_formed_with_one_row_per_node():
     assert [r.find("td[2]").text for r in rows] == ["gpu-h100-01", "gpu-h200-02", "gpu-down-01", "gpu-l40s-01", "gpu-h200-01", "lab-debian12"]
     cards = dict((c.find("span[2]").text, c.find("span[1]").text) for c in tree.findall(".//div[@class='cards']/div"))
     assert cards == {"fleet": "FAILED", "nodes": "6", "GPU nodes": "4", "GPUs": "12", "ok": "1", "drifted": "1", "failed": "2",
-                     "without GPU": "1", "not validated": "1"}
+                     "without GPU": "1", "not validated": "1", "past end of life": "2"}
     # self-contained: no script, no external resource
     assert "<script" not in page and "http://" not in page and "https://" not in page and "<link" not in page
     assert "check mode" not in page.split("</header>")[0]
@@ -485,3 +500,99 @@ def test_the_cluster_lines_of_the_page():
                                                          "not_ready": [{"name": "p", "node": "n", "why": "<crash>"}]}})
     assert lines == ['<span class="badge failed">failed</span> 1 pod not ready', '<span class="small">p on n: &lt;crash&gt;</span>']
     assert R._cluster_lines({"checked": False}) == ['<span class="badge skipped">skipped</span> not checked']  # pylint: disable=protected-access
+
+
+# --- driver branches: type and end of life per node (common/lifecycle.py) ------------------------
+
+
+def _lab_driver_version(group):
+    with open(os.path.join(ROOT, "inventory", "lab", "group_vars", "%s.yml" % group)) as handle:
+        return yaml.safe_load(handle)["nvidia_driver_version"]
+
+
+def _lab_hostvars():
+    """The lab's two nodes as site.yml leaves them for the report: Debian's branch declared in the
+    lab inventory, the facts of the real Debian 12 capture, the validate role's result on them."""
+    hv = {}
+    for host, group in (("lab-debian12", "lab_debian12"), ("lab-debian13", "lab_debian13")):
+        version = _lab_driver_version(group)
+        hv[host] = dict(_validated("debian12-nogpu", {"driver_version": version}, expect={"node": host}),
+                        nvidia_driver_version=version)
+    return hv
+
+
+def test_the_lab_debian12_row_says_its_535_driver_is_past_its_end_of_life():
+    """What `make demo` reports: the roles/report path (the fleet_report filter, generated_at as the
+    role writes it), from the lab inventory's declared branch to the row, the page and the summary line."""
+    assert _lab_driver_version("lab_debian12") == "535"  # Debian 12's archive carries 535 only
+    report = fleet_report(["lab-debian12", "lab-debian13"], _lab_hostvars(), generated_at="2026-12-01T18:30:00Z")
+    (entry,) = row(report, "lab-debian12")["driver"]["lifecycle"]
+    assert (entry["of"], entry["version"], entry["state"]) == ("declared", "535", "past")
+    text = "R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most"
+    assert entry["text"] == text
+    (debian13,) = row(report, "lab-debian13")["driver"]["lifecycle"]
+    assert (debian13["version"], debian13["state"], debian13["text"]) == ("550", "past", "R550: branch type not recorded, end of life passed")
+    assert report["lifecycle"] == [
+        {"branch": 535, "state": "past", "msg": text, "hosts": ["lab-debian12"]},
+        {"branch": 550, "state": "past", "msg": "R550: branch type not recorded, end of life passed", "hosts": ["lab-debian13"]},
+    ]
+    # the status is the validation's: an old branch is said, not counted as a failure
+    assert row(report, "lab-debian12")["status"] == "no_gpu"
+    page = fleet_report_html(report)
+    assert '<span class="branch past">declared 535 - %s</span>' % text in page
+    assert '<li><span class="badge drift">past</span> %s <span class="small">(lab-debian12)</span></li>' % text in page
+    assert '<div class="card drift"><span class="n">2</span><span class="l">past end of life</span></div>' in page
+    ET.fromstring(page[page.index("<html"):])
+
+
+def test_the_report_roles_summary_line_names_the_branches_past_their_end_of_life():
+    """roles/report's 'Say what the report says' message, templated by Ansible's Templar on the lab's report."""
+    with open(os.path.join(ROOT, "roles", "report", "tasks", "main.yml")) as handle:
+        (say,) = [t for t in yaml.safe_load(handle)[0]["block"] if t["name"] == "Say what the report says and where it is"]
+    report = R.build_report(["lab-debian12", "lab-debian13"], _lab_hostvars(), generated_at="2026-12-01T18:30:00Z")
+    variables = {"__report": report, "s": report["summary"], "report_formats": ["json", "html"], "__report_path": "/r/report"}
+    msg = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(say["ansible.builtin.debug"]["msg"]))
+    assert (
+        "Driver R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most (lab-debian12). "
+        "Driver R550: branch type not recorded, end of life passed (lab-debian13). Report: /r/report.json, /r/report.html"
+    ) in msg
+
+
+@pytest.mark.parametrize(
+    "declared, installed, expected",
+    [
+        ("580", "580.95.05", [("declared and installed", "580.95.05", "supported")]),
+        ("580", "570.172.08", [("declared", "580", "supported"), ("installed", "570.172.08", "past")]),
+        (None, "470.256.02", [("installed", "470.256.02", "unknown")]),  # not in the table: said, not guessed
+        ("590", None, [("declared", "590", "no_end_date")]),
+        (595, None, [("declared", "595", "supported")]),  # an unquoted YAML number
+        ("5x5", None, []),  # not a version: nothing to judge
+    ],
+)
+def test_each_rows_declared_and_installed_branches(declared, installed, expected):
+    hv = {"n": {"nvidia_driver_version": declared, "gpufleet_nvidia_validation": {"driver": {"installed": installed}}}}
+    report = R.build_report(["n"], hv, today="2026-12-01")
+    assert [(e["of"], e["version"], e["state"]) for e in row(report, "n")["driver"]["lifecycle"]] == expected
+
+
+def test_the_report_date_is_today_else_the_day_it_was_generated():
+    hv = {"n": {"nvidia_driver_version": "535"}}
+    assert R.build_report(["n"], hv, generated_at="2026-06-30T23:59:59Z")["nodes"][0]["driver"]["lifecycle"][0]["state"] == "supported"
+    assert R.build_report(["n"], hv, generated_at="2026-06-30T23:59:59Z", today="2026-07-01")["lifecycle"][0]["state"] == "past"
+    # generated_at is free text: one that is not a date leaves the branch not compared
+    assert R.build_report(["n"], hv, generated_at="yesterday")["lifecycle"][0]["state"] == "not_compared"
+    with pytest.raises(GpuFleetError, match="today: 'soon' is not a date"):
+        R.build_report(["n"], hv, today="soon")
+
+
+def test_the_filter_refuses_a_bad_today():
+    with pytest.raises(AnsibleFilterError, match="fleet_report: today: 'soon' is not a date"):
+        fleet_report(["n"], {"n": {}}, today="soon")
+
+
+def test_an_unknown_branch_is_marked_on_the_page():
+    report = R.build_report(["n"], {"n": {"nvidia_driver_version": "470"}}, today="2026-12-01")
+    page = R.render_html(report)
+    assert ('<span class="branch unknown">declared 470 - R470: not in the collection\'s driver lifecycle table (read '
+            '2026-12-01): its support and end of life are unknown</span>') in page.replace("&#x27;", "'")
+    assert '<div class="card "><span class="n">0</span><span class="l">past end of life</span></div>' in page
