@@ -464,9 +464,9 @@ def _check_kubernetes(cluster_info, problems):
                         % (ROLE, P._q(text), _dotted(MIN_KUBERNETES)))
     elif parsed < MIN_KUBERNETES:
         problems.append(
-            "%s: the cluster runs Kubernetes %s, and the DRA driver needs %s or later (resource.k8s.io/v1 with the fixes "
-            "of %s; expected the control plane and kubelets upgraded first, or the device plugin layer)"
-            % (ROLE, text, _dotted(MIN_KUBERNETES), _dotted(MIN_KUBERNETES)))
+            "%s: the cluster runs Kubernetes %s, and the DRA driver needs %s or later (what GPU Operator 26.7 and NVIDIA's "
+            "DRA driver require of resource.k8s.io/v1; expected the control plane and kubelets upgraded first, or the "
+            "device plugin layer)" % (ROLE, text, _dotted(MIN_KUBERNETES)))
 
 
 def _check_resource_api(cluster_info, problems):
