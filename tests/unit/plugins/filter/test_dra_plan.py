@@ -415,3 +415,18 @@ def test_the_claim_check_needs_an_allocated_claim_and_a_running_pod_per_node():
     assert found["claims"] == {"gpu-h200-01": "allocated, pod running", "gpu-h200x2-01": "allocated, pod not running"}
     assert found["failed"] == ["dra_driver: node gpu-h200x2-01: the ResourceClaim gpufleet-dra-gpu-h200x2-01 for one GPU: "
                                "allocated, pod not running"]
+
+
+# --- The role's documentation -------------------------------------------------------------------
+def test_the_readmes_resourceclaimtemplate_and_pod_are_valid_and_ask_for_the_drivers_class():
+    with open(os.path.join(F.ROOT, "roles", "dra_driver", "README.md")) as f:
+        text = f.read()
+    block = text[text.index("A workload asks for one GPU"):]
+    block = block[block.index("```yaml\n") + 8:]
+    docs = list(yaml.safe_load_all(block[:block.index("```")]))
+    assert [d["kind"] for d in docs] == ["ResourceClaimTemplate", "Pod"]
+    for doc in docs:
+        k8s_object(doc)
+    request = docs[0]["spec"]["spec"]["devices"]["requests"][0]
+    assert request["exactly"]["deviceClassName"] == "gpu.nvidia.com"
+    assert docs[1]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == docs[0]["metadata"]["name"]
