@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
@@ -202,11 +204,17 @@ def test_before_the_end_of_life_the_same_branch_passes(warned):
     assert warned == []
 
 
-def test_the_module_takes_the_nodes_date_without_today():
+@pytest.mark.parametrize("day, state", [(datetime.date(2026, 6, 30), "supported"), (datetime.date(2026, 7, 1), "past")])
+def test_the_module_takes_the_nodes_date_without_today(monkeypatch, day, state):
+    class Clock(datetime.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return cls(day.year, day.month, day.day, 12, 0, tzinfo=tz)
+
+    monkeypatch.setattr(preflight.datetime, "datetime", Clock)
     result = run_module(preflight, _nogpu_args())
-    # whatever the clock says, the branch was compared with a date (June 2026 is past from July 2026 on)
-    assert result["lifecycle"][0]["state"] in ("past", "supported")
-    assert "on 20" in result["checks"]["driver_lifecycle"]["detail"]
+    assert result["lifecycle"][0]["state"] == state
+    assert ("on %s" % day.isoformat()) in result["checks"]["driver_lifecycle"]["detail"]
 
 
 def test_a_malformed_today_fails_cleanly():
