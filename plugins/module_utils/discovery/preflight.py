@@ -677,15 +677,20 @@ def _lifecycle_subjects(facts, method, declared):
     return subjects
 
 
-def _check_lifecycle(report, facts, method, declared, today, mode, gpus):
-    """driver_lifecycle: each branch's type and end of life (common/lifecycle.py); the judged entries."""
+def _lifecycle_inputs(mode, today):
+    """The date driver_lifecycle judges on (None: not judged); GpuFleetError for a bad mode or date."""
     if mode not in LIFECYCLE_MODES:
-        raise GpuFleetError("driver_lifecycle: '%s' is not one of %s" % (mode, ", ".join(LIFECYCLE_MODES)), value=mode)
+        raise GpuFleetError("driver_lifecycle: '%s' is not a mode (expected %s)" % (mode, " or ".join(LIFECYCLE_MODES)),
+                            value=mode, expected=list(LIFECYCLE_MODES))
+    return lifecycle.parse_today(today) if today not in (None, "") else None
+
+
+def _check_lifecycle(report, facts, method, declared, today, mode, gpus):
+    """driver_lifecycle: each branch's type and end of life (common/lifecycle.py) on ``today``; the judged entries."""
     subjects = _lifecycle_subjects(facts, method, declared)
     if today is None or not subjects:
         report.skip("driver_lifecycle", "no date to compare end of life with" if subjects else "no driver version to judge")
         return [dict(lifecycle.judge(v.branch, None), of=of, version=str(v)) for of, v, dummy in subjects]
-    today = lifecycle.parse_today(today)
     # the branches offered are those every GPU of the node takes (Pascal: R580 at most)
     caps = [table.ARCHITECTURE_MAX_BRANCH[g["architecture"]] for g in gpus if g.get("architecture") in table.ARCHITECTURE_MAX_BRANCH]
     supported = ", ".join(lifecycle.supported_branches(today, min(caps) if caps else None)) or "none in the table"
@@ -914,6 +919,7 @@ def evaluate(
     """
     _check_facts(facts)
     _check_waive(waive)
+    today = _lifecycle_inputs(driver_lifecycle, today)
     report = Report(waive)
     declared, cudas = _check_format(report, driver_version, cuda_versions)
     gpus = facts.get("gpus") or []

@@ -987,7 +987,7 @@ def test_driver_lifecycle_without_a_date_is_skipped_and_still_says_the_branch():
 
 
 def test_driver_lifecycle_refuses_a_bad_mode_and_a_bad_date():
-    with pytest.raises(GpuFleetError, match="driver_lifecycle: 'block' is not one of warn, fail"):
+    with pytest.raises(GpuFleetError, match="driver_lifecycle: 'block' is not a mode \\(expected warn or fail\\)"):
         run(NOGPU, driver_version="580", today=TODAY, driver_lifecycle="block")
     with pytest.raises(GpuFleetError, match=r"today: '2026-02-30' is not a date"):
         run(NOGPU, driver_version="580", today="2026-02-30")
