@@ -34,6 +34,7 @@ import re
 import shutil
 import time
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import kernels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
     MANAGED_BY,
@@ -215,6 +216,21 @@ class UbuntuLayout(object):
 
     def modules_choice(self, requested):
         return requested
+
+
+def next_boot_headers(system, running):
+    """``[linux-headers-RELEASE]`` of the kernel the node boots next where it is another installed one
+    (discovery.kernels reads it); installing them lets DKMS build the module for it before the reboot."""
+    boot = kernels.next_boot_kernel(system, kernels.installed_kernels(system))
+    if not boot["release"] or boot["release"] == running:
+        return []
+    return ["linux-headers-%s" % boot["release"]]
+
+
+def _next_kernel_of(name, running):
+    """The kernel release of a ``linux-headers-RELEASE`` name other than the running kernel's, else None."""
+    release = name[len("linux-headers-"):] if name.startswith("linux-headers-") else ""
+    return release if release[:1].isdigit() and release != running else None
 
 
 def layout_for(os_facts, kernel, fabric_manager=False):
@@ -773,7 +789,7 @@ class AptBackend(object):
             fm_names = fabric_manager.packages(self.layout.fm_repository, branch)
             fm_other = sorted(n for n in installed if fabric_manager.FAMILY.match(n) and n not in fm_names)
             names |= set(fm_names)
-        headers = self.layout.headers() if self.params.get("kernel_headers", True) else []
+        headers = self.layout.headers() + next_boot_headers(self.system, self.kernel) if self.params.get("kernel_headers", True) else []
         return Request(names, precompiled, fm_names, fm_other, self._extras(installed, names, branch), headers)
 
     def _extras(self, installed, names, branch):
@@ -954,6 +970,11 @@ class AptBackend(object):
                 notes.append(
                     "%s is not in the repositories: DKMS cannot build the nvidia module for the running kernel %s"
                     % (name, self.kernel)
+                )
+            elif _next_kernel_of(name, self.kernel):
+                notes.append(
+                    "%s is not in the repositories: DKMS cannot build the nvidia module for the kernel the node boots next, %s; "
+                    "it would come back without the driver" % (name, _next_kernel_of(name, self.kernel))
                 )
         return out
 
