@@ -82,11 +82,18 @@ def check_removed(target, removed, wanted, original, name):
     tally(target, "round trip")
 
 
+#: Refusals counted apart (docs/reliability.md, findings 5 and 6): the words of their messages.
+REFUSALS = (
+    ("defined in several places of the file", "refused: tables out of order"),
+    ("does not fit the installed containerd", "refused: version the containerd does not hold"),
+)
+
+
 def refused(target, exc, paths):
     """A refusal must be a GpuFleetError that names the file or option it is about."""
     assert isinstance(exc, GpuFleetError), "%s: %r" % (target, exc)
     assert any(path in str(exc) for path in paths), "%s: a refusal that names no file: %s" % (target, exc)
-    tally(target, "refused")
+    tally(target, next((outcome for words, outcome in REFUSALS if words in str(exc)), "refused"))
 
 
 # --- containerd --------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     TomlStyle,
     add_table,
     apply_undo,
+    check_edited_toml,
     check_handler_name,
     defined_tables,
     delete_path,
@@ -884,10 +885,8 @@ def _check_unrelated(path, before, after, cri_path, name) -> None:
     """Refuse to write if anything but the keys this module manages would change."""
     if after is None:
         return
-    try:
-        new = toml_data(after)
-    except Exception as exc:  # pragma: no cover - would be a bug in the editing code
-        raise GpuFleetError("internal error: the edited %s would not be valid TOML: %s" % (path, exc))
+    check_edited_toml(path, before, after, list(cri_path) + ["containerd", "runtimes", name])
+    new = toml_data(after)
     old = toml_data(before) if before else {}
     managed = [
         ["version"],
@@ -1027,7 +1026,8 @@ def _k3s_removed(template, opts) -> Plan:
     """Take the handler and what the module changed out of a template the module did not make."""
     name = opts.runtime_name
     warnings = []
-    _absent_inplace(template.doc, template.cri_path, opts, warnings)
+    with refusing_tomlkit_errors(template.path, template.doc, list(template.cri_path) + ["containerd", "runtimes", name]):
+        _absent_inplace(template.doc, template.cri_path, opts, warnings)
     files = [FileChange(template.path, template.text, _unmasked(template, opts))]
     return Plan(
         files,
@@ -1054,10 +1054,11 @@ def _k3s_configured(template, generated_text, generated_doc, opts, autodetected)
             **_facts(template.version, template.cri_path, opts, template=template.path)
         )
     style = TomlStyle.detect(template.mask.masked, default_step="")
-    source_name = _present_inplace(
-        template.doc, template.cri_path, opts, style, record, warnings, allow_runc=allow_runc, skip=skip,
-        source_cri=source_cri,
-    )
+    with refusing_tomlkit_errors(template.path, template.doc, list(template.cri_path) + ["containerd", "runtimes", name]):
+        source_name = _present_inplace(
+            template.doc, template.cri_path, opts, style, record, warnings, allow_runc=allow_runc, skip=skip,
+            source_cri=source_cri,
+        )
     files = [FileChange(template.path, template.text, _unmasked(template, opts))]
     msg = _message(files, "configured the %s runtime" % name, "the %s runtime is already configured" % name)
     if notes:

@@ -33,6 +33,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     TomlStyle,
     add_table,
     apply_undo,
+    check_edited_toml,
     delete_path,
     dump_toml,
     encode_record,
@@ -204,6 +205,7 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
             _handler_in_place(doc, main_text, record or {"keys": []}, table, opts, warnings)
             _note_undo(main_path, doc, name, origin)
             files = [FileChange(main_path, main_text, doc.as_string()), FileChange(opts.dropin_path, dropin_text, None)]
+    check_edited_toml(main_path, main_text, files[0].after if opts.mode == "inplace" else files[1].after, list(RUNTIMES_PATH) + [name])
     return Plan(files, msg=_message(files, "configured", name), warnings=warnings, source_runtime=source_name, **facts)
 
 

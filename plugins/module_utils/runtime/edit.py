@@ -443,6 +443,20 @@ def split_table(doc, path):
     return None
 
 
+def out_of_order_refusal(path: str, doc, table_path, why) -> GpuFleetError:
+    """The refusal of an in-place edit of ``table_path`` that tomlkit cannot make (``why``: what went wrong)."""
+    split = split_table(doc, list(table_path))
+    where = ".".join(toml_key(k) for k in (split or table_path))
+    how = "is defined in several places of the file (its tables out of order)" if split else "could not be edited"
+    return GpuFleetError(
+        "%s: the table %s %s, and tomlkit %s cannot edit it in place (%s); put its tables together "
+        "(or, for containerd and CRI-O, use config_mode=dropin); the file was left untouched"
+        % (path, where, how, getattr(tomlkit, "__version__", "?"), why),
+        path=path,
+        table=where,
+    )
+
+
 @contextlib.contextmanager
 def refusing_tomlkit_errors(path: str, doc, table_path):
     """Turn an exception of tomlkit's (``NonExistentKey`` on an out-of-order table) raised while
@@ -454,16 +468,37 @@ def refusing_tomlkit_errors(path: str, doc, table_path):
     except Exception as exc:  # noqa: BLE001 - tomlkit's own only; anything else is raised as it is
         if not type(exc).__module__.startswith("tomlkit"):
             raise
-        split = split_table(doc, list(table_path))
-        where = ".".join(toml_key(k) for k in (split or table_path))
-        how = "is defined in several places of the file (its tables out of order)" if split else "could not be edited"
-        raise GpuFleetError(
-            "%s: the table %s %s, and tomlkit %s cannot edit it in place (%s: %s); put its tables together "
-            "or use config_mode=dropin; the file was left untouched"
-            % (path, where, how, getattr(tomlkit, "__version__", "?"), type(exc).__name__, exc),
-            path=path,
-            table=where,
-        )
+        raise out_of_order_refusal(path, doc, table_path, "%s: %s" % (type(exc).__name__, exc))
+
+
+def check_edited_toml(path: str, before, after, table_path) -> None:
+    """Refuse ``after`` (the edited text of ``path``) unless a strict TOML parser reads it.
+
+    tomlkit reads and writes some files it edited among out-of-order tables that TOML (Python's
+    tomllib, containerd's and CRI-O's Go parsers) refuses: a table declared twice. Where Python has
+    no tomllib (before 3.11), tomlkit's own reading is the check.
+    """
+    if after is None:
+        return
+    try:
+        strict_toml(after)
+    except Exception as exc:  # noqa: BLE001 - tomllib's or tomlkit's error, whichever parser read it
+        try:
+            doc = tomlkit.parse(before or "")
+        except Exception:  # noqa: BLE001 - not even tomlkit reads the original: no table to name
+            doc = tomlkit.document()
+        if split_table(doc, list(table_path)):
+            raise out_of_order_refusal(path, doc, table_path, "the result would not be valid TOML: %s" % exc)
+        raise GpuFleetError("internal error: the edited %s would not be valid TOML: %s; nothing was written" % (path, exc), path=path)
+
+
+def strict_toml(text: str):
+    """The data of ``text`` read by tomllib (tomlkit without it); raises the parser's error."""
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python before 3.11
+        return toml_data(text)
+    return tomllib.loads(text)
 
 
 # --------------------------------------------------------------------------------------

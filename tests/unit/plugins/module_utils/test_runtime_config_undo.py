@@ -128,7 +128,7 @@ def test_containerd_out_of_order_tables_are_refused_naming_the_file_and_table():
     with pytest.raises(GpuFleetError) as exc:
         ctd_plan(text, mode="inplace")
     assert exc.value.msg.startswith("%s: the table plugins is defined in several places of the file" % MAIN)
-    assert "use config_mode=dropin; the file was left untouched" in exc.value.msg
+    assert "put its tables together (or, for containerd and CRI-O, use config_mode=dropin); the file was left untouched" in exc.value.msg
     assert exc.value.details["table"] == "plugins"
 
 
@@ -137,6 +137,41 @@ def test_crio_out_of_order_tables_are_refused_naming_the_file_and_table():
     with pytest.raises(GpuFleetError) as exc:
         crio_plan(text, runtime_name="nvidia-cdi")
     assert exc.value.msg.startswith("%s: the table crio is defined in several places of the file" % CRIO)
+
+
+#: Found by the property suite once the strategies were lifted: tomlkit wrote ``enable_cdi`` into an
+#: out-of-order CRI table so that the table was declared twice (tomlkit read it back, tomllib and
+#: containerd do not): a corruption, now refused.
+DECLARED_TWICE = (
+    '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n[crio.runtime]\n\nversion = 2\n'
+    '[plugins."io.containerd.internal.v1.opt"]\n[plugins."io.containerd.grpc.v1.cri"]\n  x = 1\n'
+)
+#: ... and tomlkit's KeyAlreadyPresent escaped the k3s editor.
+KEY_ALREADY_PRESENT = (
+    '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n[plugins]\nversion = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+)
+
+
+def k3s_plan(generated, **options):
+    opts = ctd.ContainerdOptions(mode="inplace", **options)
+    return ctd.plan_k3s("k3s", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", None,
+                        "/var/lib/rancher/k3s/agent/etc/containerd/config.toml", generated, opts)
+
+
+@pytest.mark.parametrize("plan, path", [(lambda **o: ctd_plan(DECLARED_TWICE, mode="inplace", **o), MAIN),
+                                        (lambda **o: k3s_plan(DECLARED_TWICE, **o), "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl")],
+                         ids=["containerd", "k3s"])
+def test_an_edit_that_would_declare_a_table_twice_is_refused(plan, path):
+    with pytest.raises(GpuFleetError) as exc:
+        plan(enable_cdi=True)
+    assert exc.value.msg.startswith("%s: the table plugins is defined in several places of the file" % path)
+    assert "the result would not be valid TOML: Cannot declare ('plugins', 'io.containerd.grpc.v1.cri') twice" in exc.value.msg
+
+
+def test_k3s_out_of_order_tables_are_refused_naming_the_template():
+    with pytest.raises(GpuFleetError) as exc:
+        k3s_plan(KEY_ALREADY_PRESENT, set_as_default=True)
+    assert exc.value.msg.startswith("/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl: the table plugins is defined in several places")
 
 
 def test_an_error_that_is_not_tomlkit_s_is_not_turned_into_a_refusal():
