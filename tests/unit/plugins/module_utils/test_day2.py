@@ -6,6 +6,7 @@ NVML after daemon-reload, and drift of the runtime files (discovery, preflight, 
 from __future__ import annotations
 
 import importlib.util
+import json
 import lzma
 import os
 
@@ -337,3 +338,17 @@ def test_runtime_drift_check_reads_the_template_of_k3s(tmp_path):
     checks = V.Checks()
     assert vday2.check_runtime_drift(checks, host, {"container": {"containerd": {}}}) == "drift"
     assert checks.items[0]["diff"].startswith("--- /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl (as gpufleet.nvidia")
+
+
+def test_the_replay_gives_what_the_live_run_gave():
+    """live-discovery.json: the same facts read on the real machine (README-day2.md)."""
+    with open(os.path.join(HOSTS, CAPTURE, "live-discovery.json")) as handle:
+        live = json.load(handle)
+    dummy, facts = gathered(CAPTURE)
+    assert facts["kernels"] == live["kernels"]
+    assert facts["driver_libraries"] == live["driver_libraries"]
+    replayed = dict(facts["nvml_reload"], dev_char_missing=None)
+    assert replayed == dict(live["nvml_reload"], dev_char_missing=None)
+    assert live["nvml_reload"]["dev_char_missing"][2] == "/dev/nvidia0 (/dev/char/195:0)"
+    result = pf.evaluate(facts, driver_method="preinstalled", container_runtime="containerd")
+    assert dict((k, result["checks"][k]) for k in live["preflight"]) == live["preflight"]
