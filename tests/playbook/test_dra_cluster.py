@@ -27,6 +27,8 @@ HOSTS = {
     "gpu-b": {"nvidia_driver_method": "package", "nvidia_driver_version": "580.105.08"},
 }
 PROBE = "/gpufleet-dra-check"
+LABEL = "nvidia.com/dra-kubelet-plugin"
+ANNOTATION = "gpufleet.nvidia/dra-driver.labels"
 
 
 def _node(name, runtime="containerd://2.1.4"):
@@ -98,6 +100,33 @@ def test_the_gpucluster_path_installs_validates_and_a_second_run_writes_nothing(
     assert rc == 0, out[-6000:]
     assert _writes_outside_the_probe(cluster, start) == []
     assert "upgrade" not in T._helm_calls(cluster, start)
+
+
+def _assert_removed(fake):
+    assert fake.releases == {}
+    for name in ("gpu-a", "gpu-b"):
+        assert LABEL not in fake.labels(name)
+        assert ANNOTATION not in (fake.nodes[name]["metadata"].get("annotations") or {})
+
+
+def test_the_standalone_path_labels_its_nodes_and_removal_takes_the_release_and_the_labels_away(tmp_path, cluster):
+    tmp = str(tmp_path)
+    cluster.charts.append("0.5.0")
+    _project(tmp, cluster, extra={"dra_driver_operator_version": ""})
+    rc, out = T._run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    release = cluster.releases[("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")]
+    assert release["values"]["kubeletPlugin"]["nodeSelector"] == {LABEL: "true"}
+    assert [n for n in ("gpu-a", "gpu-b", "cpu-1") if cluster.labels(n).get(LABEL) == "true"] == ["gpu-a", "gpu-b"]
+
+    _project(tmp, cluster, extra={"dra_driver_operator_version": "", "dra_driver_state": "absent"})
+    rc, out = T._run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    _assert_removed(cluster)
+    start = len(cluster.timeline)
+    rc, out = T._run(tmp, "--tags", "cluster")
+    assert rc == 0, out[-6000:]
+    assert [e for e in cluster.timeline[start:] if e in cluster.writes() or e[1] == "uninstall"] == []
 
 
 def test_a_node_whose_gpus_are_not_published_fails_the_validation(tmp_path, cluster):

@@ -7,13 +7,22 @@ ResourceSlices listed from ``slices``; ResourceClaims created and read), ``nvidi
 read and deleted. ``allocate`` plays the scheduler and the kubelet plugin: a pod created with a
 ``resourceClaimName`` has that claim allocated a device of its node's slices and runs; false leaves the
 claim unallocated and the pod Pending. Every request lands in FakeCluster's ``timeline``.
+
+Its helm also plays what kubernetes.core.helm asks to uninstall a release (``helm version`` as Helm
+prints it, ``list --output=yaml --filter``, ``get values --output=yaml``, ``uninstall``); that module
+names the namespace in ``HELM_NAMESPACE``, which the fake helm passes on as ``--namespace``.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+import stat
+import sys
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.cluster_fake import CORE, GROUPS, NODE_API, FakeCluster
+import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.cluster_fake import CORE, GROUPS, HELM_SCRIPT, NODE_API, FakeCluster
 
 RESOURCE_API = {
     "kind": "APIResourceList", "groupVersion": "resource.k8s.io/v1",
@@ -34,6 +43,14 @@ NVIDIA_API = {
 PODS = {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["create", "delete", "get", "list", "patch", "watch"]}
 KINDS = {"deviceclasses": "DeviceClass", "resourceclaims": "ResourceClaim", "resourceslices": "ResourceSlice",
          "clusterpolicies": "ClusterPolicy", "pods": "Pod", "namespaces": "Namespace"}
+
+
+# FakeCluster's helm, which also passes on the namespace kubernetes.core.helm sets in the environment.
+assert "argv = sys.argv[1:]\n" in HELM_SCRIPT, "cluster_fake's helm script changed: pass HELM_NAMESPACE on another way"
+HELM_ENV_SCRIPT = HELM_SCRIPT.replace(
+    "argv = sys.argv[1:]\n",
+    "argv = sys.argv[1:]\nimport os\nif os.environ.get('HELM_NAMESPACE') and '--namespace' not in argv:\n"
+    "    argv += ['--namespace', os.environ['HELM_NAMESPACE']]\n")
 
 
 def gpu_slice(node, count):
@@ -58,6 +75,45 @@ class DraCluster(FakeCluster):
         self.policies_api = True
         self.resource_api = True
         self.allocate = True
+
+    def helm_binary(self, directory):
+        path = os.path.join(directory, "helm")
+        with open(path, "w") as f:
+            f.write(HELM_ENV_SCRIPT % {"python": sys.executable, "url": self.url + "/_helm"})
+        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+        return path
+
+    def helm(self, argv, files):
+        verb = argv[0] if argv else ""
+        own = {"list": self._helm_list, "uninstall": self._helm_uninstall}
+        if verb == "version" and "--template" not in argv:
+            own["version"] = self._helm_build_info
+        if verb == "get" and "--output=yaml" in argv:
+            own["get"] = self._helm_get_values_yaml
+        if verb not in own:
+            return super(DraCluster, self).helm(argv, files)
+        self.timeline.append(("helm", verb, " ".join(argv)))
+        return own[verb](argv, self._opt(argv, "--namespace"))
+
+    def _helm_build_info(self, argv, namespace):
+        return self._out('version.BuildInfo{Version:"%s", GitCommit:"", GitTreeState:"clean", GoVersion:"go1.24.4"}\n' % self.helm_version)
+
+    def _helm_list(self, argv, namespace):
+        wanted = self._opt(argv, "--filter")
+        found = [{"name": name, "namespace": ns, "revision": str(r["revision"]), "status": r["status"],
+                  "chart": "chart-%s" % r["chart_version"], "app_version": r["chart_version"]}
+                 for (ns, name), r in sorted(self.releases.items()) if ns == namespace and name == wanted]
+        return self._out(yaml.safe_dump(found))
+
+    def _helm_get_values_yaml(self, argv, namespace):
+        name = [a for a in argv[2:] if not a.startswith("-")][0]
+        return self._out(yaml.safe_dump(self.releases[(namespace, name)]["values"]))
+
+    def _helm_uninstall(self, argv, namespace):
+        name = [a for a in argv[1:] if not a.startswith("-")][0]
+        if self.releases.pop((namespace, name), None) is None:
+            return self._err("Error: uninstall: Release not loaded: %s: release: not found\n" % name)
+        return self._out('release "%s" uninstalled\n' % name)
 
     def _discovery(self):
         groups = copy.deepcopy(GROUPS)
