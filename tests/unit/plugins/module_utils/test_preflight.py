@@ -763,6 +763,17 @@ def test_pascal_refuses_r590_and_newer_with_the_reason_and_the_fix(version):
     assert result["ok"] is False
 
 
+def test_maxwell_refuses_r590_too():
+    def m60(facts):  # the P100 host with a Tesla M60 in its place (10de:13f2 in pci.ids)
+        facts["gpus"][0].update(device_id="0x13f2", name="GM204GL [Tesla M60]", architecture="Maxwell")
+
+    assert problems(run(P100, m60, driver_version="590", container_runtime="none"), "gpu_driver_branch") == [
+        ("blocking", "the Maxwell GPU GM204GL [Tesla M60] at 0000:00:1e.0 is not supported by drivers after R580; "
+                     "driver_version 590 is R590")
+    ]
+    assert outcome(run(P100, m60, driver_version="580", container_runtime="none"), "gpu_driver_branch") == "pass"
+
+
 @pytest.mark.parametrize("version", ["535", "570", "580", "580.95.05"])
 def test_pascal_takes_r580_and_older(version):
     result = run(P100, driver_version=version, container_runtime="none")
