@@ -576,7 +576,7 @@ def _row_html(row):
 def _branch_html(entry):
     """One driver branch of a row: who has it, its type and end of life; past and unknown ones stand out."""
     css = entry["state"] if entry["state"] in ("past", "unknown") else ""
-    return '<span class="branch %s">%s %s - %s</span>' % (_e(css), _e(entry["of"]), _e(entry["version"]), _e(entry["text"]))
+    return '<span class="%s">%s %s - %s</span>' % (_e(("branch " + css).strip()), _e(entry["of"]), _e(entry["version"]), _e(entry["text"]))
 
 
 _BRANCH_BADGES = {"past": "drift", "unknown": "failed", "supported": "ok"}

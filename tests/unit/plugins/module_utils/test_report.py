@@ -596,3 +596,5 @@ def test_an_unknown_branch_is_marked_on_the_page():
     assert ('<span class="branch unknown">declared 470 - R470: not in the collection\'s driver lifecycle table (read '
             '2026-12-01): its support and end of life are unknown</span>') in page.replace("&#x27;", "'")
     assert '<div class="card "><span class="n">0</span><span class="l">past end of life</span></div>' in page
+    supported = R.render_html(R.build_report(["m"], {"m": {"nvidia_driver_version": "580"}}, today="2026-12-01"))
+    assert '<span class="branch">declared 580 - R580: long-term support branch, end of life June 2028 (supported on 2026-12-01)' in supported
