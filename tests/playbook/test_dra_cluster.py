@@ -5,9 +5,11 @@ resource.k8s.io/v1, ClusterPolicies, pods and a scheduler that allocates claims)
 ``--tags cluster`` runs the cluster layer alone, so no discovery runs: each node declares its driver
 (``nvidia_driver_version``), and the runtime is the one its kubelet reports. The sequences check that the
 GPUCluster path installs the gpu-operator chart with the GPUCluster values, validates the GPUs each node
-publishes and one claim per node, and writes nothing on a second run but the validation's own probe; that
-a cluster the DRA driver cannot run on (Kubernetes 1.33, no resource.k8s.io/v1, a foreign ClusterPolicy,
-containerd 1.7 without CDI) is refused with nothing written and the report saying why.
+publishes and one claim per node, writes nothing on a second run but the validation's own probe and nothing
+at all in check mode; that the standalone path labels its nodes and its removal takes the release and the
+labels away; that unpublished GPUs fail the run; and that a cluster the DRA driver cannot run on
+(Kubernetes 1.33, no resource.k8s.io/v1, a foreign ClusterPolicy, containerd 1.7 without CDI) or a node on
+R535 is refused with nothing written and the report saying why.
 """
 
 from __future__ import annotations
@@ -100,6 +102,13 @@ def test_the_gpucluster_path_installs_validates_and_a_second_run_writes_nothing(
     assert rc == 0, out[-6000:]
     assert _writes_outside_the_probe(cluster, start) == []
     assert "upgrade" not in T._helm_calls(cluster, start)
+
+    # Check mode: nothing is written, not even the claim check's probe, and the run says why.
+    start = len(cluster.timeline)
+    rc, out = T._run(tmp, "--tags", "cluster", "--check")
+    assert rc == 0, out[-6000:]
+    assert [e for e in cluster.timeline[start:] if e in cluster.writes()] == []
+    assert "claim check: not run: check mode" in out
 
 
 def _assert_removed(fake):
