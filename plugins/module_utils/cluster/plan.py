@@ -22,7 +22,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit, operator_releases
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain, plural
 
 try:
     import yaml
@@ -55,6 +55,9 @@ RUNTIME_FAMILY = {
 }
 MIG_STRATEGIES = ("none", "single", "mixed")
 SHARING_STRATEGIES = ("none", "time-slicing", "mps")
+# How the device plugin hands a pod its GPUs (k8s-device-plugin's --device-list-strategy).
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEVICE_LIST_DEFAULT = ("envvar", "volume-mounts")
 SHARING_OPTIONS = ("strategy", "replicas", "rename_by_default", "fail_requests_greater_than_one", "resources")
 POD_SECURITY_LEVELS = ("", "privileged", "baseline", "restricted")
 # The per-host inventory variables the cluster layer reads.
@@ -65,6 +68,10 @@ HOST_VARS = (
     "container_toolkit_runtime",
     "gpufleet_sharing_config",
     "gpufleet_mig_config",
+    # The container_toolkit role's switches that decide whether the node's runtime hands over
+    # CDI devices (defaults false, as in that role).
+    "container_toolkit_enable_cdi",
+    "container_toolkit_set_as_default",
 )
 
 # k3s and RKE2 run their own containerd: its config is generated from a template under
@@ -313,7 +320,17 @@ def _fleet_node(host, raw, where, run, seen, problems):
         "mig_config": mig,
         "gpus": plain(discovered_gpus(host_fact(raw, "gpufleet_nvidia"))),
         "runtime_version": discovered_runtime_version(host_fact(raw, "gpufleet_nvidia"), runtime),
+        "cdi_ready": _cdi_ready(hv, where, problems),
     }
+
+
+def _cdi_ready(hv, where, problems):
+    """Whether the node's runtime, as the container_toolkit role configures it, hands a pod the
+    CDI devices the device plugin names: CDI on in the runtime, or nvidia its default runtime (the
+    NVIDIA runtime reads the CDI annotations itself)."""
+    cdi = to_bool(hv.get("container_toolkit_enable_cdi", False), "%s: container_toolkit_enable_cdi" % where, problems)
+    default = to_bool(hv.get("container_toolkit_set_as_default", False), "%s: container_toolkit_set_as_default" % where, problems)
+    return bool(cdi or default)
 
 
 def _node_name(name, host, where, seen, problems):
@@ -707,8 +724,10 @@ def gpu_operator_plan(fleet, settings):
     toolkit = _operator_toolkit(s, deploys["toolkit"], runtime, problems)
     mig = _operator_mig(s, nodes, problems)
     sharing = _operator_sharing(s, nodes, mig["strategy"], problems)
+    extras["host_toolkit"] = any(n["host_toolkit"] for n in nodes)
     values = _operator_values(s, driver, toolkit, mig, sharing, extras, problems)
     release = operator_releases.plan_release(s, nodes, [n for n in nodes if not n["host_toolkit"]], values, problems)
+    _check_cdi_agreement(nodes, values.get("cdi") or {}, problems, mig["notes"])
     removable = {LABEL_DEPLOY_DRIVER: ["false"], LABEL_DEPLOY_TOOLKIT: ["false"], LABEL_PLUGIN_CONFIG: list(sharing["data"]),
                  LABEL_MIG_CONFIG: sorted(mig["names"])}
     return _result(
@@ -1022,19 +1041,57 @@ def _operator_cdi(settings, problems):
     return cdi
 
 
+def _check_cdi_agreement(nodes, cdi, problems, notes):
+    """With cdi.enabled, the operator's device plugin names the GPUs as CDI devices (its
+    cdi-annotations and cdi-cri strategies): on a node whose toolkit comes from the host, the
+    runtime must hand them over. containerd 2.x has CDI on by default and CRI-O always; containerd
+    1.x only with enable_cdi (container_toolkit_enable_cdi), unless nvidia is its default runtime."""
+    if cdi.get("enabled") is not True:
+        return
+    unread = []
+    for node in nodes:
+        if not node["host_toolkit"] or node["runtime"] != "containerd" or node["cdi_ready"]:
+            continue
+        found = operator_releases.parse(node.get("runtime_version"))
+        if found is None:
+            unread.append(node["host"])
+        elif found < (2, 0, 0):
+            problems.append(
+                "gpu_operator: host %s: containerd %s has CDI off unless enable_cdi is set, and its toolkit is the host's "
+                "with container_toolkit_enable_cdi false: the operator (cdi.enabled) hands GPUs over as CDI devices, which "
+                "that runtime would drop (expected container_toolkit_enable_cdi: true on the node, or gpu_operator_cdi_enabled: "
+                "false)" % (_q(node["host"]), node["runtime_version"]))
+    if unread:
+        notes.append("CDI in containerd not checked on %s (%s): this run did not read their containerd version (containerd "
+                     "before 2.0 needs container_toolkit_enable_cdi: true for the operator's CDI devices)"
+                     % (plural(len(unread), "node"), ", ".join(unread)))
+
+
+def _operator_device_plugin(sharing, volume_mounts):
+    """``devicePlugin``: the sharing configs, and where the operator does not hand GPUs over by
+    CDI and some nodes have their toolkit from the host (which isolates unprivileged containers
+    by default: NVIDIA_VISIBLE_DEVICES is ignored in them), the volume-mounts strategy too. With
+    CDI on, the operator sets its plugin's strategy to CDI itself."""
+    plugin = {"config": {"create": True, "name": sharing["config_map"], "default": sharing["default"], "data": sharing["data"]}}
+    if volume_mounts:
+        plugin["env"] = [{"name": "DEVICE_LIST_STRATEGY", "value": "envvar,volume-mounts"}]
+    return plugin
+
+
 def _operator_values(settings, driver, toolkit, mig, sharing, extras, problems):
     """The gpu-operator chart's values: the derived ones, the images, then the overrides."""
+    cdi = _operator_cdi(settings, problems)
     registry = _image_registry(settings, "gpu_operator", problems)
     repositories = _image_repositories(settings, problems)
     secrets = _pull_secrets(settings, "gpu_operator", problems)
     values = {
         "driver": driver,
         "toolkit": toolkit,
-        "cdi": _operator_cdi(settings, problems),
+        "cdi": cdi,
         "dcgmExporter": {"enabled": to_bool(settings.get("dcgm_exporter_enabled", True), "gpu_operator_dcgm_exporter_enabled", problems)},
         "mig": {"strategy": mig["strategy"]},
         "migManager": mig["values"],
-        "devicePlugin": {"config": {"create": True, "name": sharing["config_map"], "default": sharing["default"], "data": sharing["data"]}},
+        "devicePlugin": _operator_device_plugin(sharing, extras["host_toolkit"] and not cdi["enabled"]),
         "gds": {"enabled": extras["gds_enabled"]},
         "gdrcopy": {"enabled": extras["gdrcopy_enabled"]},
         # The role applies the chart's CRDs before every install and upgrade (NVIDIA's first
@@ -1133,7 +1190,8 @@ def device_plugin_plan(fleet, settings):
     objects = [namespace_object(s.get("namespace"), pod_security)] + _runtime_class(s, rc_name, problems)
     mig_strategy = s.get("mig_strategy", "none")
     default = s.get("sharing_default") or "default"
-    flags = {"failOnInitError": to_bool(s.get("fail_on_init_error", True), "device_plugin_fail_on_init_error", problems)}
+    flags = {"failOnInitError": to_bool(s.get("fail_on_init_error", True), "device_plugin_fail_on_init_error", problems),
+             "plugin": {"deviceListStrategy": _device_list_strategy(s.get("device_list_strategy", DEVICE_LIST_DEFAULT), problems)}}
     data = plugin_configs(s.get("sharing_configs"), default, mig_strategy, p, problems, extra_flags=flags)
     _check_node_sharing(nodes, data, p, problems)
     values = _device_plugin_values(s, data, default, rc_name, problems)
@@ -1151,6 +1209,20 @@ def device_plugin_plan(fleet, settings):
         node_labels=_label_plan(nodes, _device_plugin_node_labels, {LABEL_PLUGIN_CONFIG: list(data)}),
         summary=summary,
     )
+
+
+def _device_list_strategy(value, problems):
+    """The plugin's device list strategies, checked: a non-empty list of distinct known names."""
+    var = "device_plugin_device_list_strategy"
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        problems.append("%s: %s is not a list of strategies (expected e.g. %s)" % (var, _q(value), list(DEVICE_LIST_DEFAULT)))
+        return list(DEVICE_LIST_DEFAULT)
+    for item in value:
+        if item not in DEVICE_LIST_STRATEGIES:
+            problems.append("%s: %s is not a device list strategy (expected %s)" % (var, _q(item), _one_of(DEVICE_LIST_STRATEGIES)))
+    if len(set(map(str, value))) != len(value):
+        problems.append("%s: %s names a strategy twice (expected each once)" % (var, _q(value)))
+    return list(value)
 
 
 def _check_host_prepared(node, problems):

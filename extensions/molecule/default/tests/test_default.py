@@ -11,7 +11,7 @@ import pytest
 
 # The branch Debian's non-free archive carries for each release (inventory/lab/group_vars).
 BRANCH = {"12": "535", "13": "550"}
-TOOLKIT = "1.17.8-1"
+TOOLKIT = "1.20.0-1"
 TOOLKIT_PACKAGES = ["libnvidia-container1", "libnvidia-container-tools", "nvidia-container-toolkit-base",
                     "nvidia-container-toolkit"]
 

@@ -36,7 +36,8 @@ def test_prepared_fleet_gets_the_nvidia_runtime_class_and_plain_config():
         {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"},
     ]
     assert planned["chart_values"] == {
-        "config": {"map": {"default": "version: v1\nflags:\n  migStrategy: none\n  failOnInitError: true\n"}, "default": "default"},
+        "config": {"map": {"default": "version: v1\nflags:\n  migStrategy: none\n  failOnInitError: true\n  plugin:\n"
+                           "    deviceListStrategy:\n    - envvar\n    - volume-mounts\n"}, "default": "default"},
         "gfd": {"enabled": True},
         "runtimeClassName": "nvidia",
     }
@@ -56,7 +57,7 @@ def test_time_slicing_per_node_group():
     notebooks = yaml.safe_load(configs["notebooks"])
     assert notebooks == {
         "version": "v1",
-        "flags": {"migStrategy": "none", "failOnInitError": True},
+        "flags": {"migStrategy": "none", "failOnInitError": True, "plugin": {"deviceListStrategy": ["envvar", "volume-mounts"]}},
         "sharing": {"timeSlicing": {"renameByDefault": False, "failRequestsGreaterThanOne": True,
                                     "resources": [{"name": "nvidia.com/gpu", "replicas": 8}]}},
     }
@@ -86,6 +87,8 @@ def test_the_same_sharing_configs_serve_both_paths():
         for key in operator:
             without_flag = yaml.safe_load(plugin[key])
             assert without_flag["flags"].pop("failOnInitError") is True
+            # The operator sets its plugin's strategy itself (CDI, or the variable below).
+            assert without_flag["flags"].pop("plugin") == {"deviceListStrategy": ["envvar", "volume-mounts"]}
             assert without_flag == yaml.safe_load(operator[key])
 
 
@@ -199,3 +202,20 @@ def test_settings_that_cannot_work_stop_the_role_with_exact_messages(case, chang
     planned = plan(change.pop("name"), change.pop("hosts", None), **change)
     assert planned["problems"] == expected
     assert planned["chart_values"] is None
+
+
+@pytest.mark.parametrize("value, problem", [
+    (["cdi-cri"], None),
+    ("volume-mounts", "device_plugin_device_list_strategy: 'volume-mounts' is not a list of strategies (expected e.g. ['envvar', 'volume-mounts'])"),
+    ([], "device_plugin_device_list_strategy: [] is not a list of strategies (expected e.g. ['envvar', 'volume-mounts'])"),
+    (["envvar", "mounts"], "device_plugin_device_list_strategy: 'mounts' is not a device list strategy (expected one of: envvar, "
+                           "volume-mounts, cdi-annotations, cdi-cri)"),
+    (["envvar", "envvar"], "device_plugin_device_list_strategy: ['envvar', 'envvar'] names a strategy twice (expected each once)"),
+])
+def test_the_device_list_strategy_is_checked(value, problem):
+    planned = plan("all-prepared", device_plugin_device_list_strategy=value)
+    if problem is None:
+        assert planned["problems"] == []
+        assert yaml.safe_load(planned["chart_values"]["config"]["map"]["default"])["flags"]["plugin"] == {"deviceListStrategy": value}
+    else:
+        assert planned["problems"] == [problem]

@@ -463,7 +463,9 @@ def test_mig_configs_are_checked_against_the_gpus_discovery_found():
     planned = F.plan(fleet, "gpu_operator")
     assert planned["problems"] == []
     assert planned["summary"]["notes"] == [
-        "host 'gpu-h200-mig-02': MIG config 'balanced' not checked against its GPUs: this run did not discover the node"]
+        "host 'gpu-h200-mig-02': MIG config 'balanced' not checked against its GPUs: this run did not discover the node",
+        "CDI in containerd not checked on 3 nodes (gpu-h100-01, gpu-h200-mig-01, gpu-h200-mig-02): this run did not read their "
+        "containerd version (containerd before 2.0 needs container_toolkit_enable_cdi: true for the operator's CDI devices)"]
     fleet["hosts"]["gpu-h200-mig-02"] = dict(fleet["hosts"]["gpu-h200-mig-02"],
                                              gpufleet_nvidia=_smi_facts("hosts/debian12-l40s-x2-package/commands/nvidia-smi-q-x.txt"))
     problems = F.plan(fleet, "gpu_operator")["problems"]
@@ -471,3 +473,38 @@ def test_mig_configs_are_checked_against_the_gpus_discovery_found():
         "gpu_operator: host 'gpu-h200-mig-02': gpufleet_mig_config: MIG config 'balanced': GPU %d (NVIDIA L40S) cannot do MIG "
         "(nvidia-smi reports its MIG mode as N/A) (expected a config whose profiles the node's GPUs have, or no "
         "gpufleet_mig_config)" % i for i in (0, 1)]
+
+
+def test_without_cdi_the_operator_plugin_also_mounts_the_devices_for_hosts_that_isolate_unprivileged_containers():
+    # A host toolkit isolates unprivileged containers by default (NVIDIA_VISIBLE_DEVICES ignored
+    # in them): without CDI, the operator's plugin must hand the GPUs over as volume mounts too.
+    assert "env" not in F.plan(F.load("all-prepared"), "gpu_operator")["chart_values"]["devicePlugin"]
+    planned = F.plan(F.load("all-prepared"), "gpu_operator", {"gpu_operator_cdi_enabled": False})
+    assert planned["chart_values"]["devicePlugin"]["env"] == [{"name": "DEVICE_LIST_STRATEGY", "value": "envvar,volume-mounts"}]
+    # No node with its toolkit from the host: the operator's own toolkit, nothing to add.
+    planned = F.plan(F.load("none-prepared"), "gpu_operator", {"gpu_operator_cdi_enabled": False})
+    assert "env" not in planned["chart_values"]["devicePlugin"]
+
+
+def _containerd(version):
+    return {"ansible_facts": {"gpufleet_nvidia": {"gpu_count": 1, "container": {"containerd": {"version": version}}}}}
+
+
+@pytest.mark.parametrize("version, node_vars, refused", [
+    ("1.7.24", {}, True),
+    ("1.7.24", {"container_toolkit_enable_cdi": True}, False),
+    ("1.7.24", {"container_toolkit_set_as_default": True}, False),  # the NVIDIA runtime reads the CDI annotations itself
+    ("2.1.4", {}, False),  # CDI on by default in containerd 2
+])
+def test_the_host_runtime_must_hand_over_the_cdi_devices_the_operator_names(version, node_vars, refused):
+    fleet = F.load("all-prepared")
+    host = sorted(fleet["hosts"])[0]
+    fleet["hosts"][host] = dict(fleet["hosts"][host], **dict(_containerd(version), **node_vars))
+    problems = F.plan(fleet, "gpu_operator")["problems"]
+    expected = ["gpu_operator: host %r: containerd %s has CDI off unless enable_cdi is set, and its toolkit is the host's with "
+                "container_toolkit_enable_cdi false: the operator (cdi.enabled) hands GPUs over as CDI devices, which that "
+                "runtime would drop (expected container_toolkit_enable_cdi: true on the node, or gpu_operator_cdi_enabled: false)"
+                % (host, version)]
+    assert problems == (expected if refused else [])
+    # Without CDI in the operator there is nothing to agree on.
+    assert F.plan(fleet, "gpu_operator", {"gpu_operator_cdi_enabled": False})["problems"] == []
