@@ -284,6 +284,8 @@ def chart_values(settings, mode, selected, problems):
 
 
 def _gpucluster_values(selected, gates, compute_domains, registry, secrets):
+    """No driver root here: the operator's driver validation finds the host's driver and tells the DRA
+    driver where it is (the driver-ready file: IS_HOST_DRIVER, NVIDIA_DRIVER_ROOT)."""
     dra = {"computeDomains": {"enabled": compute_domains}}
     if gates:
         dra["featureGates"] = gates
