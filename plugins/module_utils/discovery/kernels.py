@@ -281,6 +281,12 @@ def next_boot_kernel(host, kernels):
     return {"release": releases[-1], "source": "newest", "detail": "the newest installed kernel (no boot loader default read)"}
 
 
+def next_boot_other(host, running):
+    """The kernel the node boots next where it is another installed kernel than ``running``, else None."""
+    release = next_boot_kernel(host, installed_kernels(host))["release"]
+    return release if release and release != running else None
+
+
 # --- the modules of each kernel ----------------------------------------------------------------
 
 

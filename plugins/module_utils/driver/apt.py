@@ -221,10 +221,8 @@ class UbuntuLayout(object):
 def next_boot_headers(system, running):
     """``[linux-headers-RELEASE]`` of the kernel the node boots next where it is another installed one
     (discovery.kernels reads it); installing them lets DKMS build the module for it before the reboot."""
-    boot = kernels.next_boot_kernel(system, kernels.installed_kernels(system))
-    if not boot["release"] or boot["release"] == running:
-        return []
-    return ["linux-headers-%s" % boot["release"]]
+    release = kernels.next_boot_other(system, running)
+    return ["linux-headers-%s" % release] if release else []
 
 
 def _next_kernel_of(name, running):

@@ -26,6 +26,7 @@ import functools
 import posixpath
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import kernels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
     MANAGED_BY,
@@ -314,6 +315,7 @@ class DnfBackend(object):
         other = [n for n in KERNEL_PACKAGES.values() if n != KERNEL_PACKAGES[flavor] and n in installed]
         install = dict((n, evr) for n, evr in want.items() if installed.get(n) != evr)
         install.update(self._devel(current, found, notes))
+        install.update(self._next_devel(found, notes))
         stale, lock = _lock_changes(current["locks"], want, set(self._names()) | set(fm_names) | set(fm_other))
         self._plan_repository(plan, current, installed)
         self._plan_stream(plan, current["locks"], stale, streams, stream)
@@ -399,6 +401,19 @@ class DnfBackend(object):
             return {current["devel"]: None}
         notes.append("%s is not in the repositories: DKMS cannot build the nvidia module for the running "
                      "kernel %s" % (current["devel"], self.kernel))
+        return {}
+
+    def _next_devel(self, found, notes):
+        """``{kernel-devel of the kernel the node boots next: None}`` where it is another installed kernel whose
+        sources (/usr/src/kernels/RELEASE) are missing, so DKMS builds the module for it before the reboot."""
+        release = kernels.next_boot_other(self.system, self.kernel) if self.params.get("kernel_headers", True) else None
+        if not release or self.system.isdir("/usr/src/kernels/%s" % release):
+            return {}
+        bare = release.rsplit(".", 1)[0] if release.endswith((".x86_64", ".aarch64")) else release
+        if any(evr.split(":", 1)[1] == bare for evr in found.get("kernel-devel", [])):
+            return {"kernel-devel-%s" % release: None}
+        notes.append("kernel-devel-%s is not in the repositories: DKMS cannot build the nvidia module for the kernel the node "
+                     "boots next, %s; it would come back without the driver" % (release, release))
         return {}
 
     def _plan_repository(self, plan, current, installed):
