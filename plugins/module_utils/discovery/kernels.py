@@ -17,6 +17,7 @@ installed). A module that cannot be read is said so (``unreadable``), never gues
 
 from __future__ import annotations
 
+import gzip
 import lzma
 import os
 import posixpath
@@ -106,8 +107,6 @@ def _module_image(host, path):
             if data is None:
                 return None, "%s: this Python has no zstd decoder (compression.zstd, zstandard)" % path
         elif path.endswith(".gz"):
-            import gzip  # pylint: disable=import-outside-toplevel
-
             data = gzip.decompress(data)
     except (lzma.LZMAError, EOFError, OSError, ValueError) as exc:
         return None, "%s: not a valid compressed file (%s)" % (path, exc)
@@ -239,29 +238,43 @@ def _grubby_default(host, releases):
     return path[len("/boot/vmlinuz-"):], "grubby --default-kernel: %s" % path
 
 
-def _grubenv_entry(host):
+def _grubenv(host):
+    """``(path, {name: value})`` of GRUB's environment block, or ``(None, {})``."""
     for path in GRUBENV:
         text = host.read(path) if host.isfile(path) else None
-        for line in (text or "").splitlines():
-            if line.startswith("saved_entry=") and line[len("saved_entry="):].strip():
-                return path, line[len("saved_entry="):].strip()
-    return None, None
+        if text is not None:
+            pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#"))
+            return path, dict((k.strip(), v.strip()) for k, v in pairs)
+    return None, {}
+
+
+def _grub_cfg(host):
+    """``(path, default, first_kernel)`` of grub.cfg: its ``set default`` value and its first entry's kernel."""
+    for path in GRUB_CFG:
+        text = host.read(path) if host.isfile(path) else None
+        if text is not None:
+            # Ubuntu's and Debian's grub.cfg first set default="${next_entry}" (grub-reboot's), else the
+            # configured GRUB_DEFAULT: that one is the default.
+            defaults = [d for d in re.findall(r'^\s*set default="?([^"\s]*)"?', text, re.M) if d != "${next_entry}"]
+            first = re.search(r"^\s*linux(?:efi)?\s+\S*?vmlinuz-(\S+)", text, re.M)
+            return path, defaults[0] if defaults else "0", first.group(1) if first else None
+    return None, None, None
 
 
 def _grub_default(host, releases):
-    """The kernel GRUB boots by default: ``saved_entry`` of grubenv, else grub.cfg's first entry."""
-    path, entry = _grubenv_entry(host)
-    if entry:
-        release = _kernel_in(entry, releases)
+    """The kernel GRUB boots next: grubenv's ``next_entry`` (grub-reboot), else its ``saved_entry``
+    where grub.cfg defaults to it (GRUB_DEFAULT=saved), else grub.cfg's default entry."""
+    env_path, env = _grubenv(host)
+    cfg_path, default, first = _grub_cfg(host)
+    saved = cfg_path is None or default in ("${saved_entry}", "saved")
+    for name in ("next_entry",) + (("saved_entry",) if saved else ()):
+        release = _kernel_in(env.get(name) or "", releases)
         if release:
-            return release, "%s saved_entry=%s" % (path, entry)
-    for cfg in GRUB_CFG:
-        text = host.read(cfg) if host.isfile(cfg) else None
-        default = re.search(r'^\s*set default="?([^"\s]*)"?', text or "", re.M)
-        first = re.search(r"^\s*linux(?:efi)?\s+\S*?vmlinuz-(\S+)", text or "", re.M)
-        if first and (default is None or default.group(1) in ("0", "${saved_entry}", "")):
-            return first.group(1), "%s: the first menu entry" % cfg
-    return None, ""
+            return release, "%s %s=%s" % (env_path, name, env[name])
+    if cfg_path and first and default in ("0", "", "${saved_entry}"):
+        return first, "%s: the first menu entry" % cfg_path
+    named = _kernel_in(default or "", releases) if cfg_path else None
+    return (named, "%s: set default=%s" % (cfg_path, default)) if named else (None, "")
 
 
 def next_boot_kernel(host, kernels):

@@ -205,6 +205,46 @@ def test_next_boot_from_grub_cfg_first_entry(tmp_path):
     assert (boot["release"], boot["source"]) == ("6.8.0-45-generic", "grub")
 
 
+UBUNTU_GRUB_CFG = """if [ -s $prefix/grubenv ]; then
+  load_env
+fi
+if [ "${next_entry}" ] ; then
+   set default="${next_entry}"
+   set next_entry=
+   save_env next_entry
+else
+   set default="%s"
+fi
+menuentry 'Ubuntu' --class ubuntu {
+\tlinux\t/boot/vmlinuz-6.8.0-51-generic root=UUID=0b1c ro
+}
+submenu 'Advanced options for Ubuntu' {
+\tmenuentry 'Ubuntu, with Linux 6.8.0-45-generic' {
+\t\tlinux\t/boot/vmlinuz-6.8.0-45-generic root=UUID=0b1c ro
+\t}
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "default, grubenv, release, detail",
+    [
+        # GRUB_DEFAULT=0: a saved_entry left by an earlier grub-set-default does not count
+        ("0", "saved_entry=gnulinux-6.8.0-45-generic-advanced-0b1c\n", "6.8.0-51-generic", "the first menu entry"),
+        # GRUB_DEFAULT=saved: it does
+        ("${saved_entry}", "saved_entry=gnulinux-6.8.0-45-generic-advanced-0b1c\n", "6.8.0-45-generic", "saved_entry="),
+        # grub-reboot's one-time entry wins either way
+        ("0", "next_entry=Advanced options for Ubuntu>Ubuntu, with Linux 6.8.0-45-generic\n", "6.8.0-45-generic", "next_entry="),
+    ],
+)
+def test_next_boot_follows_grub_as_ubuntu_writes_it(tmp_path, default, grubenv, release, detail):
+    host = tree(tmp_path, {"/boot/vmlinuz-6.8.0-45-generic": "", "/boot/vmlinuz-6.8.0-51-generic": "",
+                           "/boot/grub/grub.cfg": UBUNTU_GRUB_CFG % default, "/boot/grub/grubenv": "# GRUB Environment Block\n" + grubenv})
+    boot = kernels.next_boot_kernel(host, kernels.installed_kernels(host))
+    assert (boot["release"], boot["source"]) == (release, "grub")
+    assert detail in boot["detail"]
+
+
 def test_next_boot_from_grubby_on_el(tmp_path):
     host = tree(tmp_path, {"/boot/vmlinuz-5.14.0-427.el9.x86_64": "", "/boot/vmlinuz-5.14.0-503.el9.x86_64": "", "/usr/sbin/grubby": ""})
     os.chmod(str(tmp_path / "usr/sbin/grubby"), 0o755)
