@@ -788,6 +788,8 @@ def _origin(main, opts):
 
 def _note_undo(main, opts, origin) -> None:
     """Keep in the handler's record what gives ``origin`` back byte for byte once its keys are out."""
+    if origin is None:
+        return  # a note for another text (the user edited the file): kept as it is
     table = lookup(main.doc, list(main.cri_path) + ["containerd", "runtimes", opts.runtime_name])
     item, record = record_comment(table)
     note = undo_note(_absent_text(main.path, main.doc.as_string(), opts), origin, toml_settings)

@@ -218,6 +218,8 @@ def _absent_text(path, text, name):
 
 def _note_undo(path, doc, name, origin) -> None:
     """Keep in the handler's record what gives ``origin`` back byte for byte once its keys are out."""
+    if origin is None:
+        return  # a note for another text (the user edited the file): kept as it is
     item, record = record_comment(lookup(doc, RUNTIMES_PATH)[name])
     note = undo_note(_absent_text(path, doc.as_string(), name), origin, toml_settings)
     if note == record.get(UNDO_KEY):

@@ -379,6 +379,8 @@ def _note_undo(path, text, current: dict, wanted: dict, opts: DockerOptions) -> 
     name = opts.runtime_name
     before = state_record(current, name)
     origin = recover_origin(text, _absent_text(path, text, opts) if before else None, before.get(UNDO_KEY))
+    if origin is None:
+        return  # a note for another text: kept as it is
     entry = wanted["runtimes"][name]
     record = dict(entry.get(STATE_KEY) or {})
     record.pop(UNDO_KEY, None)

@@ -420,14 +420,19 @@ def _patch_step(step, size: int) -> bool:
 
 
 def recover_origin(text, removed, note):
-    """The user's file before the module's first edit, as far as it is known: ``note`` applied to
-    ``removed`` (``text`` with the module's keys out) when it is the text the note was made for;
-    ``text`` itself when the file holds no note and no edit of the module (``removed`` is None:
-    nothing to take out); else ``removed``, the settings without a byte guarantee."""
+    """The user's file before the module's first edit, as far as it is known.
+
+    ``removed`` is ``text`` with the module's keys out (None: the file holds no edit of the module,
+    ``text`` is the origin). ``note`` applied to ``removed`` when it is the text the note was made
+    for; ``removed`` itself when there is no note (its bytes are all that is known). ``None`` when
+    a note is there but made for another text (the user edited the file since): the note is kept
+    as it is, so that a second run changes nothing and the note works again if the edit is undone.
+    """
     if note is None and removed is None:
         return text
-    exact = apply_undo(removed, note)
-    return exact if exact is not None else removed
+    if note is None:
+        return removed
+    return apply_undo(removed, note)
 
 
 # --------------------------------------------------------------------------------------

@@ -86,6 +86,20 @@ def test_absent_after_a_user_edit_gives_back_the_settings_and_keeps_the_edit():
     assert edit.toml_data(removed) == {"crio": {"runtime": {"log_level": "debug", "runtimes": {}}}}
 
 
+@pytest.mark.parametrize("plan, text, edit_from, edit_to", [
+    (crio_plan, "[crio.runtime.runtimes]\n", "[crio.runtime]\n", '[crio.runtime]\nlog_level = "debug"\n'),
+    (lambda text, **o: ctd_plan(text, mode="inplace", **o), CTD_BYTES[0], "version = 2\n", "version = 2\noom_score = 0\n"),
+])
+def test_a_user_edit_keeps_the_note_and_a_second_run_changes_nothing(plan, text, edit_from, edit_to):
+    """After a user's edit the note no longer applies; present leaves it (no change every other run),
+    and once the edit is undone, absent is exact again."""
+    after = plan(text, set_as_default=True).files[0].after
+    edited = after.replace(edit_from, edit_to, 1)
+    assert edited != after and not plan(edited, set_as_default=True).changed
+    assert plan(edited, state="absent", set_as_default=True).files[0].after != text
+    assert plan(after, state="absent", set_as_default=True).files[0].after == text
+
+
 def test_absent_keeps_a_handler_another_tool_wrote_out_of_the_patch():
     """A handler that was there before the module (nvidia-ctk's) is removed by absent, not put back by the patch."""
     text = '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n\n'
