@@ -103,7 +103,8 @@ options:
     choices: [driver_version_format, cuda_version_format, os_supported, driver_missing,
               driver_not_package_owned, driver_drift, gpu_open_modules, gpu_driver_branch,
               cuda_driver, gpu_cuda, driver_lifecycle, nouveau, secure_boot, kernel_headers,
-              containerd_cri, container_runtime, fabric_manager_missing, fabric_manager_version]
+              containerd_cri, container_runtime, fabric_manager_missing, fabric_manager_version,
+              next_boot_module, driver_library_mismatch, nvml_reload_exposure]
     default: []
   driver_lifecycle:
     description:

@@ -12,6 +12,7 @@ after the user's waivers. Nothing here touches the host.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table as table
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -39,6 +40,7 @@ RULES = (
     ("fabric_manager_missing", "a host with NVSwitches gets the fabric manager, and it runs"),
     ("fabric_manager_version", "the fabric manager is at the driver's version on a host with NVSwitches"),
 )
+RULES = RULES + day2.PREFLIGHT_RULES
 RULE_IDS = tuple(rule[0] for rule in RULES)
 
 # Rules about the GPUs themselves, skipped on a host without one.
@@ -943,6 +945,7 @@ def evaluate(
     _check_headers(report, facts, driver_method)
     _check_runtime(report, facts, container_runtime)
     _check_fabric_manager(report, facts, driver_method, compared, label)
+    day2.check_preflight(report, facts)
     return dict(_result(report, len(gpus), resolved), lifecycle=judged)
 
 

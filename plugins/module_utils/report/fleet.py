@@ -35,6 +35,7 @@ HOST_VARS = (
     "container_toolkit_version",  # declared toolkit, idem
     "container_toolkit_runtime",  # declared runtime, idem
     "gpufleet_sharing_config",  # sharing config of the node, idem
+    "gpufleet_dra",  # the dra_driver role's validation of the node (GPUs published in ResourceSlices, its claim)
 )
 
 STATUSES = ("failed", "not_validated", "drift", "ok", "no_gpu")
@@ -226,10 +227,22 @@ def build_row(host, hv, cluster, today=None):
         "cuda_host": _dig(val, "cuda", "passed"),
         "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpus["count"]),
         "sharing": _sharing(expect, hv),
+        "dra": _row_dra(hv.get("gpufleet_dra")),
         "drifted": drifted,
         "failed": failed,
         "not_checked": not_checked,
     }
+
+
+def _row_dra(entry):
+    """What the dra_driver role found on the node: ``DRA: n devices published`` and its claim; None off DRA."""
+    if not isinstance(entry, dict) or "published" not in entry:
+        return None
+    text = str(entry.get("text") or "DRA: %s devices published" % entry.get("published"))
+    if entry.get("claim"):
+        text += ", claim %s" % entry["claim"]
+    return {"published": entry.get("published"), "expected": entry.get("expected"), "status": entry.get("status"),
+            "claim": entry.get("claim"), "text": text}
 
 
 def _row_gpus(facts, val):
@@ -566,7 +579,7 @@ def _row_html(row):
         branches=branches,
         toolkit=toolkit,
         runtime=_e(row["runtime"]["text"]),
-        alloc=_e(row["allocatable"]["text"]),
+        alloc=_e(row["allocatable"]["text"] + ("; " + row["dra"]["text"] if row.get("dra") else "")),
         sharing=_e(row["sharing"]["text"]),
         drifted=_msgs(row["drifted"]),
         failed=_msgs(row["failed"]),
