@@ -512,23 +512,29 @@ def _changed_then_restore_args(linked_config):
     }
 
 
-def test_restored_puts_back_a_linked_config_through_its_link_keeping_mode_and_owner(linked_config, tmp_path):
+def test_restored_in_check_mode_moves_nothing_and_shows_the_diff(linked_config):
+    original = linked_config["real"].read_text()
+    args = _changed_then_restore_args(linked_config)
+    written = linked_config["real"].read_text()
+    checked = run_module(container_runtime, args, check_mode=True, diff=True)
+    assert checked["changed"] and linked_config["real"].read_text() == written  # check mode: nothing moved
+    assert os.path.exists(linked_config["dropin_path"])
+    assert [(d["before_header"], d["after_header"]) for d in checked["diff"]] == [
+        (linked_config["config_path"], linked_config["config_path"]),
+        (linked_config["dropin_path"], linked_config["dropin_path"] + " (absent)"),
+    ]
+    assert checked["diff"][0]["before"] == written and checked["diff"][0]["after"] == original
+
+
+def test_restored_puts_back_a_linked_config_through_its_link_keeping_mode_and_owner(linked_config):
     """The restart's rollback copied the backup with copy remote_src: the link became a file, mode and owner went."""
     original = linked_config["real"].read_text()
     owner = os.stat(str(linked_config["real"])).st_uid
     args = _changed_then_restore_args(linked_config)
     assert linked_config["real"].read_text() != original and os.path.exists(linked_config["dropin_path"])
 
-    checked = run_module(container_runtime, args, check_mode=True, diff=True)
-    assert checked["changed"] and linked_config["real"].read_text() != original  # check mode: nothing moved
-    assert [(d["before_header"], d["after_header"]) for d in checked["diff"]] == [
-        (linked_config["config_path"], linked_config["config_path"]),
-        (linked_config["dropin_path"], linked_config["dropin_path"] + " (absent)"),
-    ]
-    assert checked["diff"][0]["after"] == original
-
     done = run_module(container_runtime, args, diff=True)
-    assert done["changed"] and done["diff"] == checked["diff"]
+    assert done["changed"] and done["restart_needed"]
     assert done["files"] == [{"path": linked_config["config_path"], "action": "update"},
                              {"path": linked_config["dropin_path"], "action": "delete"}]
     assert os.path.islink(linked_config["config_path"])  # the link stays a link
