@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import plan as P
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases, plan as P
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, plain
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version
 
@@ -250,8 +250,9 @@ def _selected(nodes, mode, problems):
 def _chart(settings, mode, problems):
     """The chart of the path: a local one (``chart_path``), else the repository's at the path's version."""
     if settings.get("chart_path"):
-        return {"ref": settings["chart_path"]}
-    # The GPUCluster path installs the operator's chart at the operator's release, which release_mode checked.
+        return {"ref": settings["chart_path"], "check_values": True}
+    # The GPUCluster path installs the operator's chart at the operator's release, which release_mode checked:
+    # its values are checked like the gpu_operator role's, and an upgrade goes one release line at a time.
     version = settings.get("operator_version") if mode == "gpucluster" else settings.get("chart_version")
     if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.match(version)):
         problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
@@ -259,7 +260,13 @@ def _chart(settings, mode, problems):
     if not isinstance(url, str) or not re.match(r"^(https?|oci)://", url):
         problems.append("%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., or %s_chart_path for a "
                         "chart on the control host)" % (ROLE, P._q(url), ROLE))
-    return {"ref": CHARTS[mode], "repo_url": url, "version": version}
+    chart = {"ref": CHARTS[mode], "repo_url": url, "version": version, "check_values": True}
+    if mode == "gpucluster":
+        problem = operator_releases.parse(version) and operator_releases.release_problem(version, ROLE + "_operator_version")
+        if problem:
+            problems.append(problem)
+        chart.update(values_crd=operator_releases.VALUES_CRD, lines=operator_releases.chart_lines())
+    return chart
 
 
 def _release(settings, mode):
@@ -299,6 +306,8 @@ def _gpucluster_values(selected, gates, compute_domains, registry, secrets):
         "driver": {"enabled": False},
         "toolkit": {"enabled": not all(n["host_toolkit"] for n in selected)},
         "draDriver": dra,
+        # The role applies the chart's CRDs before the release (roles/helm_release): no pre-upgrade hook.
+        "operator": {"upgradeCRD": False},
     }
 
 

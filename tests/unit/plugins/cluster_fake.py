@@ -67,10 +67,13 @@ REFERENCE_CHARTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 FALLBACK_VALUES = {
     "gpu-operator": dict((c, {}) for c in (
         "operator", "validator", "driver", "toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "migManager",
-        "nodeStatusExporter", "gds", "gdrcopy", "cdi", "mig", "node-feature-discovery")),
+        "nodeStatusExporter", "gds", "gdrcopy", "cdi", "mig", "node-feature-discovery", "clusterPolicy", "gpuCluster", "draDriver")),
+    "dra-driver-nvidia-gpu": dict((k, {}) for k in (
+        "resources", "kubeletPlugin", "controller", "webhook", "featureGates", "image")),
     "nvidia-device-plugin": {"config": {}, "runtimeClassName": None, "migStrategy": "none", "gfd": {}, "image": {}, "nfd": {},
                              "imagePullSecrets": [], "nodeSelector": {}, "affinity": {}, "tolerations": []},
 }
+FALLBACK_VALUES["dra-driver-nvidia-gpu"].update(nvidiaDriverRoot="/", gpuResourcesEnabledOverride=False, imagePullSecrets=[])
 FALLBACK_CRDS = [{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                   "metadata": {"name": "clusterpolicies.nvidia.com"},
                   "spec": {"group": "nvidia.com", "names": {"kind": "ClusterPolicy", "plural": "clusterpolicies"}, "scope": "Cluster",

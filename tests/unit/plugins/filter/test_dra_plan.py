@@ -26,6 +26,7 @@ import yaml
 from ansible_collections.gpufleet.nvidia.plugins.filter.dra_cluster_check import dra_cluster_check
 from ansible_collections.gpufleet.nvidia.plugins.filter.dra_validation import dra_validation
 from ansible_collections.gpufleet.nvidia.plugins.filter.gpu_node_label_patches import gpu_node_label_patches
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases
 
 from . import fleets as F
 
@@ -94,7 +95,10 @@ def test_all_r580_renders_the_gpucluster_path_with_the_host_driver():
     planned = plan("dra-r580")
     assert planned["problems"] == []
     assert planned["mode"] == "gpucluster"
-    assert planned["chart"] == {"ref": "gpu-operator", "repo_url": "https://helm.ngc.nvidia.com/nvidia", "version": "v26.7.0"}
+    # The operator's chart: its values checked against the release, its upgrades one release line at a time.
+    assert planned["chart"] == {"ref": "gpu-operator", "repo_url": "https://helm.ngc.nvidia.com/nvidia", "version": "v26.7.0",
+                                "check_values": True, "values_crd": "clusterpolicies.nvidia.com",
+                                "lines": operator_releases.chart_lines()}
     assert planned["release"] == {"name": "gpu-operator", "namespace": "gpu-operator"}
     values = planned["chart_values"]
     assert values["clusterPolicy"] == {"deployCR": False} and values["gpuCluster"] == {"deployCR": True}
