@@ -10,6 +10,13 @@ Unknown Error" (NVIDIA's container toolkit issue 48). A node is protected when t
 injects devices through CDI (``mode = "cdi"`` in the toolkit's config), or when every nvidia
 device node has its ``/dev/char/<major>:<minor>`` link (``nvidia-ctk system
 create-dev-char-symlinks``), through which systemd finds the device again. Read only.
+
+The rule itself is :func:`reload_exposed`, the one that preflight, validation and the
+toolkit layer's ``dev_char_symlinks`` all apply: a runtime under the systemd cgroup driver
+whose devices reach the container through the legacy hook. The hook is used in ``legacy``
+mode, in ``auto`` mode before toolkit 1.18 (from 1.18 on ``auto`` is JIT-CDI:
+:func:`effective_mode`), and by Docker's ``docker run --gpus`` in any mode. In ``cdi`` and
+``jit-cdi`` modes the device nodes are in the container's OCI spec, so a reload keeps them.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import stat
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
@@ -28,9 +36,16 @@ CRIO_FILES = ("/etc/crio/crio.conf",)
 CRIO_DROPINS = "/etc/crio/crio.conf.d"
 RANCHER_CONFIG = "/var/lib/rancher/%s/agent/etc/containerd/config.toml"
 CGROUP_V2_MARK = "/sys/fs/cgroup/cgroup.controllers"
-FIX_CDI = ('set mode = "cdi" under [nvidia-container-runtime] in %s (the container_toolkit role does: '
-           "container_toolkit_cdi), or create the /dev/char links: nvidia-ctk system create-dev-char-symlinks --create-all "
-           "(and a udev rule that keeps them)" % TOOLKIT_CONFIG)
+FIX_CDI = ('create the /dev/char links: nvidia-ctk system create-dev-char-symlinks --create-all, and a udev rule that keeps '
+           "them (the container_toolkit role does both: container_toolkit_dev_char_symlinks, auto by default), or have the "
+           'runtime inject devices through CDI: mode = "cdi" under [nvidia-container-runtime] in %s (container_toolkit_enable_cdi), '
+           "or toolkit 1.18 or later in auto mode" % TOOLKIT_CONFIG)
+#: The first toolkit release whose ``auto`` mode is JIT-CDI rather than legacy.
+JIT_CDI_DEFAULT = (1, 18, 0)
+#: The modes in which the runtime writes the device nodes into the container's OCI spec (CDI,
+#: JIT-CDI, and Tegra's csv, which edits the spec from its CSV files): a reload keeps them.
+SPEC_MODES = ("cdi", "jit-cdi", "csv")
+_TOOLKIT_VERSION_RE = re.compile(r"^(?:\d+:)?(\d+)\.(\d+)\.(\d+)(?:[-~+][0-9A-Za-z.~+-]*)?$")
 
 
 def _toml(host, path):
@@ -142,6 +157,36 @@ def toolkit_mode(host):
     return mode if isinstance(mode, str) and mode else "auto"
 
 
+def toolkit_release(version):
+    """``(major, minor, patch)`` of a toolkit version (``1.20.0``, the package's ``1.20.0-1``), or None."""
+    match = _TOOLKIT_VERSION_RE.match(str(version or "").strip())
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def effective_mode(mode, toolkit_version):
+    """The toolkit runtime's mode once ``auto`` is resolved: ``jit-cdi`` from toolkit 1.18 on,
+    ``legacy`` before; None for ``auto`` where the version is not a toolkit version."""
+    if mode != "auto":
+        return mode
+    release = toolkit_release(toolkit_version)
+    if release is None:
+        return None
+    return "jit-cdi" if release >= JIT_CDI_DEFAULT else "legacy"
+
+
+def legacy_hook(runtime, mode):
+    """Whether the devices reach a container of ``runtime`` through the legacy hook in the
+    (effective) ``mode``: any mode but those of :data:`SPEC_MODES`, and always on Docker
+    (``docker run --gpus`` calls the hook directly)."""
+    return mode not in SPEC_MODES or runtime == "docker"
+
+
+def reload_exposed(runtime, cgroup_driver, mode):
+    """THE rule: a ``runtime`` under ``cgroup_driver`` with the toolkit in the effective ``mode``
+    loses its containers' GPUs on ``systemctl daemon-reload`` unless every device has its link."""
+    return cgroup_driver == "systemd" and legacy_hook(runtime, mode)
+
+
 def gather_nvml_reload(host, probes, container):
     """``gpufleet_nvidia.nvml_reload``: ``state`` exposed, protected, not_exposed or unknown, with why and the fix."""
     drivers = {
@@ -161,29 +206,42 @@ def gather_nvml_reload(host, probes, container):
         "fix": None,
     }
     systemd_runtimes = sorted(n for n, d in drivers.items() if d == "systemd")
-    facts["state"], facts["reason"] = _verdict(facts, systemd_runtimes)
+    facts["state"], facts["reason"] = _verdict(facts, systemd_runtimes, dig(container, "toolkit", "version"))
     if facts["state"] == "exposed":
         facts["fix"] = FIX_CDI
     (probes.ok if facts["state"] != "unknown" else probes.missing)("nvml_reload", "%s: %s" % (facts["state"], facts["reason"]))
     return facts
 
 
-def _verdict(facts, systemd_runtimes):
+def _verdict(facts, systemd_runtimes, toolkit_version=None):
     if not facts["systemd"]:
         return "not_exposed", "systemd is not the init (no /run/systemd/system): nothing runs daemon-reload"
     if not systemd_runtimes:
         return "not_exposed", "no container runtime here uses the systemd cgroup driver"
-    if facts["toolkit_mode"] == "cdi":
-        return "protected", "the NVIDIA runtime injects devices through CDI (mode = \"cdi\")"
+    mode, mode_words = _mode_words(facts["toolkit_mode"], toolkit_version)
+    hooked = [r for r in systemd_runtimes if reload_exposed(r, "systemd", mode)]
+    if not hooked:
+        return "protected", "the NVIDIA runtime injects devices through CDI (%s)" % mode_words
     if not facts["dev_char_links"] and not facts["dev_char_missing"]:
         return "unknown", "no nvidia device node under /dev (driver not loaded): the links cannot be checked"
     if not facts["dev_char_missing"]:
         return "protected", "every nvidia device node has its /dev/char link"
     return "exposed", (
         "exposed to NVML loss after systemctl daemon-reload: %s use%s the systemd cgroup driver, the NVIDIA runtime is in "
-        "%s mode, and %s %s no /dev/char link" % (
-            ", ".join(systemd_runtimes), "" if len(systemd_runtimes) > 1 else "s", facts["toolkit_mode"],
+        "%s%s, and %s %s no /dev/char link" % (
+            ", ".join(hooked), "" if len(hooked) > 1 else "s", mode_words,
+            " (docker run --gpus uses the legacy hook in any mode)" if hooked == ["docker"] and mode in SPEC_MODES else "",
             ", ".join(facts["dev_char_missing"][:4]), "have" if len(facts["dev_char_missing"]) > 1 else "has"))
+
+
+def _mode_words(configured, toolkit_version):
+    """``(effective mode, words)``: ``auto`` of an unknown toolkit is taken as legacy, and said so."""
+    mode = effective_mode(configured, toolkit_version)
+    if configured != "auto":
+        return mode, 'mode = "%s"' % configured
+    if mode is None:
+        return "legacy", "auto mode of a toolkit of unknown version (taken as legacy; JIT-CDI from 1.18)"
+    return mode, "auto mode, %s for toolkit %s" % (mode, toolkit_version)
 
 
 # --- preflight ---------------------------------------------------------------------------------

@@ -30,10 +30,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
-import re
 import stat
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, toolkit_config
 
 RULE_PATH = "/etc/udev/rules.d/71-nvidia-dev-char.rules"
@@ -50,8 +50,6 @@ NODE_GLOBS = (
     "/dev/nvidia-caps/nvidia-cap*",
     "/dev/nvidia-caps-imex-channels/channel*",
 )
-#: The first toolkit release whose ``auto`` mode is JIT-CDI rather than legacy.
-JIT_CDI_DEFAULT = (1, 18, 0)
 RUNTIMES = ("containerd", "k3s", "rke2", "crio", "docker")
 CONTAINERD_FILES = {
     "containerd": ("/etc/containerd/config.toml", "/etc/containerd/conf.d/*.toml"),
@@ -61,7 +59,6 @@ CONTAINERD_FILES = {
 CRIO_FILES = ("/etc/crio/crio.conf", "/etc/crio/crio.conf.d/*.conf")
 DOCKER_FILE = "/etc/docker/daemon.json"
 CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
-_TOOLKIT_VERSION_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:[-~+][0-9A-Za-z.~+-]*)?$")
 
 
 def rule_text(nvidia_ctk: str = NVIDIA_CTK) -> str:
@@ -81,16 +78,15 @@ def rule_text(nvidia_ctk: str = NVIDIA_CTK) -> str:
 
 
 def effective_mode(mode: str, toolkit_version) -> str:
-    """The toolkit runtime's mode once ``auto`` is resolved for an NVML host (its 1.18 change)."""
-    if mode != "auto":
-        return mode
-    match = _TOOLKIT_VERSION_RE.match(str(toolkit_version or ""))
-    if match is None:
+    """The toolkit runtime's mode once ``auto`` is resolved (``discovery.day2.effective_mode``, its
+    1.18 change); a toolkit version that is none fails, since ``auto`` depends on it."""
+    effective = day2.effective_mode(mode, toolkit_version)
+    if effective is None:
         raise GpuFleetError(
             "dev_char_symlinks: toolkit_version %r is not a toolkit version (expected e.g. 1.20.0 or 1.20.0-1): "
             "the runtime's auto mode depends on it" % (toolkit_version,)
         )
-    return "jit-cdi" if tuple(int(part) for part in match.groups()) >= JIT_CDI_DEFAULT else "legacy"
+    return effective
 
 
 def _files(host, patterns) -> list:
@@ -164,11 +160,11 @@ def assess(runtime: str, cgroup: tuple, mode: str) -> dict:
     if driver != "systemd":
         return {"affected": False, "reasons": ["the %s cgroup driver is %s (%s): a reload does not touch the containers' devices"
                                                % (runtime, driver, where)]}
-    legacy = mode == "legacy"
-    if not legacy and runtime != "docker":
+    if not day2.reload_exposed(runtime, driver, mode):
         return {"affected": False, "reasons": [
             "the systemd cgroup driver (%s), but the toolkit runtime runs in %s mode: the device nodes are in "
             "the containers' OCI spec, so a reload keeps them" % (where, mode)]}
+    legacy = mode not in day2.SPEC_MODES
     why = ["the systemd cgroup driver (%s)" % where]
     why.append("the toolkit runtime in legacy mode" if legacy else "docker run --gpus, which uses the legacy hook in any mode")
     return {"affected": True, "reasons": why}

@@ -289,6 +289,42 @@ def test_cdi_mode_or_every_link_protects(tmp_path, monkeypatch):
     assert day2.gather_nvml_reload(linked, gpu_facts.Probes(), CONTAINER)["state"] == "protected"
 
 
+@pytest.mark.parametrize("version, state, words", [
+    ("1.20.0-1", "protected", "auto mode, jit-cdi for toolkit 1.20.0-1"),  # auto is JIT-CDI from 1.18: the spec has the devices
+    ("1.17.8-1", "exposed", "auto mode, legacy for toolkit 1.17.8-1"),  # auto is the legacy hook before 1.18
+    (None, "exposed", "auto mode of a toolkit of unknown version (taken as legacy"),
+])
+def test_auto_mode_follows_the_toolkit_release(tmp_path, monkeypatch, version, state, words):
+    container = dict(CONTAINER, toolkit={"version": version})
+    facts = day2.gather_nvml_reload(_nvml_host(tmp_path, monkeypatch, {}), gpu_facts.Probes(), container)
+    assert facts["state"] == state and words in facts["reason"]
+    assert facts["toolkit_mode"] == "auto"
+
+
+def test_docker_run_gpus_is_exposed_even_in_cdi_mode(tmp_path, monkeypatch):
+    cdi = {"/etc/nvidia-container-runtime/config.toml": '[nvidia-container-runtime]\nmode = "cdi"\n',
+           "/etc/docker/daemon.json": '{"exec-opts": ["native.cgroupdriver=systemd"]}'}
+    container = {"docker": {"installed": True}, "toolkit": {"version": "1.20.0"}}
+    facts = day2.gather_nvml_reload(_nvml_host(tmp_path, monkeypatch, cdi), gpu_facts.Probes(), container)
+    assert facts["state"] == "exposed" and "docker run --gpus uses the legacy hook" in facts["reason"]
+
+
+@pytest.mark.parametrize("runtime, driver, mode, exposed", [
+    ("containerd", "systemd", "legacy", True), ("containerd", "systemd", "jit-cdi", False),
+    ("crio", "systemd", "cdi", False), ("containerd", "cgroupfs", "legacy", False),
+    ("docker", "systemd", "jit-cdi", True), ("k3s", "systemd", "csv", False)])
+def test_the_one_reload_rule(runtime, driver, mode, exposed):
+    assert day2.reload_exposed(runtime, driver, mode) is exposed
+
+
+def test_the_fix_names_the_toolkit_roles_real_switches():
+    with open(os.path.join(os.path.dirname(__file__), "../../../../roles/container_toolkit/defaults/main.yml")) as handle:
+        defaults = handle.read()
+    for switch in ("container_toolkit_dev_char_symlinks", "container_toolkit_enable_cdi"):
+        assert switch in day2.FIX_CDI and "\n%s:" % switch in defaults
+    assert "container_toolkit_cdi)" not in day2.FIX_CDI
+
+
 def test_cgroupfs_containerd_is_not_exposed(tmp_path, monkeypatch):
     host = _nvml_host(tmp_path, monkeypatch, {"/etc/containerd/config.toml": CONTAINERD_SYSTEMD.replace("true", "false")})
     facts = day2.gather_nvml_reload(host, gpu_facts.Probes(), CONTAINER)

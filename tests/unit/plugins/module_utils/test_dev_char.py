@@ -82,6 +82,15 @@ def test_effective_mode(mode, version, effective):
     assert dc.effective_mode(mode, version) == effective
 
 
+@pytest.mark.parametrize("version, affected", [("1.20.0-1", False), ("1.17.8-1", True)])
+def test_auto_mode_agrees_with_discovery(version, affected):
+    """The toolkit layer and discovery.day2 (preflight, validation) apply one rule to auto mode."""
+    mode = dc.effective_mode("auto", version)
+    assert mode == dc.day2.effective_mode("auto", version)
+    assert dc.assess("containerd", ("systemd", "SystemdCgroup = true"), mode)["affected"] is affected
+    assert dc.day2.reload_exposed("containerd", "systemd", mode) is affected
+
+
 def test_auto_mode_needs_a_toolkit_version():
     with pytest.raises(GpuFleetError) as error:
         dc.effective_mode("auto", "latest")
