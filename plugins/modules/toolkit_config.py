@@ -54,7 +54,7 @@ options:
     default: auto
   cdi_output:
     description:
-      - Where M(gpufleet.nvidia.cdi_spec) writes the spec - RV(cdi.output) when the module keeps it current,
+      - Where M(gpufleet.nvidia.cdi_spec) writes the spec - the C(cdi.output) this module returns when that module keeps it current,
         and the file removed (when the module wrote it) once the toolkit's units take over.
     type: path
     default: /etc/cdi/nvidia.yaml

@@ -37,7 +37,8 @@ def test_every_node_gets_its_own_facts(tmp_path):
         {"name": "Discover", "ansible.builtin.include_role": {"name": "gpufleet.nvidia.discover"}},
         {"name": "Keep the facts", "run_once": True, "delegate_to": "localhost", "ansible.builtin.copy": {
             "dest": out, "mode": "0644",
-            "content": "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, ['ansible_facts', 'gpufleet_nvidia']))) | to_json }}"}},
+            "content": "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all"
+                       " | map('extract', hostvars, ['ansible_facts', 'gpufleet_nvidia']))) | to_json }}"}},
     ]}]
     (tmp_path / "inventory.yml").write_text(yaml.safe_dump(inventory))
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))

@@ -193,7 +193,7 @@ def read_module(host, path):
             entry["detail"] = "%s; %s" % (why, command_why)
             return entry
     entry.update(state="ok", version=info.get("version") or None, vermagic=info.get("vermagic") or None)
-    entry["kernel"] = (entry["vermagic"] or "").split(" ")[0] or None
+    entry["kernel"] = (entry["vermagic"] or "").split(" ", maxsplit=1)[0] or None
     entry["detail"] = "version %s, built for %s" % (entry["version"], entry["kernel"])
     return entry
 

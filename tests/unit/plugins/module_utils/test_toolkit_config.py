@@ -36,7 +36,7 @@ def test_isolation_off_is_set_and_the_rest_of_the_file_kept():
     assert values[ENVVAR] is False and values[VOLUMES] is True
     assert tc.isolation_of(values)["isolated"] is True and tc.isolation_of(data(before))["isolated"] is False
     # every other key and every comment line is still there, in order
-    kept = [line for line in before.splitlines()]
+    kept = before.splitlines()
     assert [line for line in after.splitlines() if line in kept] == kept
     assert {k: v for k, v in values.items() if k not in (ENVVAR, VOLUMES)} == data(before)
 
