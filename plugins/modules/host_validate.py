@@ -52,6 +52,13 @@ description:
   - C(runtime_drift) - every setting that M(gpufleet.nvidia.container_runtime) recorded in
     containerd's config and drop-ins, CRI-O's drop-ins and the k3s / RKE2 templates still holds
     the value it wrote; drift otherwise, and the check carries a C(diff) (C(-) as written, C(+) now).
+  - C(isolation) - where the node isolates unprivileged containers (O(isolate_unprivileged)), the
+    toolkit's C(/etc/nvidia-container-runtime/config.toml) has
+    C(accept-nvidia-visible-devices-envvar-when-unprivileged = false) and
+    C(accept-nvidia-visible-devices-as-volume-mounts = true) (a key not in the file counts as the
+    toolkit's default, C(true) and C(false)); drift otherwise - an unprivileged container can take
+    any GPU by setting C(NVIDIA_VISIBLE_DEVICES) - with the fix. Not checked on a node without
+    the toolkit; a file that does not parse fails it.
   - Each check ends in C(ok), C(drift), C(failed) or C(skipped) with a message; the node's
     C(status) is the worst. The module fails only on bad arguments, never because of the node's
     state; the caller decides what a failed check means.
@@ -132,6 +139,14 @@ options:
         C(gpufleet) namespace.
     type: str
     default: ""
+  isolate_unprivileged:
+    description:
+      - Whether the node is declared to isolate unprivileged containers from GPUs they were not
+        given (the container_toolkit role's C(container_toolkit_isolate_unprivileged)). Unset,
+        that role's default rule - V(true) except with O(container_runtime=docker).
+      - V(false) checks nothing against the file (the toolkit role then leaves what the site had),
+        and says what the file does.
+    type: bool
   nvcc_path:
     description:
       - The C(nvcc) to build the test with. Default C(nvcc) from C(PATH) or C(/usr/local/cuda/bin).
@@ -236,11 +251,13 @@ validation:
       returned: always
       sample: 1
     declared:
-      description: What the node was checked against.
+      description:
+        - What the node was checked against; C(isolate_unprivileged) is O(isolate_unprivileged), or
+          its default rule's answer where unset.
       type: dict
       returned: always
       sample: {driver_version: "580", driver_method: preinstalled, toolkit_version: null,
-               container_runtime: none, runtime_handler: nvidia, gpu_count: null}
+               container_runtime: none, runtime_handler: nvidia, gpu_count: null, isolate_unprivileged: true}
     driver:
       description: The loaded driver, the one on disk, nvidia-smi's and the CUDA version it reports.
       type: dict

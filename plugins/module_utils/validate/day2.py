@@ -14,7 +14,11 @@
   ``nvidia-smi -L`` inside it again;
 - ``runtime_drift``: the settings the collection's runtime editors recorded in a containerd
   config, drop-in or k3s / RKE2 template are still there (drift, with the difference, when
-  someone changed them since: the next run of container_runtime puts them back).
+  someone changed them since: the next run of container_runtime puts them back);
+- ``isolation``: where the node is declared to isolate unprivileged containers
+  (``isolate_unprivileged``, the container_toolkit role's ``container_toolkit_isolate_unprivileged``:
+  by default true except with Docker), the toolkit's config.toml does (drift where an
+  unprivileged container can still take GPUs by ``NVIDIA_VISIBLE_DEVICES``, with the fix).
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ import posixpath
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, kernels
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, toolkit_config
 
 OK = "ok"
 DRIFT = "drift"
@@ -244,6 +249,68 @@ def check_runtime_drift(checks, host, facts):
     return status
 
 
+# --- isolation of unprivileged containers -------------------------------------------------------
+
+ISOLATION_FIX = (
+    "run the container_toolkit role with container_toolkit_isolate_unprivileged: true (gpufleet.nvidia.toolkit_config "
+    "isolate_unprivileged=true), or set %s = false and %s = true at the top of %s; the device plugin must then hand GPUs "
+    "over by volume mounts (device_plugin_device_list_strategy) or CDI" % (
+        toolkit_config.ENVVAR_KEY, toolkit_config.VOLUME_MOUNTS_KEY, toolkit_config.CONFIG_PATH))
+
+
+def declared_isolation(declared, runtime):
+    """``(isolate, why)``: the declared setting, or the container_toolkit role's rule where none is."""
+    if declared is not None:
+        return bool(declared), "declared %s (isolate_unprivileged)" % str(bool(declared)).lower()
+    isolate = runtime != "docker"
+    return isolate, "the container_toolkit role's default for %s (true except with Docker)" % runtime
+
+
+def _isolation_words(data):
+    """What the file says of the two keys, each as the toolkit reads it (its default where unset)."""
+    words = []
+    for key, unused in toolkit_config.ISOLATED:
+        if key in data:
+            words.append("%s = %s" % (key, _show(data[key])))
+        else:
+            words.append("%s unset (the toolkit's default, %s)" % (key, _show(toolkit_config.TOOLKIT_DEFAULTS[key])))
+    return ", ".join(words)
+
+
+def isolation_verdict(data, isolate, why):
+    """``(status, msg)`` of the isolation check for the config's plain ``data`` (None: no file)."""
+    found = toolkit_config.isolation_of(data)
+    where = toolkit_config.CONFIG_PATH if data is not None else "%s (absent: the toolkit's defaults)" % toolkit_config.CONFIG_PATH
+    said = "%s: %s" % (where, _isolation_words(data or {}))
+    if found["isolated"]:
+        return OK, "unprivileged containers are isolated (%s; %s)" % (why, said)
+    if not isolate:
+        return OK, "isolation of unprivileged containers not declared (%s): %s" % (why, said)
+    if found["envvar_when_unprivileged"] is not False:
+        harm = "an unprivileged container can take any GPU by setting NVIDIA_VISIBLE_DEVICES"
+    else:
+        harm = "the device list is not read from volume mounts, so the device plugin's volume-mounts strategy hands over no GPU"
+    return DRIFT, "isolation of unprivileged containers is declared (%s) but %s: %s. Fix: %s" % (why, harm, said, ISOLATION_FIX)
+
+
+def check_isolation(checks, host, facts, declared, runtime):
+    """``isolation``: the toolkit's config isolates unprivileged containers where that is declared."""
+    isolate, why = declared_isolation(declared, runtime)
+    path = toolkit_config.CONFIG_PATH
+    try:
+        text = host.read(path)
+    except GpuFleetError as exc:
+        return checks.add("isolation", FAILED, "isolation of unprivileged containers not known: %s" % exc.msg)
+    if text is None and not dig(facts, "container", "toolkit", "installed"):
+        return checks.add("isolation", SKIPPED, "isolation of unprivileged containers not checked: no NVIDIA Container Toolkit "
+                          "on the node (%s absent)" % path)
+    try:
+        data = toml_subset.loads(text) if text is not None else None
+    except (ValueError, RecursionError) as exc:
+        return checks.add("isolation", FAILED, "%s does not parse as TOML (%s): the toolkit cannot read it" % (path, exc))
+    return checks.add("isolation", *isolation_verdict(data, isolate, why))
+
+
 def check_day2(checks, host, facts, params):
     """Every day-2 check of a GPU node (a drifted ``runtime_drift`` check carries the ``diff``)."""
     check_kernel_next_boot(checks, facts)
@@ -251,3 +318,4 @@ def check_day2(checks, host, facts, params):
     check_nvml_reload(checks, host, facts, params.get("nvml_reload_test"), params.get("nvml_reload_test_image"),
                       params.get("container_runtime"))
     check_runtime_drift(checks, host, facts)
+    check_isolation(checks, host, facts, params.get("isolate_unprivileged"), params.get("container_runtime"))

@@ -21,9 +21,10 @@ facts and checks, in order:
   written for the loaded driver;
 - ``cuda``: with ``nvcc`` on the node, a vector-add CUDA program built in a temporary folder runs
   on every GPU and prints ``Test PASSED``;
-- ``kernel_next_boot``, ``driver_libraries``, ``nvml_reload``, ``runtime_drift``: the day-2
-  checks of :mod:`validate.day2` (the next boot kernel's module, the loaded module against the
-  libraries, NVML after ``systemctl daemon-reload``, the runtime files changed by someone else).
+- ``kernel_next_boot``, ``driver_libraries``, ``nvml_reload``, ``runtime_drift``, ``isolation``:
+  the day-2 checks of :mod:`validate.day2` (the next boot kernel's module, the loaded module
+  against the libraries, NVML after ``systemctl daemon-reload``, the runtime files changed by
+  someone else, the toolkit's isolation of unprivileged containers against the declared one).
 
 Each check ends in ``ok``, ``drift``, ``failed`` or ``skipped`` with a message that says what
 was found and why; the node's status is the worst of them. Nothing on the node changes (the
@@ -988,6 +989,7 @@ ARGUMENT_SPEC = dict(
     cuda_test=dict(type="bool", default=True),
     nvml_reload_test=dict(type="bool", default=False),
     nvml_reload_test_image=dict(type="str", default=""),
+    isolate_unprivileged=dict(type="bool"),
     prepared_without_gpu=dict(type="bool", default=False),
     nvcc_path=dict(type="path"),
     cuda_test_timeout=dict(type="int", default=180),
@@ -1003,8 +1005,12 @@ DEFAULTS = dict(
 
 
 # What gpu_facts takes under ``validate``: its own host_root and command_timeout serve both.
+# isolate_unprivileged is not among them: discovery's validation takes the toolkit role's default
+# rule, so host_validate reuses it where nothing else is declared and reads the node again where
+# something is.
 GPU_FACTS_SPEC = dict(
-    (k, v) for k, v in ARGUMENT_SPEC.items() if k not in ("host_root", "command_timeout", "cluster_expect", "reuse")
+    (k, v) for k, v in ARGUMENT_SPEC.items()
+    if k not in ("host_root", "command_timeout", "cluster_expect", "reuse", "isolate_unprivileged")
 )
 # The options that decide what a validation reads and concludes (cluster_expect is only echoed).
 READ_KEYS = tuple(k for k in ARGUMENT_SPEC if k not in ("cluster_expect", "reuse"))
@@ -1089,6 +1095,7 @@ def _unchecked_result(p, facts):
             "container_runtime": p["container_runtime"],
             "runtime_handler": p["runtime_handler"],
             "gpu_count": p["gpu_count"],
+            "isolate_unprivileged": day2_checks.declared_isolation(p["isolate_unprivileged"], p["container_runtime"])[0],
         },
         "driver": {
             "loaded": _dig(facts, "driver", "version"),

@@ -122,6 +122,7 @@ def test_h200_preinstalled_is_ok():
         ("driver_libraries", "skipped"),
         ("nvml_reload", "ok"),
         ("runtime_drift", "skipped"),
+        ("isolation", "skipped"),
     ]
     assert check(result, "driver")["msg"] == "nvidia-smi answers: driver 580.159.04, CUDA 13.0, 1 GPU"
     assert result["driver"] == {"loaded": "580.159.04", "installed": "580.159.04", "nvidia_smi": "580.159.04", "cuda": "13.0"}
@@ -181,7 +182,7 @@ def test_nvidia_smi_that_cannot_reach_the_driver_fails_the_node():
         "Make sure that the latest NVIDIA driver is installed and running.",
     }
     assert check(result, "driver_version")["status"] == "skipped"
-    assert result["summary"].startswith("failed: 2 ok, 0 drifted, 1 failed, 7 not checked - nvidia-smi failed:")
+    assert result["summary"].startswith("failed: 2 ok, 0 drifted, 1 failed, 8 not checked - nvidia-smi failed:")
 
 
 def test_driver_library_mismatch():
@@ -700,7 +701,7 @@ def test_the_vector_add_source_builds_with_the_real_nvcc(tmp_path, monkeypatch):
 def test_summary_line_counts_the_checks():
     facts = copy.deepcopy(h200_facts())
     result, dummy = V.validate_host(CaptureHost(H200), {"driver_version": "575", "container_runtime": "none"}, facts=facts)
-    assert result["summary"] == "drift: 3 ok, 1 drifted, 0 failed, 6 not checked - declared driver 575, loaded 580.159.04"
+    assert result["summary"] == "drift: 3 ok, 1 drifted, 0 failed, 7 not checked - declared driver 575, loaded 580.159.04"
 
 
 # --- the steps of the checks ---------------------------------------------------------------------
