@@ -8,7 +8,10 @@ the GPU Operator or of the device plugin, the CUDA vector-add pods it ran and th
 
 - ``node``: the inventory host's node (``cluster_expect.node``) is in the cluster and Ready;
 - ``allocatable``: its allocatable ``nvidia.com/gpu`` (or the declared resource) is its GPU
-  count times the sharing replicas (with MIG enabled: more than none);
+  count times the sharing replicas (with MIG enabled: more than none); a node of the DRA layer
+  (``gpufleet_cluster_layer: dra``) advertises no such resource and gets the ``dra`` check
+  instead: the dra_driver role's verdict of the node (``gpufleet_dra``: its GPUs published in
+  ResourceSlices, its claim allocated);
 - ``labels``: the expected labels are there with the expected values, and the labels the stack
   writes agree with the node (``nvidia.com/gpu.count``, ``nvidia.com/gpu.replicas``,
   ``nvidia.com/device-plugin.config``);
@@ -391,7 +394,7 @@ def evaluate(hosts, hostvars, cluster):
     result["checked"] = True
     by_name = dict((_dig(n, "metadata", "name"), n) for n in cluster.get("nodes") or [])
     stack, pods = _judge_stack(result, cluster)
-    checks_by_host, candidates, inventory_nodes = _judge_nodes(targets, by_name, result["stack"], pods)
+    checks_by_host, candidates, inventory_nodes = _judge_nodes(targets, by_name, result["stack"], pods, hostvars)
     _fleet_failures(result, cluster, stack, inventory_nodes)
     _judge_cuda_pods(result, cluster, candidates, checks_by_host)
     for host, (name, node, checks) in checks_by_host.items():
@@ -451,7 +454,17 @@ def _judge_stack(result, cluster):
     return stack, pods
 
 
-def _judge_nodes(targets, by_name, stack_info, pods):
+def dra_of(hv):
+    """The dra_driver role's entry of a host on the DRA layer (``{}`` where the role did not run on
+    it), None for a host off it (the device plugin or the GPU Operator advertise its GPUs)."""
+    hv = hv if hasattr(hv, "get") else {}
+    entry = hv.get("gpufleet_dra")
+    if isinstance(entry, dict) and "published" in entry:
+        return entry
+    return {} if hv.get("gpufleet_cluster_layer") == "dra" else None
+
+
+def _judge_nodes(targets, by_name, stack_info, pods, hostvars):
     """``(checks_by_host, candidates, inventory_nodes)``: each inventory GPU host's node and its
     checks, the ``(host, node, resource)`` that can run a vector-add pod, the nodes of the inventory."""
     checks_by_host, candidates, inventory_nodes = {}, [], set()
@@ -464,14 +477,15 @@ def _judge_nodes(targets, by_name, stack_info, pods):
         checks_by_host[host] = (name, node, checks)
         if node is None:
             checks.add("node", FAILED, "node %s is not in the cluster (set gpufleet_node_name to the host's node name)" % name)
-        elif _check_node(checks, node, name, facts, validation, stack_info, pods):
+        elif _check_node(checks, node, name, facts, validation, stack_info, pods, dra_of(hostvars.get(host))):
             candidates.append((host, name, expect.get("resource") or "nvidia.com/gpu"))
     return checks_by_host, candidates, inventory_nodes
 
 
-def _check_node(checks, node, name, facts, validation, stack_info, pods):
-    """The checks of a node in the cluster: Ready, allocatable, labels, the stack's pods on it;
-    returns its allocatable GPUs."""
+def _check_node(checks, node, name, facts, validation, stack_info, pods, dra=None):
+    """The checks of a node in the cluster: Ready, allocatable (``dra`` on a DRA node: the
+    dra_driver role's entry, ``{}`` where it did not run), labels, the stack's pods on it;
+    returns its allocatable GPUs (None on a DRA node: no vector-add pod asks for nvidia.com/gpu there)."""
     expect = validation.get("cluster_expect") or {}
     gpu_count = facts.get("gpu_count") or validation.get("gpu_count") or 0
     mig = _mig_enabled(facts)
@@ -480,11 +494,31 @@ def _check_node(checks, node, name, facts, validation, stack_info, pods):
         checks.add("node", OK, "node %s is Ready" % name)
     else:
         checks.add("node", FAILED, "node %s is not Ready (%s)" % (name, _first_line(message) or why or "unknown"))
-    allocatable = _check_allocatable(checks, node, expect, gpu_count, mig)
+    if dra is not None:
+        allocatable = None
+        _check_dra(checks, name, dra)
+    else:
+        allocatable = _check_allocatable(checks, node, expect, gpu_count, mig)
     _check_labels(checks, node, expect, gpu_count, mig)
     if stack_info["name"] and pods:
         _check_stack_pods(checks, name, stack_info, pods)
     return allocatable
+
+
+def _check_dra(checks, name, entry):
+    """The dra check of a DRA node: what the dra_driver role found (``gpufleet_dra``), in place of
+    the allocatable nvidia.com/gpu that no DRA node advertises."""
+    if not entry.get("status"):
+        return checks.add("dra", SKIPPED, (
+            "node %s is on the DRA layer (gpufleet_cluster_layer: dra), which advertises no nvidia.com/gpu: its GPUs in "
+            "ResourceSlices are checked by the dra_driver role, which did not run on it in this play" % name))
+    claim = entry.get("claim")
+    said = "%s%s" % (entry.get("text") or "DRA: %s devices published" % entry.get("published"), ", claim %s" % claim if claim else "")
+    if entry["status"] != "ok":
+        return checks.add("dra", FAILED, "node %s: %s" % (name, entry.get("message") or said))
+    if claim and claim != "allocated, pod running":
+        return checks.add("dra", FAILED, "node %s: %s: the ResourceClaim for one GPU is %s" % (name, said, claim))
+    return checks.add("dra", OK, "node %s: %s" % (name, said))
 
 
 def _check_stack_pods(checks, name, stack_info, pods):

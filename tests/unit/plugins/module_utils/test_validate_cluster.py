@@ -422,3 +422,42 @@ def test_failure_of_a_failed_pod():
 ])
 def test_cuda_pod_status(pod, phase, log, cuda, status, msg):
     assert C._cuda_pod_status("p", pod, phase, log, cuda) == (status, msg)
+
+
+# --- nodes of the DRA layer ---------------------------------------------------------------------
+
+# The dra_driver role's per-node entry (gpufleet_dra), as roles/dra_driver/tasks/validate.yml sets
+# it from cluster.dra.validation_result: the published count and the node's claim.
+DRA_OK = {"name": "gpu-a", "host": "gpu-a", "published": 1, "expected": 1, "status": "ok",
+          "text": "DRA: 1 devices published", "message": "DRA: 1 devices published", "claim": "allocated, pod running"}
+
+
+def _dra_hostvars(**dra):
+    data = hostvars(**{"gpu-a": H200})
+    data["gpu-a"].update(dra)
+    return data
+
+
+@pytest.mark.parametrize("dra, status, msg", [
+    ({"gpufleet_dra": DRA_OK}, "ok", "node gpu-a: DRA: 1 devices published, claim allocated, pod running"),
+    ({"gpufleet_dra": dict(DRA_OK, status="missing", published=0, claim=None, text="DRA: no GPU published",
+                           message="dra_driver: node gpu-a: no GPU published in a ResourceSlice of driver gpu.nvidia.com")},
+     "failed", "node gpu-a: dra_driver: node gpu-a: no GPU published in a ResourceSlice of driver gpu.nvidia.com"),
+    ({"gpufleet_dra": dict(DRA_OK, claim="not allocated")}, "failed",
+     "node gpu-a: DRA: 1 devices published, claim not allocated: the ResourceClaim for one GPU is not allocated"),
+    ({"gpufleet_cluster_layer": "dra"}, "skipped", "node gpu-a is on the DRA layer (gpufleet_cluster_layer: dra), which advertises "
+     "no nvidia.com/gpu: its GPUs in ResourceSlices are checked by the dra_driver role, which did not run on it in this play"),
+])
+def test_a_dra_node_gets_the_dra_check_not_allocatable(dra, status, msg):
+    result = C.evaluate(["gpu-a"], _dra_hostvars(**dra), read([node("gpu-a", allocatable=False)], {"gpu_operator": OPERATOR_PODS}))
+    verdict = result["nodes"]["gpu-a"]
+    assert [c["name"] for c in verdict["checks"]] == ["node", "dra", "labels", "pods"]
+    assert verdict["checks"][1] == {"name": "dra", "status": status, "msg": msg}
+    assert not any("advertises no nvidia.com/gpu (expected" in m for m in verdict["failed"])
+    assert result["cuda_pods"] == []  # the vector-add pod asks for nvidia.com/gpu, which a DRA node has not
+
+
+def test_a_device_plugin_node_without_the_resource_still_fails():
+    result = C.evaluate(["gpu-a"], _dra_hostvars(gpufleet_cluster_layer="device_plugin"), read([node("gpu-a", allocatable=False)]))
+    assert "node gpu-a advertises no nvidia.com/gpu (expected 1): the device plugin is not running there, or found no GPU" \
+        in result["nodes"]["gpu-a"]["failed"]
