@@ -23,7 +23,9 @@ python=
 for candidate in "$(command -v "python$want_python" || true)" \
                  "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$want_python".*/bin/python"$want_python"; do
   if [ -x "$candidate" ] && [ "$("$candidate" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$want_python" ]; then
-    python=$candidate
+    # The interpreter itself, not a venv's link to it: the venv named here is removed below, and
+    # its python may be the first on PATH (an activated .venv).
+    python=$(readlink -f "$candidate")
     break
   fi
 done
