@@ -41,7 +41,10 @@ options:
         C(kubeconfig) (C(path), C(exists), C(in_cluster)), C(nodes) (Node objects), C(stack),
         C(namespaces) and C(pods) (per stack), C(check_mode), and C(cuda) (C(mode), C(image),
         C(namespace), C(runtime_class), C(resource), C(pull_secrets), C(timeout), and once the
-        pods ran C(ran), C(pods), C(logs) by pod name and C(error)).
+        pods ran C(ran), C(pods), C(logs) by pod name and C(error)), and C(labels) (C(enabled),
+        C(inventory) - every inventory host, whose nodes outside the play keep their labels -,
+        C(today) - the date the driver branches' end of life is judged on -, and C(error) once a
+        patch failed).
     type: dict
     required: true
 """
@@ -77,6 +80,17 @@ _value:
       description: The vector-add pods' verdict.
       type: dict
       sample: {status: ok, msg: "CUDA vectorAdd pod (...): 1 of 1 passed", pods: []}
+    labels:
+      description:
+        - With C(cluster.labels.enabled), the labels each GPU node gets by host
+          (C(gpufleet.nvidia/driver-branch), C(gpufleet.nvidia/driver-eol),
+          C(gpufleet.nvidia/driver-flavor), C(gpufleet.nvidia/validation)), the merge C(patches)
+          (Node objects) that set them and remove them from nodes no longer GPU nodes of the
+          inventory, and the C(annotation) that records them on each node.
+      type: dict
+      sample: {enabled: true, annotation: gpufleet.nvidia/validate.labels, error: null, patches: [],
+               nodes: {gpu-a: {gpufleet.nvidia/driver-branch: "580", gpufleet.nvidia/driver-eol: 2028-06,
+                               gpufleet.nvidia/driver-flavor: open, gpufleet.nvidia/validation: ok}}}
     cuda_pods:
       description: The vector-add pods to run (Pod objects).
       type: list
@@ -101,8 +115,15 @@ _KEYS = ("gpufleet_nvidia", "gpufleet_nvidia_validation", "gpufleet_dra", "gpufl
 
 
 def validate_cluster(hosts, hostvars, cluster):
+    hosts = [str(h) for h in hosts or []]
     data = fleet_report.host_data(hosts, hostvars, _KEYS)
-    return cluster_validate.evaluate([str(h) for h in hosts or []], data, fleet_report.plain(cluster or {}))
+    cluster = fleet_report.plain(cluster or {})
+    labels = cluster.get("labels")
+    if isinstance(labels, dict) and labels.get("enabled"):
+        outside = [str(h) for h in labels.get("inventory") or [] if str(h) not in set(hosts)]
+        names = fleet_report.host_data(outside, hostvars, ("gpufleet_node_name",))
+        labels["kept_nodes"] = sorted(str((names.get(h) or {}).get("gpufleet_node_name") or h) for h in outside)
+    return cluster_validate.evaluate(hosts, data, cluster)
 
 
 class FilterModule(object):

@@ -53,12 +53,15 @@ class FakeKube(object):
         self.pods = dict(((p["metadata"]["namespace"], p["metadata"]["name"]), copy.deepcopy(p)) for p in pods)
         self.requests = []
         self.created = []
+        self.forbid_patch = False
         self._http = JsonServer(self._request)
         self.url = self._http.url
 
     def _request(self, method, url, body):
         query = urllib.parse.parse_qs(url.query)
         self.requests.append((method, url.path, url.query))
+        if url.path.startswith("/api/v1/nodes/"):
+            return self._node(method, url.path.rstrip("/").rsplit("/", 1)[1], query, body)
         return self.answer(method, url.path.rstrip("/"), query, body)
 
     def close(self):
@@ -78,6 +81,30 @@ class FakeKube(object):
             if labels.get(key) != value:
                 return False
         return True
+
+    def _node(self, method, name, query, body):
+        """GET a node, or merge-patch it (a null value removes the key; a dry run keeps nothing)."""
+        found = [n for n in self.nodes if n["metadata"]["name"] == name]
+        if not found:
+            return self._not_found('nodes "%s"' % name)
+        if method == "PATCH" and self.forbid_patch:
+            return 403, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden", "code": 403,
+                         "message": 'nodes "%s" is forbidden: User "validator" cannot patch resource "nodes"' % name}, "application/json"
+        if method == "PATCH":
+            patched = copy.deepcopy(found[0])
+            for part, values in ((body or {}).get("metadata") or {}).items():
+                if isinstance(values, dict):
+                    target = patched["metadata"].setdefault(part, {})
+                    for key, value in values.items():
+                        if value is None:
+                            target.pop(key, None)
+                        else:
+                            target[key] = value
+            if "All" not in query.get("dryRun", []):
+                found[0].clear()
+                found[0].update(patched)
+            return 200, patched, "application/json"
+        return 200, copy.deepcopy(found[0]), "application/json"
 
     def _advance(self, pod):
         """A created vector-add pod: Pending when created, Succeeded when next read."""
@@ -272,3 +299,89 @@ def test_a_second_validation_in_the_same_run_does_not_reuse_the_first_reading(tm
     assert kube.created == ["gpufleet-vectoradd-gpu-a"]  # the first validation ran its pod
     cluster = _report(tmp)["cluster"]
     assert cluster["checked"] is False and cluster["reason"] == "cluster checks turned off (validate_cluster false)"
+
+
+# --- the collection's node labels ---------------------------------------------------------------
+
+OURS = ("gpufleet.nvidia/driver-branch", "gpufleet.nvidia/driver-eol", "gpufleet.nvidia/driver-flavor", "gpufleet.nvidia/validation")
+ANNOTATION = "gpufleet.nvidia/validate.labels"
+
+
+def _labelled_kube():
+    """gpu-a and cpu-1 of the inventory, and gpu-old, which an earlier run labelled and which is no longer in it."""
+    old = node("gpu-old")
+    old["metadata"]["labels"].update({"gpufleet.nvidia/driver-branch": "570", "gpufleet.nvidia/validation": "ok"})
+    old["metadata"]["annotations"] = {ANNOTATION: "gpufleet.nvidia/driver-branch,gpufleet.nvidia/validation"}
+    return FakeKube([node("gpu-a"), node("cpu-1", allocatable=False, labels={"nvidia.com/gpu.present": None}), old], OPERATOR_PODS)
+
+
+def _meta(kube, name):
+    return [n for n in kube.nodes if n["metadata"]["name"] == name][0]["metadata"]
+
+
+def _patches(kube):
+    return [(r[1], r[2]) for r in kube.requests if r[0] == "PATCH"]
+
+
+def _ours(kube, name):
+    """The node's labels of the collection's prefix, and its annotation (None where absent)."""
+    meta = _meta(kube, name)
+    labels = dict((k, v) for k, v in meta["labels"].items() if k.startswith("gpufleet.nvidia/"))
+    return labels, (meta.get("annotations") or {}).get(ANNOTATION)
+
+
+def test_gpu_nodes_get_the_labels_and_a_node_that_left_the_fleet_loses_them(tmp_path):
+    kube = _labelled_kube()
+    try:
+        tmp = str(tmp_path)
+        _project(tmp, kube)
+        rc, out = _run(tmp, "--check", "--diff")
+        assert rc == 0, out
+        # check mode: the server's dry run of both patches, and the diff of each
+        assert _patches(kube) == [("/api/v1/nodes/gpu-a", "dryRun=All"), ("/api/v1/nodes/gpu-old", "dryRun=All")], out
+        assert _ours(kube, "gpu-a") == ({}, None)  # check mode: nothing kept
+        assert '+            "gpufleet.nvidia/driver-eol": "2028-06",' in out
+        rc, out = _run(tmp)
+        assert rc == 0, out
+        # the capture's driver (580.159.04, open modules) on its host root; nvidia-smi is not there, so validation failed
+        assert _ours(kube, "gpu-a") == ({"gpufleet.nvidia/driver-branch": "580", "gpufleet.nvidia/driver-eol": "2028-06",
+                                         "gpufleet.nvidia/driver-flavor": "open", "gpufleet.nvidia/validation": "failed"},
+                                        ",".join(sorted(OURS))), out
+        assert _ours(kube, "cpu-1") == ({}, None)
+        assert _ours(kube, "gpu-old") == ({}, None)
+        assert "could not label" not in json.dumps(_report(tmp)["cluster"]["failed"])
+        # a second run: the labels are there, nothing is patched
+        written = len(_patches(kube))
+        rc, out = _run(tmp)
+        assert rc == 0, out
+        assert len(_patches(kube)) == written, _patches(kube)[written:]
+    finally:
+        kube.close()
+
+
+def test_labels_turned_off_patch_nothing(tmp_path):
+    kube = _labelled_kube()
+    try:
+        tmp = str(tmp_path)
+        _project(tmp, kube)
+        rc, out = _run(tmp, "-e", "validate_publish_labels=false")
+        assert rc == 0, out
+        assert _patches(kube) == []
+        assert _meta(kube, "gpu-old")["labels"]["gpufleet.nvidia/validation"] == "ok"
+    finally:
+        kube.close()
+
+
+def test_nodes_that_cannot_be_labelled_fail_the_fleet_and_the_run_goes_on(tmp_path):
+    kube = _labelled_kube()
+    kube.forbid_patch = True
+    try:
+        tmp = str(tmp_path)
+        _project(tmp, kube)
+        rc, out = _run(tmp)
+        assert rc == 0, out  # report_fail_on: never; the report is written
+        failed = _report(tmp)["cluster"]["failed"]
+        assert [m for m in failed if m.startswith("could not label the GPU nodes (gpufleet.nvidia/driver-branch")
+                and "Forbidden" in m and "cannot patch resource" in m], (failed, out)
+    finally:
+        kube.close()

@@ -18,8 +18,10 @@ the GPU Operator or of the device plugin, the CUDA vector-add pods it ran and th
 - ``pods``: every pod of the stack on the node is ready or completed;
 - ``cuda_pod``: the vector-add pod run on the node completed and logged ``Test PASSED``.
 
-:func:`cuda_pod_plan` says which nodes get a vector-add pod and builds the pods. Nothing here
-talks to the cluster.
+:func:`cuda_pod_plan` says which nodes get a vector-add pod and builds the pods; with
+``cluster.labels.enabled`` the verdict's ``labels`` holds the patches that publish each GPU
+node's driver branch, end of life, flavour and validation as labels (:mod:`validate.labels`).
+Nothing here talks to the cluster.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import hashlib
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import labels as node_labels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import (
     DRIFT,
     FAILED,
@@ -399,7 +402,21 @@ def evaluate(hosts, hostvars, cluster):
     _judge_cuda_pods(result, cluster, candidates, checks_by_host)
     for host, (name, node, checks) in checks_by_host.items():
         result["nodes"][host] = _node_result(name, node, checks)
+    _publish_labels(result, cluster, targets)
     return result
+
+
+def _publish_labels(result, cluster, targets):
+    """The verdict's ``labels``: with ``cluster.labels.enabled``, each GPU node's labels
+    (:mod:`validate.labels`) and the patches that set them; a patch that failed fails the fleet."""
+    wanted = cluster.get("labels") or {}
+    if not wanted.get("enabled"):
+        return
+    found = node_labels.plan(targets, result["nodes"], cluster.get("nodes"), wanted.get("kept_nodes"), wanted.get("today"))
+    result["labels"].update(found, enabled=True)
+    if wanted.get("error"):
+        result["labels"]["error"] = wanted["error"]
+        result["failed"].append("could not label the GPU nodes (%s): %s" % (", ".join(node_labels.KEYS), _first_line(wanted["error"])))
 
 
 def _unjudged(cluster):
@@ -413,6 +430,7 @@ def _unjudged(cluster):
         "cuda_pod": {"status": SKIPPED, "msg": "", "image": _dig(cluster, "cuda", "image"), "pods": []},
         "cuda_pods": [],
         "nodes": {},
+        "labels": {"enabled": False, "annotation": node_labels.annotation_key(), "nodes": {}, "patches": [], "error": None},
         "failed": [],
         "not_checked": [],
     }

@@ -168,6 +168,7 @@ def test_cluster_read_is_assembled_from_kubernetes_core_results_and_judged():
             "hostvars": hv,
             "ansible_play_hosts": ["gpu-h200-01", "lab-debian12", "gpu-l40s-01", "gpu-h200-02"],
             "ansible_play_batch": ["gpu-h200-01", "lab-debian12", "gpu-l40s-01", "gpu-h200-02"],
+            "groups": {"all": sorted(hv)},
             "ansible_check_mode": False,
             "__validate_access": TOOLS_OK,
             "__validate_nodes": {"resources": [node("gpu-h200-01"), node("gpu-l40s-01", gpus=2, allocatable=2)], "api_found": True},
@@ -201,6 +202,15 @@ def test_cluster_read_is_assembled_from_kubernetes_core_results_and_judged():
         "label nvidia.com/device-plugin.config is None, expected 'ts-2': the node runs another sharing config",
     ]
     assert "gpu-h200-02" in verdict["nodes"] and verdict["nodes"]["gpu-h200-02"]["found"] is False
+    _assert_published(read, verdict)
+
+
+def _assert_published(read, verdict):
+    """validate_publish_labels (default true): the labels of the GPU nodes in the cluster, judged on the control host's date."""
+    assert read["labels"]["enabled"] is True
+    assert len(read["labels"]["today"]) == 10
+    assert sorted(verdict["labels"]["nodes"]) == ["gpu-h200-01", "gpu-l40s-01"]
+    assert verdict["labels"]["nodes"]["gpu-l40s-01"]["gpufleet.nvidia/validation"] == "failed"
 
 
 @pytest.mark.parametrize(
@@ -225,6 +235,7 @@ def test_cluster_read_when_nothing_could_be_read(tools, reason):
         "hostvars": example_hostvars(cluster=False),
         "ansible_play_hosts": ["gpu-h200-01"],
         "ansible_play_batch": ["gpu-h200-01"],
+        "groups": {"all": ["gpu-h200-01"]},
         "ansible_check_mode": True,
         "__validate_access": tools,
     })
