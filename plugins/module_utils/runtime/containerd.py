@@ -60,6 +60,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     find_record_in_text,
     hide_headers,
     insert_top_kv,
+    keep_undo_note,
     is_table,
     lookup,
     note_change,
@@ -792,13 +793,7 @@ def _note_undo(main, opts, origin) -> None:
         return  # a note for another text (the user edited the file): kept as it is
     table = lookup(main.doc, list(main.cri_path) + ["containerd", "runtimes", opts.runtime_name])
     item, record = record_comment(table)
-    note = undo_note(_absent_text(main.path, main.doc.as_string(), opts), origin, toml_settings)
-    if note == record.get(UNDO_KEY):
-        return
-    record.pop(UNDO_KEY, None)
-    if note is not None:
-        record[UNDO_KEY] = note
-    item.trivia.comment = encode_record(record)
+    keep_undo_note(item, record, undo_note(_absent_text(main.path, main.doc.as_string(), opts), origin, toml_settings))
 
 
 def _removed_from_main(main, dropin_text, dropin_record, opts, warnings):

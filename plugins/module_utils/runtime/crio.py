@@ -36,8 +36,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     check_edited_toml,
     delete_path,
     dump_toml,
-    encode_record,
     ensure_tables,
+    keep_undo_note,
     get_path,
     is_table,
     lookup,
@@ -221,13 +221,7 @@ def _note_undo(path, doc, name, origin) -> None:
     if origin is None:
         return  # a note for another text (the user edited the file): kept as it is
     item, record = record_comment(lookup(doc, RUNTIMES_PATH)[name])
-    note = undo_note(_absent_text(path, doc.as_string(), name), origin, toml_settings)
-    if note == record.get(UNDO_KEY):
-        return
-    record.pop(UNDO_KEY, None)
-    if note is not None:
-        record[UNDO_KEY] = note
-    item.trivia.comment = encode_record(record)
+    keep_undo_note(item, record, undo_note(_absent_text(path, doc.as_string(), name), origin, toml_settings))
 
 
 def _refuse_overriding_default(others, main_path, opts) -> None:

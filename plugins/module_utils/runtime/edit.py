@@ -377,6 +377,17 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def keep_undo_note(item, record, note):
+    """Store ``note`` (None: no note) in a handler's record, the comment on ``item``, unless it is
+    the one already there."""
+    if note == record.get(UNDO_KEY):
+        return
+    record.pop(UNDO_KEY, None)
+    if note is not None:
+        record[UNDO_KEY] = note
+    item.trivia.comment = encode_record(record)
+
+
 def undo_note(removed, origin, data):
     """What turns ``removed`` back into ``origin`` byte for byte: ``{"sha": .., "patch": [[i1, i2, text], ..]}``.
 
