@@ -10,8 +10,15 @@ version_added: 0.1.0
 author: gpufleet.nvidia maintainers
 description:
   - Builds the report the C(gpufleet.nvidia.report) role writes - run details, a summary (nodes,
-    GPU nodes, GPUs, and how many are ok, drifted, failed, without GPU, not validated), the
-    cluster's state, one row per host and plain statements of what was not checked and why.
+    GPU nodes, GPUs, nodes without GPU and never read, and how many rows are ok, drifted, failed,
+    with nothing to validate, not validated), the cluster's state, one row per host and plain
+    statements of what was not checked and why.
+  - C(summary.without_gpu) counts the nodes known to have no GPU (a node with GPUs and no driver has
+    GPUs); C(summary.gpu_unknown) those never read, whose GPUs a row says are C(unknown (no facts)).
+  - Each row's C(day2) lists its day-2 guards from its validation (C(kernel_next_boot),
+    C(driver_libraries), C(nvml_reload), C(isolation), C(runtime_drift)), each with C(title),
+    C(status) and C(msg); C(driver.flavor) is C(open), C(proprietary), or C(unknown) with
+    C(driver.flavor_why) wherever a driver is there, null without one.
   - "Per host it reads, all optional: C(gpufleet_nvidia) (the facts of
     M(gpufleet.nvidia.gpu_facts), refreshed by M(gpufleet.nvidia.host_validate)),
     C(gpufleet_nvidia_validation) (M(gpufleet.nvidia.host_validate)'s result with the role's
@@ -75,7 +82,8 @@ _value:
     summary:
       description: Counts over the rows.
       type: dict
-      sample: {nodes: 3, gpu_nodes: 1, gpus: 1, ok: 1, drifted: 0, failed: 0, no_gpu: 2, not_validated: 0}
+      sample: {nodes: 3, gpu_nodes: 1, without_gpu: 2, gpu_unknown: 0, gpus: 1, ok: 1, drifted: 0, failed: 0, no_gpu: 2,
+               not_validated: 0}
     status:
       description: The fleet's status, C(failed), C(drift), C(not_validated) or C(ok).
       type: str

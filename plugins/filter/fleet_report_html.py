@@ -12,8 +12,10 @@ description:
   - Renders the output of P(gpufleet.nvidia.fleet_report#filter) as an HTML page with no script
     and no external asset - the summary at the top, the cluster's state, a table with one
     coloured row per node (ok, drift, failed, no GPU, not validated; the driver cell gives each
-    driver branch's type and end of life, a branch past it or not in the table marked), the
-    fleet's driver branches with their hosts, and what was not checked.
+    driver branch's type and end of life, a branch past it or not in the table marked, and the
+    modules' flavour, C(unknown) with why where it could not be read; a column gives the node's
+    day-2 guards, each with its status), the fleet's driver branches with their hosts, and what
+    was not checked. Long reasons wrap in their cells.
   - Every value is HTML-escaped; the page is also well-formed XML.
 options:
   _input:

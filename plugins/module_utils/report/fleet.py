@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import textwrap
 
 from collections.abc import Mapping
 
@@ -228,6 +229,7 @@ def build_row(host, hv, cluster, today=None):
         "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpus["count"]),
         "sharing": _sharing(expect, hv),
         "dra": _row_dra(hv.get("gpufleet_dra")),
+        "day2": _row_day2(val),
         "drifted": drifted,
         "failed": failed,
         "not_checked": not_checked,
@@ -245,13 +247,33 @@ def _row_dra(entry):
             "claim": entry.get("claim"), "text": text}
 
 
+#: The day-2 checks of host validation (validate/day2.py), in the order a row gives them, with their titles.
+DAY2_CHECKS = (
+    ("kernel_next_boot", "next boot kernel's module"),
+    ("driver_libraries", "library / module versions"),
+    ("nvml_reload", "NVML after daemon-reload"),
+    ("isolation", "isolation of unprivileged containers"),
+    ("runtime_drift", "runtime drift"),
+)
+
+
+def _row_day2(val):
+    """The node's day-2 guards, ``[{name, title, status, msg}]`` from its validation ([] without one)."""
+    by_name = dict((c.get("name"), c) for c in val.get("checks") or [] if isinstance(c, dict))
+    return [{"name": name, "title": title, "status": by_name[name].get("status"), "msg": by_name[name].get("msg")}
+            for name, title in DAY2_CHECKS if name in by_name]
+
+
 def _row_gpus(facts, val):
-    """The node's GPUs from its facts; without facts, the count its validation found."""
+    """The node's GPUs from its facts; without facts, the count its validation found; with
+    neither, unknown (``known`` false): a host that was never read is not a host without GPU."""
     count, names, text = gpu_text(facts)
     if not facts and val:
         count = val.get("gpu_count") or 0
         text = "%d" % count
-    return {"count": count, "names": names, "text": text}
+    elif not facts:
+        return {"count": 0, "names": [], "text": "unknown (no facts)", "known": False}
+    return {"count": count, "names": names, "text": text, "known": True}
 
 
 def _row_messages(val, cnode, cluster, stopped):
@@ -299,11 +321,28 @@ def _row_driver(facts, val, hv, today):
         "installed": installed,
         "loaded": driver.get("loaded") or _dig(facts, "driver", "version"),
         "source": _dig(facts, "driver", "source"),
-        "flavor": _dig(facts, "driver", "flavor"),
         "cuda": driver.get("cuda") or smi.get("cuda_version"),
     }
+    row["flavor"], row["flavor_why"] = _row_flavor(facts, row)
     row["lifecycle"] = _row_lifecycle(row, today)
     return row
+
+
+def _row_flavor(facts, row):
+    """``(flavor, why)``: the kernel modules' flavour (open, proprietary); ``unknown`` with why
+    where a driver is there but nothing said which; None without a driver."""
+    driver = (facts or {}).get("driver") or {}
+    for flavor in (driver.get("flavor"), _dig(driver, "installed", "flavor")):
+        if flavor:
+            return flavor, None
+    if row["loaded"]:
+        return "unknown", "the loaded module's /proc/driver/nvidia/version names neither open nor proprietary modules"
+    there = row["installed"] or driver.get("packages") or driver.get("package") or driver.get("libcuda")
+    if there or driver.get("source") not in (None, "absent"):
+        if not facts:
+            return "unknown", "no facts of the node: only its validation was read"
+        return "unknown", "no nvidia module is loaded and modinfo found no installed one to read it from"
+    return None, None
 
 
 def _row_lifecycle(driver, today):
@@ -423,9 +462,13 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
 
 
 def _summary(rows, counts):
+    """Counts over the rows: ``without_gpu`` are the nodes known to have none (a node with GPUs and
+    no driver has GPUs), ``gpu_unknown`` those never read; the rest counts the rows' statuses."""
     return {
         "nodes": len(rows),
         "gpu_nodes": len([r for r in rows if r["gpus"]["count"]]),
+        "without_gpu": len([r for r in rows if not r["gpus"]["count"] and r["gpus"].get("known", True)]),
+        "gpu_unknown": len([r for r in rows if not r["gpus"].get("known", True)]),
         "gpus": sum(r["gpus"]["count"] or 0 for r in rows),
         "ok": counts["ok"],
         "drifted": counts["drift"],
@@ -494,7 +537,7 @@ h2 { font-size: 17px; margin: 28px 0 8px; }
 .card.drift { background: #fff8c5; border-color: #9a6700; }
 .card.failed { background: #ffebe9; border-color: #cf222e; }
 table { border-collapse: collapse; width: 100%; }
-th, td { border-bottom: 1px solid #d0d7de; padding: 6px 8px; text-align: left; vertical-align: top; }
+th, td { border-bottom: 1px solid #d0d7de; padding: 6px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
 th { background: #f6f8fa; position: sticky; top: 0; font-weight: 600; }
 tr.failed td:first-child { border-left: 4px solid #cf222e; }
 tr.drift td:first-child { border-left: 4px solid #9a6700; }
@@ -507,7 +550,8 @@ tr.no_gpu td:first-child, tr.not_validated td:first-child { border-left: 4px sol
 .badge.no_gpu, .badge.not_validated, .badge.skipped, .badge.incomplete { color: #57606a; background: #f6f8fa; }
 .small { color: #57606a; font-size: 12px; }
 ul.msgs { margin: 0; padding-left: 16px; }
-ul.msgs li { margin: 0 0 2px; }
+ul.msgs li { margin: 0 0 2px; white-space: normal; overflow-wrap: anywhere; }
+ul.day2 { margin: 0; padding: 0; list-style: none; font-size: 12px; }
 td.failedmsg { color: #cf222e; }
 td.driftmsg { color: #9a6700; }
 .none { color: #57606a; }
@@ -551,7 +595,7 @@ def _row_html(row):
         _or_none(d["installed"], "none"),
         _or_none(d["loaded"], "none"),
     )
-    driver_note = " ".join(x for x in (d.get("flavor"), d.get("source")) if x)
+    driver_note = ", ".join(x for x in (_flavor_text(d), d.get("source")) if x)
     if d.get("cuda"):
         driver_note += (", " if driver_note else "") + "CUDA " + str(d["cuda"])
     branches = "".join(_branch_html(entry) for entry in d.get("lifecycle") or [])
@@ -565,7 +609,7 @@ def _row_html(row):
     return (
         '<tr class="{status}"><td>{badge}</td><td class="host">{node}</td><td>{os}<br/><span class="small">{kernel}</span></td>'
         "<td>{gpus}</td><td>{driver}<br/><span class=\"small\">{note}</span>{branches}</td><td>{toolkit}</td>"
-        "<td>{runtime}</td><td>{alloc}</td><td>{sharing}</td>"
+        "<td>{runtime}</td><td>{alloc}</td><td>{sharing}</td><td>{day2}</td>"
         '<td class="driftmsg">{drifted}</td><td class="failedmsg">{failed}</td></tr>'
     ).format(
         status=_e(row["status"]),
@@ -581,9 +625,30 @@ def _row_html(row):
         runtime=_e(row["runtime"]["text"]),
         alloc=_e(row["allocatable"]["text"] + ("; " + row["dra"]["text"] if row.get("dra") else "")),
         sharing=_e(row["sharing"]["text"]),
+        day2=_day2_html(row.get("day2")),
         drifted=_msgs(row["drifted"]),
         failed=_msgs(row["failed"]),
     )
+
+
+def _flavor_text(driver):
+    """The flavour as the row says it: ``open``, ``proprietary``, ``flavour unknown: why``; '' without a driver."""
+    if driver.get("flavor") == "unknown":
+        return "flavour unknown (%s)" % driver["flavor_why"] if driver.get("flavor_why") else "flavour unknown"
+    return driver.get("flavor") or ""
+
+
+def _day2_html(guards):
+    """The day-2 guards of a row, one line each with its status (what drifted or failed is in those columns)."""
+    if not guards:
+        return '<span class="none">-</span>'
+    return '<ul class="day2">%s</ul>' % "".join(
+        "<li>%s %s</li>" % (_badge_text(g["status"] or "skipped", DAY2_STATUS.get(g["status"], "not checked")), _e(g["title"]))
+        for g in guards)
+
+
+#: A day-2 guard's status as its badge says it.
+DAY2_STATUS = {"ok": "ok", "drift": "drift", "failed": "failed", "skipped": "not checked"}
 
 
 def _branch_html(entry):
@@ -612,7 +677,7 @@ def _badge_text(css, text):
 _TABLE_HEADER = (
     "<tr><th>status</th><th>node</th><th>OS</th><th>GPUs</th>"
     '<th>driver<br/><span class="small">declared / installed / loaded</span></th><th>toolkit</th>'
-    "<th>runtime handler</th><th>allocatable GPUs</th><th>sharing</th><th>drifted</th><th>failed, and why</th></tr>"
+    "<th>runtime handler</th><th>allocatable GPUs</th><th>sharing</th><th>day-2 guards</th><th>drifted</th><th>failed, and why</th></tr>"
 )
 
 _PAGE = (
@@ -635,7 +700,7 @@ _PAGE = (
 def render_html(report):
     """The report as one self-contained HTML page (also well-formed XML)."""
     run = report.get("run") or {}
-    rows = "\n".join(_row_html(r) for r in report["nodes"]) or '<tr><td colspan="11">no hosts</td></tr>'
+    rows = "\n".join(_row_html(r) for r in report["nodes"]) or '<tr><td colspan="12">no hosts</td></tr>'
     return _PAGE.format(
         title=_e(report.get("title")),
         css=CSS,
@@ -679,7 +744,7 @@ def _cards(report):
         _card(s["ok"], "ok", "ok" if s["ok"] else ""),
         _card(s["drifted"], "drifted", "drift" if s["drifted"] else ""),
         _card(s["failed"], "failed", "failed" if s["failed"] else ""),
-        _card(s["no_gpu"], "without GPU"),
+        _card(s.get("without_gpu", s["no_gpu"]), "without GPU"),
         _card(s["not_validated"], "not validated"),
         _card(past, "past end of life", "drift" if past else ""),
     ]
@@ -718,3 +783,87 @@ def _notes_html(run):
     if not notes:
         return ""
     return '<section class="notes"><h2>About this fleet</h2><ul class="msgs">%s</ul></section>\n' % notes
+
+
+# --- text -----------------------------------------------------------------------------------------
+
+TEXT_WIDTH = 100
+
+
+def _wrapped(label, text, width=TEXT_WIDTH):
+    """``label`` and ``text`` as lines of at most ``width`` characters (a longer word, a path, stays
+    whole), the text's continuation lines under its first: wrapped, never clipped."""
+    head = "  %-11s " % label
+    return textwrap.wrap(str(text), width=width, initial_indent=head, subsequent_indent=" " * len(head),
+                         break_long_words=False, break_on_hyphens=False) or [head.rstrip()]
+
+
+def summary_line(report):
+    """The fleet in one sentence: its status, its nodes with and without GPU, the rows by status."""
+    s = report["summary"]
+    return ("%s: %d nodes, %d with GPUs (%d GPUs), %d without GPU%s: %d ok, %d drifted, %d failed, %d with nothing to "
+            "validate (no GPU), %d not validated" % (
+                STATUS_TITLES.get(report["status"], report["status"]).upper(), s["nodes"], s["gpu_nodes"], s["gpus"],
+                s.get("without_gpu", s["no_gpu"]), ", %d never read" % s["gpu_unknown"] if s.get("gpu_unknown") else "",
+                s["ok"], s["drifted"], s["failed"], s["no_gpu"], s["not_validated"]))
+
+
+def _fleet_text(report):
+    """The lines about the fleet: title, summary, the cluster, the branches past their end of life."""
+    run = report.get("run") or {}
+    lines = ["%s - %s" % (report.get("title") or "GPU fleet report", " | ".join(_meta(report, run)) or "no run details")]
+    lines += textwrap.wrap(summary_line(report), width=TEXT_WIDTH, break_long_words=False, break_on_hyphens=False)
+    lines += _cluster_text(report.get("cluster") or {})
+    for item in report.get("lifecycle") or []:
+        if item["state"] in ("past", "unknown"):
+            lines += _wrapped("branch", "%s (%s)" % (item["msg"], ", ".join(item["hosts"])))
+    return lines
+
+
+def _cluster_text(cluster):
+    lines = _wrapped("cluster", "checked" if cluster.get("checked") else cluster.get("reason") or "not checked")
+    for part in (cluster.get("stack"), cluster.get("cuda_pod")):
+        if part and part.get("msg"):
+            lines += _wrapped("", "%s: %s" % (part.get("status") or "skipped", part["msg"]))
+    for msg in cluster.get("failed") or []:
+        lines += _wrapped("failed", msg)
+    return lines
+
+
+def _driver_text(d):
+    """The driver's lines of a row: declared, installed, loaded with flavour and source; its branches."""
+    if not (d.get("installed") or d.get("loaded") or d.get("declared")):
+        return []
+    driver = "declared %s, installed %s, loaded %s" % (d.get("declared") or "none", d.get("installed") or "none", d.get("loaded") or "none")
+    note = ", ".join(x for x in (_flavor_text(d), d.get("source")) if x)
+    lines = _wrapped("driver", driver + (" (%s)" % note if note else ""))
+    for entry in d.get("lifecycle") or []:
+        lines += _wrapped("", "%s %s - %s" % (entry["of"], entry["version"], entry["text"]))
+    return lines
+
+
+def _row_text(row):
+    """One node's lines: status, GPUs, driver and flavour, the day-2 guards, what drifted and failed."""
+    title = STATUS_TITLES.get(row["status"], row["status"]).upper()
+    lines = ["", "%s  %s%s" % (row["host"], title, "  (node %s)" % row["node"] if row["node"] != row["host"] else "")]
+    lines += _wrapped("GPUs", row["gpus"]["text"]) + _driver_text(row["driver"])
+    guards = "; ".join("%s: %s" % (g["title"], DAY2_STATUS.get(g["status"], "not checked")) for g in row.get("day2") or [])
+    if guards:
+        lines += _wrapped("day-2", guards)
+    for key in ("failed", "drifted"):
+        for msg in row[key]:
+            lines += _wrapped(key, msg)
+    return lines
+
+
+def render_text(report):
+    """The report as plain text: the fleet, then one block per node, long reasons wrapped at
+    :data:`TEXT_WIDTH` columns (never cut)."""
+    lines = _fleet_text(report)
+    for row in report["nodes"]:
+        lines += _row_text(row)
+    if report.get("not_checked"):
+        lines.append("")
+    for item in report.get("not_checked") or []:
+        lines += _wrapped("not checked", item["msg"] + (" (%s)" % ", ".join(item["hosts"]) if item["hosts"] else ""))
+    return "\n".join(lines) + "\n"

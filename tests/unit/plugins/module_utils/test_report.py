@@ -128,6 +128,8 @@ def test_summary_and_order():
     assert report["status"] == "failed"
     assert report["summary"] == {
         "nodes": 6, "gpu_nodes": 4, "gpus": 12, "ok": 1, "drifted": 1, "failed": 2, "no_gpu": 1, "not_validated": 1,
+        # gpu-h200-02 has a GPU and no driver: not without GPU; gpu-down-01 was never read: not known
+        "without_gpu": 1, "gpu_unknown": 1,
     }
     assert [(r["host"], r["status"]) for r in report["nodes"]] == [
         ("gpu-h100-01", "failed"),
@@ -144,10 +146,10 @@ def test_summary_and_order():
 def test_the_h200_row_from_the_real_facts():
     r = row(example_report(), "gpu-h200-01")
     assert r["os"] == "Ubuntu 24.04.3 LTS" and r["kernel"] == "6.18.44-fc-v657-gpu"
-    assert r["gpus"] == {"count": 1, "names": ["NVIDIA H200"], "text": "1 x NVIDIA H200"}
+    assert r["gpus"] == {"count": 1, "names": ["NVIDIA H200"], "text": "1 x NVIDIA H200", "known": True}
     lifecycle = r["driver"].pop("lifecycle")
     assert r["driver"] == {"declared": "580", "installed": "580.159.04", "loaded": "580.159.04", "source": "preinstalled",
-                           "flavor": "open", "cuda": "13.0"}
+                           "flavor": "open", "flavor_why": None, "cuda": "13.0"}
     # judged on the day the report was generated (2026-11-29)
     assert [(e["of"], e["version"], e["state"], e["text"]) for e in lifecycle] == [
         ("declared and installed", "580.159.04", "supported",
@@ -182,7 +184,7 @@ def test_drifted_failed_and_stopped_rows():
     assert stopped["gpus"]["text"] == "8 x NVIDIA H100 80GB HBM3"
     down = row(report, "gpu-down-01")
     assert down["not_checked"] == ["no facts: the host was unreachable, or the run stopped before it was discovered"]
-    assert down["gpus"]["text"] == "none" and down["os"] is None
+    assert down["gpus"]["text"] == "unknown (no facts)" and down["os"] is None  # never read: not a host without GPU
 
 
 def test_what_was_not_checked_is_said_once_with_its_hosts():
@@ -364,7 +366,8 @@ def test_example_fleet_files_are_current():
     report = example_report()
     json_text = R.to_json(report)
     html_text = R.render_html(report)
-    paths = {os.path.join(EXAMPLE, "example-fleet.json"): json_text, os.path.join(EXAMPLE, "example-fleet.html"): html_text}
+    paths = {os.path.join(EXAMPLE, "example-fleet.json"): json_text, os.path.join(EXAMPLE, "example-fleet.html"): html_text,
+             os.path.join(EXAMPLE, "example-fleet.txt"): R.render_text(report)}
     if os.environ.get("GPUFLEET_UPDATE_FIXTURES") == "1":
         for path, text in paths.items():
             with open(path, "w") as handle:
@@ -408,8 +411,9 @@ def test_the_report_of_the_real_h200_validation_is_the_one_that_run_wrote():
     row, wrote = report["nodes"][0], written["nodes"][0]
     assert dict((k, row[k]) for k in FROM_VALIDATION) == dict((k, wrote[k]) for k in FROM_VALIDATION)
     assert row["runtime"]["text"] == "not checked" and row["allocatable"]["text"] == "no cluster"
-    assert row["gpus"] == {"count": 2, "names": [], "text": "2"}  # no facts: the count the validation found
-    assert report["summary"] == written["summary"] and report["status"] == written["status"] == "ok"
+    assert row["gpus"] == {"count": 2, "names": [], "text": "2", "known": True}  # no facts: the count the validation found
+    assert dict((k, report["summary"][k]) for k in written["summary"]) == written["summary"]
+    assert report["status"] == written["status"] == "ok"
     assert report["not_checked"][1:] == written["not_checked"][1:]  # the first is the cluster's: no verdict here
 
 
@@ -421,7 +425,7 @@ def test_the_real_h200_validation_against_a_wrong_declaration_fails_the_fleet():
     assert report["status"] == "failed"
     assert [(r["host"], r["status"]) for r in report["nodes"]] == [("wrong", "failed"), ("ok", "ok")]
     assert report["summary"] == {"nodes": 2, "gpu_nodes": 2, "gpus": 4, "ok": 1, "drifted": 0, "failed": 1, "no_gpu": 0,
-                                 "not_validated": 0}
+                                 "not_validated": 0, "without_gpu": 0, "gpu_unknown": 0}
     wrong = report["nodes"][0]
     assert wrong["drifted"] == ["declared driver 575, loaded 580.159.04"]
     assert wrong["failed"] == [
@@ -552,10 +556,11 @@ def test_the_report_roles_summary_line_names_the_branches_past_their_end_of_life
     report = R.build_report(["lab-debian12", "lab-debian13"], _lab_hostvars(), generated_at="2026-12-01T18:30:00Z")
     variables = {"__report": report, "s": report["summary"], "report_formats": ["json", "html"], "__report_path": "/r/report"}
     msg = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(say["ansible.builtin.debug"]["msg"]))
-    assert (
-        "Driver R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most (lab-debian12). "
-        "Driver R550: branch type not recorded, end of life passed (lab-debian13). Report: /r/report.json, /r/report.html"
-    ) in msg
+    assert msg[-1] == "Report: /r/report.json, /r/report.html"
+    assert all(len(line) <= R.TEXT_WIDTH for line in msg[:-1])
+    said = " ".join(" ".join(msg).split())  # the wrapped lines joined again: nothing was cut
+    assert "branch R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most (lab-debian12)" in said
+    assert "branch R550: branch type not recorded, end of life passed (lab-debian13)" in said
 
 
 @pytest.mark.parametrize(
@@ -598,3 +603,59 @@ def test_an_unknown_branch_is_marked_on_the_page():
     assert '<div class="card "><span class="n">0</span><span class="l">past end of life</span></div>' in page
     supported = R.render_html(R.build_report(["m"], {"m": {"nvidia_driver_version": "580"}}, today="2026-12-01"))
     assert '<span class="branch">declared 580 - R580: long-term support branch, end of life June 2028 (supported on 2026-12-01)' in supported
+
+
+# --- day-2 guards, the flavour, without GPU, long reasons ------------------------------------------
+
+
+def test_each_row_gives_its_day2_guards():
+    report = example_report()
+    guards = row(report, "gpu-l40s-01")["day2"]
+    assert [(g["name"], g["status"]) for g in guards] == [
+        ("kernel_next_boot", "ok"), ("driver_libraries", "skipped"), ("nvml_reload", "ok"), ("isolation", "ok"),
+        ("runtime_drift", "ok")]
+    # Docker: isolation is not the toolkit role's default there
+    assert guards[3]["title"] == "isolation of unprivileged containers" and "not declared" in guards[3]["msg"]
+    assert row(report, "gpu-h100-01")["day2"] == []  # not validated: no guard was checked
+    page = R.render_html(report)
+    assert "<th>day-2 guards</th>" in page
+    assert '<li><span class="badge ok">ok</span> isolation of unprivileged containers</li>' in page
+    assert '<li><span class="badge skipped">not checked</span> library / module versions</li>' in page
+    text = R.render_text(report)
+    assert "  day-2       next boot kernel's module: ok; library / module versions: not checked; NVML after" in text
+
+
+def test_the_flavour_is_never_blank_where_a_driver_is_there():
+    report = example_report()
+    smi_failing = row(report, "gpu-h200-02")["driver"]  # the driver's files are there, its module is not loaded
+    assert (smi_failing["flavor"], smi_failing["flavor_why"]) == (
+        "unknown", "no nvidia module is loaded and modinfo found no installed one to read it from")
+    assert "flavour unknown (no nvidia module is loaded and modinfo found no installed one to read it from), preinstalled" \
+        in R.render_html(report)
+    assert "(flavour unknown (no nvidia module is loaded and modinfo found no installed one to read it from), preinstalled)" \
+        in " ".join(R.render_text(report).split())
+    assert (row(report, "lab-debian12")["driver"]["flavor"], row(report, "gpu-l40s-01")["driver"]["flavor"]) == (None, "proprietary")
+    loaded = R.build_report(["n"], {"n": {"gpufleet_nvidia": {"gpu_count": 1, "driver": {"version": "580.95.05", "flavor": None}}}})
+    assert loaded["nodes"][0]["driver"]["flavor"] == "unknown"
+    assert "names neither open nor proprietary" in loaded["nodes"][0]["driver"]["flavor_why"]
+
+
+def test_without_gpu_counts_only_the_nodes_known_to_have_none():
+    report = example_report()
+    page = R.render_html(report)
+    assert '<div class="card "><span class="n">1</span><span class="l">without GPU</span></div>' in page
+    assert row(report, "gpu-h200-02")["gpus"]["count"] == 1  # GPUs, no driver: not without GPU
+    assert R.summary_line(report) == ("FAILED: 6 nodes, 4 with GPUs (12 GPUs), 1 without GPU, 1 never read: 1 ok, 1 drifted, "
+                                      "2 failed, 1 with nothing to validate (no GPU), 1 not validated")
+
+
+def test_long_reasons_are_wrapped_not_cut():
+    reason = "containerd is not installed (container_runtime containerd) " * 6 + "/var/lib/rancher/rke2/agent/etc/" + "x" * 120
+    hv = {"n": {"gpufleet_nvidia_validation": {"status": "failed", "gpu_count": 1, "failed": [reason], "checks": []}}}
+    report = R.build_report(["n"], hv)
+    lines = R.render_text(report).splitlines()
+    block = [line for line in lines if line.startswith("  failed ") or line.startswith(" " * 14)]
+    assert len(block) > 3 and " ".join(" ".join(block).split()[1:]) == " ".join(reason.split())
+    assert [line for line in block if len(line) > R.TEXT_WIDTH] == [line for line in block if "x" * 120 in line]  # a path stays whole
+    page = R.render_html(report)
+    assert "<li>%s</li>" % reason.strip() in page and "overflow-wrap: anywhere" in page
