@@ -112,7 +112,7 @@ def test_validate_in_the_same_pass_is_host_validates_verdict(replay, check_mode)
     assert result["validate_params"] == dict(
         VALIDATE, gpu_count=None, toolkit_version="", runtime_handler="nvidia", cdi="auto",
         cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"], cuda_test=True, nvml_reload_test=False, nvml_reload_test_image="", prepared_without_gpu=False,
-        nvcc_path=None, cuda_test_timeout=180, command_timeout=7, host_root="/",
+        nvcc_path=None, cuda_test_timeout=180, command_timeout=7, host_root="/", isolate_unprivileged=None,
     )
     replay("ubuntu2404-h200-preinstalled")
     alone = run_module(host_validate, dict(VALIDATE, command_timeout=7), check_mode=check_mode)
