@@ -19,7 +19,7 @@ description:
     C(cluster_expect) says the node name, the replicas, the GPU resource, the sharing config and
     the expected labels."
   - "A host on the DRA layer (C(gpufleet_cluster_layer=dra), or with the dra_driver role's
-    C(gpufleet_dra)) advertises no C(nvidia.com/gpu): instead of C(allocatable) its node gets the
+    C(dra_driver_node)) advertises no C(nvidia.com/gpu): instead of C(allocatable) its node gets the
     C(dra) check, the dra_driver role's verdict of it (its GPUs published in ResourceSlices, its
     claim allocated), not checked where that role did not run on it; it gets no vector-add pod."
   - When the cluster could not be read, every node is reported as not checked with the reason
@@ -111,7 +111,7 @@ _value:
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as cluster_validate
 
-_KEYS = ("gpufleet_nvidia", "gpufleet_nvidia_validation", "gpufleet_dra", "gpufleet_cluster_layer")
+_KEYS = ("gpufleet_nvidia", "gpufleet_nvidia_validation", "dra_driver_node", "gpufleet_cluster_layer")
 
 
 def validate_cluster(hosts, hostvars, cluster):

@@ -375,8 +375,10 @@ gpufleet_nvidia:
         - Whether running containers lose NVML ("Failed to initialize NVML - Unknown Error") after
           C(systemctl daemon-reload). C(state) is C(exposed) (systemd is the init, a runtime uses the
           systemd cgroup driver - containerd's C(SystemdCgroup = true), CRI-O's C(cgroup_manager),
-          Docker's C(native.cgroupdriver) or its default on cgroup v2 - the NVIDIA runtime is not in
-          C(cdi) mode, and a nvidia device node has no C(/dev/char/MAJOR:MINOR) link), C(protected),
+          Docker's C(native.cgroupdriver) or its default on cgroup v2 - devices reach containers through
+          the NVIDIA runtime's legacy hook (its C(legacy) mode, C(auto) before toolkit 1.18 (from 1.18
+          C(auto) is JIT-CDI), or Docker's C(--gpus)), and a nvidia device node has no
+          C(/dev/char/MAJOR:MINOR) link), C(protected),
           C(not_exposed) or C(unknown); C(reason) says why and C(fix) what to change.
       type: dict
       returned: always

@@ -36,7 +36,7 @@ HOST_VARS = (
     "container_toolkit_version",  # declared toolkit, idem
     "container_toolkit_runtime",  # declared runtime, idem
     "gpufleet_sharing_config",  # sharing config of the node, idem
-    "gpufleet_dra",  # the dra_driver role's validation of the node (GPUs published in ResourceSlices, its claim)
+    "dra_driver_node",  # the dra_driver role's validation of the node (GPUs published in ResourceSlices, its claim)
 )
 
 STATUSES = ("failed", "not_validated", "drift", "ok", "no_gpu")
@@ -228,7 +228,7 @@ def build_row(host, hv, cluster, today=None):
         "cuda_host": _dig(val, "cuda", "passed"),
         "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpus["count"]),
         "sharing": _sharing(expect, hv),
-        "dra": _row_dra(hv.get("gpufleet_dra")),
+        "dra": _row_dra(hv.get("dra_driver_node")),
         "day2": _row_day2(val),
         "drifted": drifted,
         "failed": failed,

@@ -10,7 +10,7 @@ the GPU Operator or of the device plugin, the CUDA vector-add pods it ran and th
 - ``allocatable``: its allocatable ``nvidia.com/gpu`` (or the declared resource) is its GPU
   count times the sharing replicas (with MIG enabled: more than none); a node of the DRA layer
   (``gpufleet_cluster_layer: dra``) advertises no such resource and gets the ``dra`` check
-  instead: the dra_driver role's verdict of the node (``gpufleet_dra``: its GPUs published in
+  instead: the dra_driver role's verdict of the node (``dra_driver_node``: its GPUs published in
   ResourceSlices, its claim allocated);
 - ``labels``: the expected labels are there with the expected values, and the labels the stack
   writes agree with the node (``nvidia.com/gpu.count``, ``nvidia.com/gpu.replicas``,
@@ -476,7 +476,7 @@ def dra_of(hv):
     """The dra_driver role's entry of a host on the DRA layer (``{}`` where the role did not run on
     it), None for a host off it (the device plugin or the GPU Operator advertise its GPUs)."""
     hv = hv if hasattr(hv, "get") else {}
-    entry = hv.get("gpufleet_dra")
+    entry = hv.get("dra_driver_node")
     if isinstance(entry, dict) and "published" in entry:
         return entry
     return {} if hv.get("gpufleet_cluster_layer") == "dra" else None
@@ -524,7 +524,7 @@ def _check_node(checks, node, name, facts, validation, stack_info, pods, dra=Non
 
 
 def _check_dra(checks, name, entry):
-    """The dra check of a DRA node: what the dra_driver role found (``gpufleet_dra``), in place of
+    """The dra check of a DRA node: what the dra_driver role found (``dra_driver_node``), in place of
     the allocatable nvidia.com/gpu that no DRA node advertises."""
     if not entry.get("status"):
         return checks.add("dra", SKIPPED, (

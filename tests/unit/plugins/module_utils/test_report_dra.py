@@ -9,7 +9,7 @@ DRA = {"name": "gpu-a", "host": "gpu-a", "published": 8, "expected": 8, "status"
 
 
 def test_a_dra_node_says_how_many_devices_it_publishes_and_what_became_of_its_claim():
-    report = fleet.build_report(["gpu-a", "gpu-b"], {"gpu-a": {"gpufleet_dra": DRA}, "gpu-b": {}}, generated_at="2026-12-01T00:00:00Z")
+    report = fleet.build_report(["gpu-a", "gpu-b"], {"gpu-a": {"dra_driver_node": DRA}, "gpu-b": {}}, generated_at="2026-12-01T00:00:00Z")
     rows = dict((r["host"], r) for r in report["nodes"])
     assert rows["gpu-a"]["dra"] == {"published": 8, "expected": 8, "status": "ok", "claim": "allocated, pod running",
                                     "text": "DRA: 8 devices published, claim allocated, pod running"}
@@ -19,5 +19,5 @@ def test_a_dra_node_says_how_many_devices_it_publishes_and_what_became_of_its_cl
 
 def test_a_node_that_publishes_too_few_says_so():
     short = dict(DRA, published=7, status="mismatch", text="DRA: 7 GPUs published, discovery found 8", claim=None)
-    report = fleet.build_report(["gpu-a"], {"gpu-a": {"gpufleet_dra": short}}, generated_at="2026-12-01T00:00:00Z")
+    report = fleet.build_report(["gpu-a"], {"gpu-a": {"dra_driver_node": short}}, generated_at="2026-12-01T00:00:00Z")
     assert report["nodes"][0]["dra"]["text"] == "DRA: 7 GPUs published, discovery found 8"

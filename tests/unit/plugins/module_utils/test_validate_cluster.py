@@ -426,7 +426,7 @@ def test_cuda_pod_status(pod, phase, log, cuda, status, msg):
 
 # --- nodes of the DRA layer ---------------------------------------------------------------------
 
-# The dra_driver role's per-node entry (gpufleet_dra), as roles/dra_driver/tasks/validate.yml sets
+# The dra_driver role's per-node entry (dra_driver_node), as roles/dra_driver/tasks/validate.yml sets
 # it from cluster.dra.validation_result: the published count and the node's claim.
 DRA_OK = {"name": "gpu-a", "host": "gpu-a", "published": 1, "expected": 1, "status": "ok",
           "text": "DRA: 1 devices published", "message": "DRA: 1 devices published", "claim": "allocated, pod running"}
@@ -439,11 +439,11 @@ def _dra_hostvars(**dra):
 
 
 @pytest.mark.parametrize("dra, status, msg", [
-    ({"gpufleet_dra": DRA_OK}, "ok", "node gpu-a: DRA: 1 devices published, claim allocated, pod running"),
-    ({"gpufleet_dra": dict(DRA_OK, status="missing", published=0, claim=None, text="DRA: no GPU published",
+    ({"dra_driver_node": DRA_OK}, "ok", "node gpu-a: DRA: 1 devices published, claim allocated, pod running"),
+    ({"dra_driver_node": dict(DRA_OK, status="missing", published=0, claim=None, text="DRA: no GPU published",
                            message="dra_driver: node gpu-a: no GPU published in a ResourceSlice of driver gpu.nvidia.com")},
      "failed", "node gpu-a: dra_driver: node gpu-a: no GPU published in a ResourceSlice of driver gpu.nvidia.com"),
-    ({"gpufleet_dra": dict(DRA_OK, claim="not allocated")}, "failed",
+    ({"dra_driver_node": dict(DRA_OK, claim="not allocated")}, "failed",
      "node gpu-a: DRA: 1 devices published, claim not allocated: the ResourceClaim for one GPU is not allocated"),
     ({"gpufleet_cluster_layer": "dra"}, "skipped", "node gpu-a is on the DRA layer (gpufleet_cluster_layer: dra), which advertises "
      "no nvidia.com/gpu: its GPUs in ResourceSlices are checked by the dra_driver role, which did not run on it in this play"),
