@@ -36,20 +36,29 @@ MODULE_PLACE_GLOBS = ("kernel", "updates/dkms", "extra")
 # of the H200 hosts loads /usr/local/nvidia/modules/nvidia.ko).
 DRIVER_ROOT_MODULES = ("/usr/local/nvidia/modules",)
 MODULE_NAMES = ("nvidia.ko", "nvidia.ko.xz", "nvidia.ko.zst", "nvidia.ko.gz")
-DKMS_TREE = "/var/lib/dkms/nvidia"
+# DKMS's tree: one folder per module name, nvidia (NVIDIA's and Ubuntu's packages), nvidia-current
+# and nvidia-current-open (Debian's), nvidia-tesla-<branch> (Debian's older data-center ones).
+DKMS_ROOT = "/var/lib/dkms"
 GRUBENV = ("/boot/grub/grubenv", "/boot/grub2/grubenv")
 GRUB_CFG = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg")
 # The user-space library that every driver ships with its version in the file name.
 LIBRARY_DIRS = (
     "/usr/lib/x86_64-linux-gnu",
     "/usr/lib/aarch64-linux-gnu",
+    # Debian's driver packages (libnvidia-ml1 and the others) keep the files here, the linker finds
+    # them through ld.so.conf.d.
+    "/usr/lib/x86_64-linux-gnu/nvidia/current",
+    "/usr/lib/aarch64-linux-gnu/nvidia/current",
     "/usr/lib64",
     "/usr/lib",
     "/usr/local/nvidia/lib64",
 )
 _LIBNVIDIA_ML = re.compile(r"^libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
 _PRECOMPILED = re.compile(r"^linux-modules-nvidia-(\d+)(?:-server)?(?:-open)?-(.+)$")
-_DRIVER_DEB = re.compile(r"^(?:libnvidia-compute|nvidia-utils|nvidia-kernel-common|nvidia-driver)-\d+(?:-server)?(?:-open)?$")
+# Ubuntu's names carry the branch (nvidia-utils-580); Debian's do not (libnvidia-ml1, nvidia-driver,
+# nvidia-kernel-dkms; its nvidia-kernel-common has a version of its own and is not one of them).
+_DRIVER_DEB = re.compile(r"^(?:(?:libnvidia-compute|nvidia-utils|nvidia-kernel-common|nvidia-driver)-\d+(?:-server)?(?:-open)?"
+                         r"|libnvidia-ml1|nvidia-driver|nvidia-driver-libs|nvidia-kernel-dkms|nvidia-open-kernel-dkms)$")
 _VERSION_IN_PACKAGE = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
 # A decompressed module larger than this is refused (nvidia.ko is 30 to 100 MiB).
 MODULE_CAP = 512 << 20
@@ -321,20 +330,32 @@ def _module_files(host, release):
     return found
 
 
+def dkms_trees(host):
+    """The DKMS module folders of the nvidia driver, ``[(name, path)]``."""
+    return [(n, posixpath.join(DKMS_ROOT, n)) for n in host.names(DKMS_ROOT) if n.startswith("nvidia")]
+
+
+def dkms_sources(host):
+    """``[{name, version}]``: the driver sources DKMS has (added), built for some kernel or not."""
+    found = []
+    for name, tree in dkms_trees(host):
+        found.extend({"name": name, "version": v} for v in host.names(tree)
+                     if not v.startswith("kernel-") and v != "source" and not host.islink(posixpath.join(tree, v)))
+    return found
+
+
 def dkms_tree(host):
-    """``[{version, kernel, arch, module}]`` of DKMS's nvidia builds (``module``: the built file or None)."""
+    """``[{name, version, kernel, arch, module}]`` of DKMS's nvidia builds (``module``: the built file or None)."""
     builds = []
-    for version in host.names(DKMS_TREE):
-        version_dir = posixpath.join(DKMS_TREE, version)
-        if version.startswith("kernel-") or version == "source" or host.islink(version_dir):
-            continue
+    for source in dkms_sources(host):
+        version, version_dir = source["version"], posixpath.join(DKMS_ROOT, source["name"], source["version"])
         for kernel in host.names(version_dir):
             if kernel in ("source", "build") or not host.isdir(posixpath.join(version_dir, kernel)):
                 continue
             for arch in host.names(posixpath.join(version_dir, kernel)):
                 folder = posixpath.join(version_dir, kernel, arch, "module")
                 module = next((posixpath.join(folder, n) for n in MODULE_NAMES if host.isfile(posixpath.join(folder, n))), None)
-                builds.append({"version": version, "kernel": kernel, "arch": arch, "module": module})
+                builds.append({"name": source["name"], "version": version, "kernel": kernel, "arch": arch, "module": module})
     return builds
 
 
@@ -358,7 +379,7 @@ def _source_of(path, release, precompiled):
     return "file"
 
 
-def _kernel_modules(host, release, wanted, dkms, precompiled, loose):
+def _kernel_modules(host, release, wanted, dkms, precompiled, loose, sources=()):
     """The module state of one kernel: the files found, and whether one matches the driver."""
     files = [read_module(host, p) for p in _module_files(host, release)]
     files.extend(m for m in loose if m["kernel"] == release)
@@ -366,6 +387,8 @@ def _kernel_modules(host, release, wanted, dkms, precompiled, loose):
         entry["source"] = _source_of(entry["path"], release, precompiled)
     built = [b for b in dkms if b["kernel"] == release]
     state, detail = _module_state(files, built, release, wanted)
+    if state == "missing" and sources:
+        detail = _unbuilt_detail(host, release, sources)
     return {
         "release": release,
         "state": state,
@@ -404,6 +427,17 @@ def _module_state(files, built, release, wanted):
     return "missing", "no nvidia module for %s (no DKMS build, no precompiled package, no module file)" % release
 
 
+def _unbuilt_detail(host, release, sources):
+    """Why a kernel has no module although DKMS has the driver's source: DKMS builds against the
+    kernel's headers (/lib/modules/<release>/build), and says so when they are not there."""
+    names = ", ".join("%s %s" % (s["name"], s["version"]) for s in sources)
+    headers = "/lib/modules/%s/build" % release
+    if not host.exists(headers):
+        return ("no nvidia module for %s: DKMS has the driver's source (%s) but could not build it for this kernel, whose "
+                "headers are not installed (no %s)" % (release, names, headers))
+    return "no nvidia module for %s: DKMS has the driver's source (%s) but no build for this kernel" % (release, names)
+
+
 def _same_version(one, other):
     return bool(one) and bool(other) and one.split("-")[0] == other.split("-")[0]
 
@@ -426,10 +460,11 @@ def gather_kernels(host, probes, dpkg, wanted, loaded=None):
     kernels = installed_kernels(host)
     boot = next_boot_kernel(host, kernels)
     dkms = dkms_tree(host)
+    sources = dkms_sources(host)
     precompiled = precompiled_packages(dpkg)
     loose = _loose_modules(host)
     releases = sorted(set(kernels) | {running} | ({boot["release"]} if boot["release"] else set()), key=_release_key)
-    modules = dict((r, _kernel_modules(host, r, wanted, dkms, precompiled, loose)) for r in releases)
+    modules = dict((r, _kernel_modules(host, r, wanted, dkms, precompiled, loose, sources)) for r in releases)
     _loaded_elsewhere(modules.get(running), wanted, loaded)
     facts = {
         "running": running,
@@ -441,6 +476,7 @@ def gather_kernels(host, probes, dpkg, wanted, loaded=None):
         "driver_version": wanted,
         "modules": [modules[r] for r in releases],
         "dkms": dkms,
+        "dkms_sources": sources,
         "precompiled_packages": precompiled,
         "unbooted_without_module": [r for r in releases if r != running and modules[r]["state"] != "ok" and r in kernels],
     }
@@ -558,8 +594,10 @@ def next_boot_problem(kernels):
     """``(message, reason, fix)`` when the next boot kernel has no matching nvidia module, else None."""
     boot = (kernels or {}).get("next_boot") or {}
     release = boot.get("release")
+    if not release:
+        return _running_problem(kernels, boot)
     module = next((m for m in kernels.get("modules") or [] if m["release"] == release), None)
-    if not release or module is None or module["state"] in ("ok", "loaded_not_found"):
+    if module is None or module["state"] in ("ok", "loaded_not_found"):
         return None
     message = "the next boot kernel %s (%s) has no nvidia module for driver %s: %s" % (
         release, boot.get("detail"), kernels.get("driver_version") or "?", module["detail"])
@@ -569,6 +607,22 @@ def next_boot_problem(kernels):
                release, release, release, release))
     if module["state"] == "unreadable":
         reason = "The module file could not be read, so whether it loads after the reboot is not known."
+    return message, reason, fix
+
+
+def _running_problem(kernels, boot):
+    """Where the next boot kernel cannot be read (a direct kernel boot, a container), the running
+    kernel stands for it: a driver installed without a module for it does not load after a reboot
+    either. None without an installed driver, or when the running kernel has its module."""
+    running = kernels.get("running")
+    module = next((m for m in kernels.get("modules") or [] if m["release"] == running), None)
+    if not kernels.get("driver_version") or module is None or module["state"] in ("ok", "loaded_not_found"):
+        return None
+    message = "the running kernel %s has no nvidia module for driver %s, and the next boot kernel is not known (%s): %s" % (
+        running, kernels["driver_version"], boot.get("detail") or "not read", module["detail"])
+    reason = "The driver does not load in this kernel: nvidia-smi fails and no container gets a GPU, now and after a reboot into it."
+    fix = ("Install linux-headers-%s (kernel-devel-%s on EL) and let DKMS build (dkms autoinstall -k %s), or install the "
+           "precompiled module package for %s." % (running, running, running, running))
     return message, reason, fix
 
 

@@ -46,11 +46,11 @@ def check_kernel_next_boot(checks, facts):
     """``kernel_next_boot``: the next boot kernel has a module of the driver's version."""
     facts_kernels = facts.get("kernels") or {}
     boot = facts_kernels.get("next_boot") or {}
-    if not boot.get("release"):
-        return checks.add("kernel_next_boot", SKIPPED, "next boot kernel not checked: %s" % (boot.get("detail") or "no kernel facts"))
     problem = kernels.next_boot_problem(facts_kernels)
     if problem:
         return checks.add("kernel_next_boot", DRIFT, "%s. %s Fix: %s" % problem)
+    if not boot.get("release"):
+        return checks.add("kernel_next_boot", SKIPPED, "next boot kernel not checked: %s" % (boot.get("detail") or "no kernel facts"))
     return checks.add("kernel_next_boot", OK, "the next boot kernel %s (%s) has the nvidia module %s" % (
         boot["release"], boot.get("source"), facts_kernels.get("driver_version")))
 
@@ -309,6 +309,14 @@ def check_isolation(checks, host, facts, declared, runtime):
     except (ValueError, RecursionError) as exc:
         return checks.add("isolation", FAILED, "%s does not parse as TOML (%s): the toolkit cannot read it" % (path, exc))
     return checks.add("isolation", *isolation_verdict(data, isolate, why))
+
+
+def check_prepared_day2(checks, host, facts, params):
+    """The day-2 checks that need no GPU, for a node prepared without one: its kernel's module,
+    the runtime's files, the toolkit's isolation."""
+    check_kernel_next_boot(checks, facts)
+    check_runtime_drift(checks, host, facts)
+    check_isolation(checks, host, facts, params.get("isolate_unprivileged"), params.get("container_runtime"))
 
 
 def check_day2(checks, host, facts, params):

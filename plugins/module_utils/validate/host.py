@@ -1122,6 +1122,7 @@ def _check_prepared_node(checks, result, host, facts, p):
     check_toolkit_version(checks, facts, p["toolkit_version"])
     runtime = check_runtime(checks, host, facts, p["container_runtime"], p["runtime_handler"])
     result["runtime"] = runtime_summary(runtime)
+    day2_checks.check_prepared_day2(checks, host, facts, p)
 
 
 def _check_gpu_node(checks, result, host, facts, p, cuda_runner):

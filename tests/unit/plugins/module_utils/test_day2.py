@@ -421,6 +421,8 @@ def test_the_replay_gives_what_the_live_run_gave():
     with open(os.path.join(HOSTS, CAPTURE, "live-discovery.json")) as handle:
         live = json.load(handle)
     dummy, facts = gathered(CAPTURE)
+    # dkms_sources came after the live run; the real machine has no DKMS tree at all (README-day2.md).
+    assert facts["kernels"].pop("dkms_sources") == []
     assert facts["kernels"] == live["kernels"]
     assert facts["driver_libraries"] == live["driver_libraries"]
     replayed = dict(facts["nvml_reload"], dev_char_missing=None)
@@ -428,3 +430,35 @@ def test_the_replay_gives_what_the_live_run_gave():
     assert live["nvml_reload"]["dev_char_missing"][2] == "/dev/nvidia0 (/dev/char/195:0)"
     result = pf.evaluate(facts, driver_method="preinstalled", container_runtime="containerd")
     assert dict((k, result["checks"][k]) for k in live["preflight"]) == live["preflight"]
+
+
+def test_debian_layout_dkms_source_without_headers_is_the_running_kernel_problem(tmp_path):
+    """The lab's node as it is (a podman container with Debian 12's driver, see the README's make
+    demo): Debian keeps libnvidia-ml under nvidia/current and names its packages without the branch,
+    DKMS has the nvidia-current source but could not build it (the running kernel's headers are not
+    in the repositories), no kernel under /boot or /lib/modules. Before, the libraries were not
+    found ("driver/library versions not checked") and the DKMS source was not seen."""
+    host = tree(tmp_path, {
+        "/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.535.309.01": b"",
+        "/var/lib/dkms/nvidia-current/535.309.01/build/make.log": "",
+    })
+    os.symlink("/usr/src/nvidia-current-535.309.01", str(tmp_path / "var/lib/dkms/nvidia-current/535.309.01/source"))
+    dpkg = {"libnvidia-ml1": "535.309.01-0+deb12u1", "nvidia-kernel-dkms": "535.309.01-0+deb12u1",
+            "nvidia-kernel-common": "20220217+3~deb12u1"}
+    found, libraries = kernels.gather(host, gpu_facts.Probes(), dpkg, None)
+    assert libraries["libraries"] == {"535.309.01": ["/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.535.309.01"]}
+    assert libraries["packages"] == {"535.309.01": ["libnvidia-ml1", "nvidia-kernel-dkms"]}
+    assert found["driver_version"] == "535.309.01"
+    assert found["dkms_sources"] == [{"name": "nvidia-current", "version": "535.309.01"}]
+    running, = found["modules"]
+    assert running["state"] == "missing"
+    assert running["detail"] == (
+        "no nvidia module for 6.8.0-45-generic: DKMS has the driver's source (nvidia-current 535.309.01) but could not "
+        "build it for this kernel, whose headers are not installed (no /lib/modules/6.8.0-45-generic/build)")
+    message, dummy_reason, fix = kernels.next_boot_problem(found)
+    assert message.startswith("the running kernel 6.8.0-45-generic has no nvidia module for driver 535.309.01, and the next "
+                              "boot kernel is not known")
+    assert "linux-headers-6.8.0-45-generic" in fix
+    checks = V.Checks()
+    vday2.check_kernel_next_boot(checks, {"kernels": found})
+    assert checks.items[0]["status"] == "drift" and "could not build it for this kernel" in checks.items[0]["msg"]

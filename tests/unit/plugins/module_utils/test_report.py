@@ -16,8 +16,7 @@ import pytest
 import yaml
 
 from ansible.errors import AnsibleFilterError
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+from ansible.template import trust_as_template
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import fleet_report
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report_html import fleet_report_html
@@ -25,6 +24,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as C
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import CaptureHost, fixture_facts
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import node, pod, read
 
@@ -555,7 +555,8 @@ def test_the_report_roles_summary_line_names_the_branches_past_their_end_of_life
         (say,) = [t for t in yaml.safe_load(handle)[0]["block"] if t["name"] == "Say what the report says and where it is"]
     report = R.build_report(["lab-debian12", "lab-debian13"], _lab_hostvars(), generated_at="2026-12-01T18:30:00Z")
     variables = {"__report": report, "s": report["summary"], "report_formats": ["json", "html"], "__report_path": "/r/report"}
-    msg = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(say["ansible.builtin.debug"]["msg"]))
+    # With the plugin loader set up to find the collection's filters (the message uses fleet_report_text).
+    msg = F._templar(variables).template(trust_as_template(say["ansible.builtin.debug"]["msg"]))
     assert msg[-1] == "Report: /r/report.json, /r/report.html"
     assert all(len(line) <= R.TEXT_WIDTH for line in msg[:-1])
     said = " ".join(" ".join(msg).split())  # the wrapped lines joined again: nothing was cut
@@ -612,7 +613,7 @@ def test_each_row_gives_its_day2_guards():
     report = example_report()
     guards = row(report, "gpu-l40s-01")["day2"]
     assert [(g["name"], g["status"]) for g in guards] == [
-        ("kernel_next_boot", "ok"), ("driver_libraries", "skipped"), ("nvml_reload", "ok"), ("isolation", "ok"),
+        ("kernel_next_boot", "ok"), ("driver_libraries", "ok"), ("nvml_reload", "ok"), ("isolation", "ok"),
         ("runtime_drift", "ok")]
     # Docker: isolation is not the toolkit role's default there
     assert guards[3]["title"] == "isolation of unprivileged containers" and "not declared" in guards[3]["msg"]
@@ -622,7 +623,7 @@ def test_each_row_gives_its_day2_guards():
     assert '<li><span class="badge ok">ok</span> isolation of unprivileged containers</li>' in page
     assert '<li><span class="badge skipped">not checked</span> library / module versions</li>' in page
     text = R.render_text(report)
-    assert "  day-2       next boot kernel's module: ok; library / module versions: not checked; NVML after" in text
+    assert "  day-2       next boot kernel's module: ok; library / module versions: ok; NVML after" in text
 
 
 def test_the_flavour_is_never_blank_where_a_driver_is_there():

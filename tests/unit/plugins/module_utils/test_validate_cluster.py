@@ -441,7 +441,7 @@ def _dra_hostvars(**dra):
 @pytest.mark.parametrize("dra, status, msg", [
     ({"dra_driver_node": DRA_OK}, "ok", "node gpu-a: DRA: 1 devices published, claim allocated, pod running"),
     ({"dra_driver_node": dict(DRA_OK, status="missing", published=0, claim=None, text="DRA: no GPU published",
-                           message="dra_driver: node gpu-a: no GPU published in a ResourceSlice of driver gpu.nvidia.com")},
+                              message="dra_driver: node gpu-a: no GPU published in a ResourceSlice of driver gpu.nvidia.com")},
      "failed", "node gpu-a: dra_driver: node gpu-a: no GPU published in a ResourceSlice of driver gpu.nvidia.com"),
     ({"dra_driver_node": dict(DRA_OK, claim="not allocated")}, "failed",
      "node gpu-a: DRA: 1 devices published, claim not allocated: the ResourceClaim for one GPU is not allocated"),
