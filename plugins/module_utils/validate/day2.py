@@ -193,13 +193,17 @@ def _show(value):
     return "(absent)" if value is None else json.dumps(value, sort_keys=True, default=str)
 
 
-def file_drift(path, text, template=False):
-    """``(changes, diff_lines)`` between what the records of ``text`` say was written and what it holds."""
+def file_drift(path, text, template=False, edited=None):
+    """``(changes, diff_lines)`` between what the records of ``text`` say was written and what the
+    edited file holds: ``text`` itself, or ``edited`` (``(path, text)``): a containerd drop-in's
+    record is of what the module changed in the main file that imports it (its ``imports``)."""
     records = _records(text)
     if not records:
         if text.startswith(edit.OWNER_MARK):
             return ["%s: managed by the collection but its state record is gone" % path], []
         return [], []
+    if edited is not None:
+        path, text = edited
     data = _settings(text, template)
     if data is None:
         return ["%s no longer parses as TOML" % path], []
@@ -217,16 +221,19 @@ def file_drift(path, text, template=False):
 
 
 def runtime_files(host, facts):
-    """``[(path, is_template)]``: the files the runtime editors write where they exist on the node."""
+    """``[(path, is_template, edited)]``: the files the runtime editors write where they exist on
+    the node; ``edited`` is the file a record is of when it is another (a containerd drop-in: the
+    main config), else None."""
     containerd = dig(facts, "container", "containerd") or {}
-    files = [(containerd.get("config_path") or "/etc/containerd/config.toml", False)]
+    main = containerd.get("config_path") or "/etc/containerd/config.toml"
+    files = [(main, False, None)]
     for pattern in containerd.get("imports") or []:
         folder, name = posixpath.split(pattern)
-        files += [(posixpath.join(folder, n), False) for n in host.names(folder) if fnmatch.fnmatchcase(n, name)]
+        files += [(posixpath.join(folder, n), False, main) for n in host.names(folder) if fnmatch.fnmatchcase(n, name)]
     for flavour in ("k3s", "rke2"):
-        files += [(template % flavour, True) for template in RANCHER_TEMPLATES]
-    files += [("/etc/crio/crio.conf.d/" + n, False) for n in host.names("/etc/crio/crio.conf.d")]
-    return [(p, t) for p, t in files if host.isfile(p)]
+        files += [(template % flavour, True, None) for template in RANCHER_TEMPLATES]
+    files += [("/etc/crio/crio.conf.d/" + n, False, None) for n in host.names("/etc/crio/crio.conf.d")]
+    return [f for f in files if host.isfile(f[0])]
 
 
 def check_runtime_drift(checks, host, facts):
@@ -235,9 +242,9 @@ def check_runtime_drift(checks, host, facts):
     files = runtime_files(host, facts)
     if not files:
         return checks.add("runtime_drift", SKIPPED, "runtime drift not checked: no containerd, CRI-O or k3s / RKE2 file the collection writes")
-    for path, template in files:
+    for path, template, main in files:
         text = host.read(path)
-        found, lines = file_drift(path, text or "", template)
+        found, lines = file_drift(path, text or "", template, (main, host.read(main) or "") if main else None)
         changes += found
         if lines:
             diff += ["--- %s (as gpufleet.nvidia.container_runtime wrote it)" % path, "+++ %s (now)" % path] + lines

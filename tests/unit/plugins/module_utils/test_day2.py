@@ -462,3 +462,25 @@ def test_debian_layout_dkms_source_without_headers_is_the_running_kernel_problem
     checks = V.Checks()
     vday2.check_kernel_next_boot(checks, {"kernels": found})
     assert checks.items[0]["status"] == "drift" and "could not build it for this kernel" in checks.items[0]["msg"]
+
+
+def test_a_containerd_drop_ins_record_is_of_the_main_file_that_imports_it(tmp_path):
+    """The lab's files as the module wrote them (drop-in mode): the drop-in's record lists what the
+    module changed in the main file (imports). Before, it was compared with the drop-in itself,
+    which has no imports: every drop-in node was reported as drifted."""
+    record = edit.encode_record({"keys": [{"path": ["imports"], "raw": None, "set": ["/etc/containerd/conf.d/*.toml"]}]})
+    dropin = "%s\n%s\nversion = 2\n" % (edit.OWNER_MARK, record)
+    files = {"/etc/containerd/config.toml": 'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n',
+             "/etc/containerd/conf.d/99-nvidia.toml": dropin}
+    facts = {"container": {"containerd": {"config_path": "/etc/containerd/config.toml",
+                                          "imports": ["/etc/containerd/conf.d/*.toml"]}}}
+    checks = V.Checks()
+    vday2.check_runtime_drift(checks, tree(tmp_path, files), facts)
+    assert (checks.items[0]["status"], checks.items[0]["msg"]) == (
+        "ok", "every setting the collection recorded in the runtime's files is as it wrote it")
+    # Someone took the import out of the main file: that is the drift, named in the main file.
+    files["/etc/containerd/config.toml"] = "version = 2\n"
+    checks = V.Checks()
+    vday2.check_runtime_drift(checks, tree(tmp_path / "again", files), facts)
+    assert checks.items[0]["status"] == "drift"
+    assert '/etc/containerd/config.toml: imports is (absent), written ["/etc/containerd/conf.d/*.toml"]' in checks.items[0]["msg"]
