@@ -85,6 +85,9 @@ def _project(tmp, kube, hosts=("gpu-a", "gpu-b"), extra_vars=None, host_vars=Non
         "validate_k8s_stack": "none",
         "validate_cuda_pod": "none",
         "validate_node_labels": {"nvidia.com/gpu.present": "true"},
+        # The node labels the validate role publishes (driver branch, validation, ...) are another
+        # test's (test_validate_role_cluster.py): here every write to a node is the upgrade's own.
+        "validate_publish_labels": False,
         "upgrade_driver_role": "fake_driver",
         "upgrade_poll_interval": 0.2,
         "upgrade_drain_timeout": 30,
