@@ -27,7 +27,7 @@ import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases, plan as P
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, plain
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version, version_tuple
 
 ROLE = "dra_driver"
 # The first GPU Operator release with the GPUCluster resource (crds/nvidia.com_gpuclusters.yaml).
@@ -59,19 +59,10 @@ DERIVED_VALUES = {
     "standalone": ("nvidiaDriverRoot", "resources.gpus.enabled", "gpuResourcesEnabledOverride", "kubeletPlugin.nodeSelector",
                    "kubeletPlugin.affinity"),
 }
-_VERSION = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?")
 _FEATURE_GATE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 
 # --- Small readers ------------------------------------------------------------------------------
-def version_tuple(text):
-    """``(major, minor, patch)`` from text such as ``v1.34.2+k3s1``, ``1.7.24~ds1`` or ``26.7.0``; None when none."""
-    match = _VERSION.match(str(text or "").strip())
-    if not match:
-        return None
-    return tuple(int(g or 0) for g in match.groups())
-
-
 def _dotted(parts):
     return ".".join(str(p) for p in parts)
 

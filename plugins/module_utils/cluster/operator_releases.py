@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import version_tuple
+
 # Release lines in upgrade order: an installed release moves one line at a time.
 LINES = ("25.10", "26.3", "26.7")
 
@@ -126,7 +128,7 @@ def nri_runtime_problem(runtime, version_text, operator_version):
     family (containerd, crio, ...) and ``version_text`` the version discovery found (or None)."""
     if runtime not in ("containerd", "k3s", "rke2", "crio"):
         return "its runtime %s has no NRI (expected containerd or CRI-O)" % runtime
-    found = parse(version_text) if version_text else None
+    found = version_tuple(version_text)
     if found is None:
         return "discovery found no %s version on it (the NRI plugin needs a known version)" % runtime
     if runtime == "crio":

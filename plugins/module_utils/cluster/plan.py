@@ -23,6 +23,7 @@ import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit, operator_releases
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain, plural
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import version_tuple
 
 try:
     import yaml
@@ -1052,7 +1053,7 @@ def _check_cdi_agreement(nodes, cdi, problems, notes):
     for node in nodes:
         if not node["host_toolkit"] or node["runtime"] != "containerd" or node["cdi_ready"]:
             continue
-        found = operator_releases.parse(node.get("runtime_version"))
+        found = version_tuple(node.get("runtime_version"))
         if found is None:
             unread.append(node["host"])
         elif found < (2, 0, 0):

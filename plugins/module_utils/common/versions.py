@@ -222,3 +222,16 @@ def check_cuda(driver, cuda: object) -> dict:
     else:
         req["outcome"] = "minor_version_compat"
     return req
+
+
+# A component's version as its binary or the API server prints it, suffix and all.
+_COMPONENT_RE = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", re.ASCII)
+
+
+def version_tuple(text):
+    """``(major, minor, patch)`` from text such as ``v1.34.2+k3s1``, ``1.7.24~ds1`` (Debian's
+    containerd) or ``26.7.0``; None when it does not start with a version."""
+    match = _COMPONENT_RE.match(str(text or "").strip())
+    if not match:
+        return None
+    return tuple(int(g or 0) for g in match.groups())

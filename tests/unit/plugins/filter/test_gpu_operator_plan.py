@@ -492,6 +492,7 @@ def _containerd(version):
 
 @pytest.mark.parametrize("version, node_vars, refused", [
     ("1.7.24", {}, True),
+    ("1.6.20~ds1", {}, True),  # Debian 12's containerd, as it prints its version
     ("1.7.24", {"container_toolkit_enable_cdi": True}, False),
     ("1.7.24", {"container_toolkit_set_as_default": True}, False),  # the NVIDIA runtime reads the CDI annotations itself
     ("2.1.4", {}, False),  # CDI on by default in containerd 2

@@ -61,6 +61,7 @@ def _nri_fleet(runtime, version):
 @pytest.mark.parametrize("runtime, version, release, problem", [
     ("containerd", "2.1.1", "v26.7.0", None),
     ("containerd", "1.7.30", "v26.3.0", None),
+    ("containerd", "2.1.4~ds1", "v26.7.0", None),  # Debian's containerd says its version so
     ("containerd", "1.7.24", "v26.7.0", "containerd 1.7.24 has no NRI plugin support (expected 1.7.30 or later, or 2.1 or later)"),
     ("containerd", "2.0.5", "v26.7.0", "containerd 2.0.5 has no NRI plugin support (expected 1.7.30 or later, or 2.1 or later)"),
     ("crio", "1.34.1", "v26.3.2", None),
