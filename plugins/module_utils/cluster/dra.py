@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases, plan as P
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version, version_tuple
 
 ROLE = "dra_driver"
@@ -68,10 +68,8 @@ def _dotted(parts):
 
 
 def _facts(raw):
-    """The node's discovery facts: ``ansible_facts.gpufleet_nvidia``, else the injected top-level variable."""
-    facts = (raw.get("ansible_facts") or {}).get("gpufleet_nvidia")
-    if not isinstance(facts, dict) or not facts:
-        facts = raw.get("gpufleet_nvidia")
+    """The node's discovery facts (common/data.host_fact: ansible_facts first), None without any."""
+    facts = host_fact(raw, "gpufleet_nvidia")
     return plain(facts) if isinstance(facts, dict) and facts else None
 
 
@@ -81,16 +79,6 @@ def _discovered_driver(facts):
     return driver.get("version") or smi.get("driver_version") or None
 
 
-def _discovered_runtime(facts, runtime):
-    """The version discovery read of the node's runtime; None for k3s and RKE2, whose containerd is their own
-    (not the host's binary that discovery runs): the cluster check reads it from the kubelet."""
-    if runtime not in ("containerd", "crio"):
-        return None
-    container = (facts or {}).get("container") or {}
-    key = "crio" if runtime == "crio" else "containerd"
-    return (container.get(key) or {}).get("version") or None
-
-
 # --- The DRA view of each node ------------------------------------------------------------------
 def dra_node(node, raw):
     """A node of gpu_fleet_nodes with what the DRA layer reads besides: its allocation, driver, runtime, GPUs."""
@@ -98,7 +86,9 @@ def dra_node(node, raw):
     facts = _facts(raw)
     discovered = _discovered_driver(facts)
     declared = raw.get("nvidia_driver_version")
-    runtime_version = _discovered_runtime(facts, node["runtime"])
+    # gpu_fleet_nodes' reading (None for k3s and RKE2, whose containerd is their own, not the host's
+    # binary that discovery runs: the cluster check reads it from the kubelet).
+    runtime_version = node.get("runtime_version")
     return {
         "host": node["host"],
         "name": node["name"],
