@@ -596,15 +596,14 @@ def next_boot_problem(kernels):
     release = boot.get("release")
     if not release:
         return _running_problem(kernels, boot)
-    module = next((m for m in kernels.get("modules") or [] if m["release"] == release), None)
-    if module is None or module["state"] in ("ok", "loaded_not_found"):
+    module = _unmatched_module(kernels, release)
+    if module is None:
         return None
     message = "the next boot kernel %s (%s) has no nvidia module for driver %s: %s" % (
         release, boot.get("detail"), kernels.get("driver_version") or "?", module["detail"])
     reason = ("After the reboot the driver does not load: nvidia-smi fails and no container gets a GPU.")
-    fix = ("Install linux-headers-%s (kernel-devel-%s on EL) and let DKMS build (dkms autoinstall -k %s), install the "
-           "precompiled module package for %s, or make the boot loader default a kernel that has the module." % (
-               release, release, release, release))
+    fix = _module_fix(release, "install the precompiled module package for %s, or make the boot loader default a kernel "
+                               "that has the module." % release)
     if module["state"] == "unreadable":
         reason = "The module file could not be read, so whether it loads after the reboot is not known."
     return message, reason, fix
@@ -615,15 +614,27 @@ def _running_problem(kernels, boot):
     kernel stands for it: a driver installed without a module for it does not load after a reboot
     either. None without an installed driver, or when the running kernel has its module."""
     running = kernels.get("running")
-    module = next((m for m in kernels.get("modules") or [] if m["release"] == running), None)
-    if not kernels.get("driver_version") or module is None or module["state"] in ("ok", "loaded_not_found"):
+    module = _unmatched_module(kernels, running)
+    if not kernels.get("driver_version") or module is None:
         return None
     message = "the running kernel %s has no nvidia module for driver %s, and the next boot kernel is not known (%s): %s" % (
         running, kernels["driver_version"], boot.get("detail") or "not read", module["detail"])
     reason = "The driver does not load in this kernel: nvidia-smi fails and no container gets a GPU, now and after a reboot into it."
-    fix = ("Install linux-headers-%s (kernel-devel-%s on EL) and let DKMS build (dkms autoinstall -k %s), or install the "
-           "precompiled module package for %s." % (running, running, running, running))
+    fix = _module_fix(running, "or install the precompiled module package for %s." % running)
     return message, reason, fix
+
+
+def _unmatched_module(kernels, release):
+    """The module state of kernel ``release`` when it has no module of the driver; None when it has
+    one (or it loaded from elsewhere), or the kernel is not among ``kernels``' modules."""
+    module = next((m for m in kernels.get("modules") or [] if m["release"] == release), None)
+    return None if module is None or module["state"] in ("ok", "loaded_not_found") else module
+
+
+def _module_fix(release, rest):
+    """The fix of a kernel without the driver's module: its headers and DKMS, then ``rest``."""
+    return ("Install linux-headers-%s (kernel-devel-%s on EL) and let DKMS build (dkms autoinstall -k %s), %s"
+            % (release, release, release, rest))
 
 
 def gather(host, probes, dpkg, loaded):
