@@ -155,10 +155,13 @@ class FakeCluster(object):
             yaml.safe_dump(config, f)
         return path
 
+    # The fake helm's script (a subclass may hand it more of the caller's environment).
+    helm_script = HELM_SCRIPT
+
     def helm_binary(self, directory):
         path = os.path.join(directory, "helm")
         with open(path, "w") as f:
-            f.write(HELM_SCRIPT % {"python": sys.executable, "url": self.url + "/_helm"})
+            f.write(self.helm_script % {"python": sys.executable, "url": self.url + "/_helm"})
         os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
         return path
 

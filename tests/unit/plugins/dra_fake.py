@@ -16,9 +16,6 @@ names the namespace in ``HELM_NAMESPACE``, which the fake helm passes on as ``--
 from __future__ import annotations
 
 import copy
-import os
-import stat
-import sys
 
 import yaml
 
@@ -67,6 +64,8 @@ def _group(name):
 
 
 class DraCluster(FakeCluster):
+    helm_script = HELM_ENV_SCRIPT
+
     def __init__(self, nodes, version="v1.34.2", slices=(), cluster_policies=(), charts=("v26.7.0",), **kwargs):
         super().__init__(nodes, charts=charts, **kwargs)
         self.version = version
@@ -75,13 +74,6 @@ class DraCluster(FakeCluster):
         self.policies_api = True
         self.resource_api = True
         self.allocate = True
-
-    def helm_binary(self, directory):
-        path = os.path.join(directory, "helm")
-        with open(path, "w") as f:
-            f.write(HELM_ENV_SCRIPT % {"python": sys.executable, "url": self.url + "/_helm"})
-        os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
-        return path
 
     def helm(self, argv, files):
         verb = argv[0] if argv else ""
