@@ -24,6 +24,7 @@ import re
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit, operator_releases
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain, plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import version_tuple
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
 
 try:
     import yaml
@@ -228,6 +229,11 @@ def discovered_gpus(facts):
         "smi": [
             {"name": g.get("name"), "mig_capable": bool(g.get("mig_capable")), "memory_total_mib": g.get("memory_total_mib")}
             for g in smi.get("gpus") or [] if isinstance(g, dict)
+        ],
+        # What the PCI bus says of each GPU, for when nvidia-smi does not answer.
+        "pci": [
+            {"name": g.get("name"), "device_id": g.get("device_id"), "mig_capable": gpu_table.mig_capable(g.get("device_id") or "")}
+            for g in facts.get("gpus") or [] if isinstance(g, dict)
         ],
     }
 
@@ -983,14 +989,25 @@ def _check_mig_fit(node, mig_configs, problems, notes):
         notes.append("host %s: MIG config %s not checked against its GPUs: this run did not discover the node"
                      % (_q(node["host"]), _q(name)))
         return
-    if not gpus["smi"]:
+    smi = gpus["smi"] or _pci_mig(gpus.get("pci"))
+    if not smi:
         if any(isinstance(e, dict) and e.get("mig-enabled") for e in entries):
-            notes.append("host %s: MIG config %s not checked against its GPUs: nvidia-smi did not answer there"
-                         % (_q(node["host"]), _q(name)))
+            notes.append("host %s: MIG config %s not checked against its GPUs: nvidia-smi did not answer there, and "
+                         "their PCI device ids are not in the collection's table" % (_q(node["host"]), _q(name)))
         return
-    for problem in mig_fit.fit(name, entries, gpus["smi"]):
+    for problem in mig_fit.fit(name, entries, smi):
         problems.append("gpu_operator: host %s: gpufleet_mig_config: %s (expected a config whose profiles the "
                         "node's GPUs have, or no gpufleet_mig_config)" % (_q(node["host"]), problem))
+
+
+def _pci_mig(pci):
+    """The GPUs as the PCI bus names them, where nvidia-smi did not answer: whether each can do MIG
+    from its device id (no memory size, so no profile is sized); None when one is unknown."""
+    if not pci or any(g.get("mig_capable") is None for g in pci):
+        return None
+    return [{"name": g.get("name"), "mig_capable": g["mig_capable"], "memory_total_mib": None,
+             "mig_why": "its PCI device id %s is not a MIG chip (discovery read it; nvidia-smi did not answer)" % g.get("device_id")}
+            for g in pci]
 
 
 def _check_mig_configs(configs, problems):

@@ -40,7 +40,7 @@ def test_discovery_facts_give_the_gpus_the_plan_checks_mig_against():
     facts = {"gpu_count": 1, "driver": {"nvidia_smi": {"gpus": [
         {"name": "NVIDIA H200", "mig_capable": True, "memory_total_mib": 143771, "uuid": "GPU-x"}]}}}
     node, = gpu_fleet_nodes(["a"], {"a": {"nvidia_driver_method": "preinstalled", "gpufleet_nvidia": facts}}, "gpu_operator")["nodes"]
-    assert node["gpus"] == {"count": 1, "smi": [{"name": "NVIDIA H200", "mig_capable": True, "memory_total_mib": 143771}]}
+    assert node["gpus"] == {"count": 1, "smi": [{"name": "NVIDIA H200", "mig_capable": True, "memory_total_mib": 143771}], "pci": []}
 
 
 def test_operator_method_leaves_the_toolkit_to_the_operator_unless_asked():
