@@ -93,6 +93,20 @@ options:
     type: list
     elements: dict
     default: []
+  kube_version:
+    description:
+      - The API server's version (C(v1.36.2)), for C(helm template --kube-version); empty for helm's built-in one.
+      - The cluster check reads it with M(kubernetes.core.k8s_cluster_info), so a chart's C(kubeVersion) and its
+        own checks see the cluster's.
+    type: str
+    default: ""
+  apis:
+    description:
+      - The APIs the cluster serves, as M(kubernetes.core.k8s_cluster_info) returns them (its C(apis)); each
+        C(group/version) and C(group/version/Kind) is given to C(helm template --api-versions). Empty for helm's
+        built-in ones.
+    type: dict
+    default: {}
   binary_path:
     description: The helm binary; empty for C(helm) on PATH.
     type: path
@@ -201,7 +215,8 @@ def _params(module):
         chart.update(repo_url=p["chart_repo_url"], version=p["chart_version"])
     return {"name": p["name"], "namespace": p["namespace"], "chart": chart, "values": p["values"] or {},
             "wait": p["wait"], "wait_timeout": p["wait_timeout"], "check_values": p["check_values"],
-            "values_crd": p["values_crd"], "release_lines": p["release_lines"] or []}
+            "values_crd": p["values_crd"], "release_lines": p["release_lines"] or [],
+            "capabilities": helm_cli.capabilities(p["kube_version"], p["apis"])}
 
 
 def run(module):
@@ -239,6 +254,8 @@ def main():
             check_values=dict(type="bool", default=False),
             values_crd=dict(type="str", default=""),
             release_lines=dict(type="list", elements="dict", default=[]),
+            kube_version=dict(type="str", default=""),
+            apis=dict(type="dict", default={}),
             binary_path=dict(type="path"),
             kubeconfig=dict(type="path"),
             context=dict(type="str", default=""),

@@ -256,14 +256,20 @@ class FakeCluster(object):
         if self.unreachable:
             return self._err(UNREACHABLE)
         namespace = self._opt(argv, "--namespace")
-        name = argv[2] if verb == "get values" else argv[1]
+        name = argv[2] if verb.startswith("get ") else argv[1]
         release = self.releases.get((namespace, name))
-        if verb in ("status", "get values") and release is None:
+        if verb in ("status", "get values", "get metadata") and release is None:
             return self._err("Error: release: not found\n")
+        # The shapes of Helm 3.18's answers, captured against a real API server
+        # (tests/unit/fixtures/helm/README.md): status names no chart, get metadata does.
         if verb == "status":
             return self._out(json.dumps({"name": name, "namespace": namespace, "version": release["revision"],
                                          "info": {"status": release["status"], "description": release["description"]},
-                                         "chart": {"metadata": {"name": "gpu-operator", "version": release["chart_version"]}}}))
+                                         "config": release["values"], "manifest": ""}))
+        if verb == "get metadata":
+            return self._out(json.dumps({"name": name, "chart": "gpu-operator", "version": release["chart_version"],
+                                         "appVersion": release["chart_version"], "namespace": namespace,
+                                         "revision": release["revision"], "status": release["status"]}))
         if verb == "get values":
             return self._out(json.dumps(release["values"]))
         if verb == "upgrade":
