@@ -21,7 +21,9 @@ description:
   - "Rules: C(driver_version_format), C(cuda_version_format) (malformed input), C(os_supported)
     (package method on Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9),
     C(driver_missing) and C(driver_drift) (preinstalled method), C(driver_not_package_owned)
-    (package method over a driver from elsewhere), C(gpu_open_modules) (open modules need Turing
+    (package method over a driver from elsewhere; operator method over a host driver, blocking),
+    C(operator_driver) (the GPU Operator's driver container on a node prepared on the host: a warning,
+    the cluster layer moves it off first), C(gpu_open_modules) (open modules need Turing
     or newer; Blackwell and Grace Hopper need them), C(gpu_driver_branch) (Maxwell, Pascal and
     Volta end with R580, Kepler with R470; Hopper needs R525, H200 R550, Blackwell R570,
     HGX B200 570.133.20), C(cuda_driver) (CUDA minimum driver; only the CUDA major's family
@@ -101,7 +103,7 @@ options:
     type: list
     elements: str
     choices: [driver_version_format, cuda_version_format, os_supported, driver_missing,
-              driver_not_package_owned, driver_drift, gpu_open_modules, gpu_driver_branch,
+              driver_not_package_owned, driver_drift, operator_driver, gpu_open_modules, gpu_driver_branch,
               cuda_driver, gpu_cuda, driver_lifecycle, nouveau, secure_boot, kernel_headers,
               containerd_cri, container_runtime, fabric_manager_missing, fabric_manager_version,
               next_boot_module, driver_library_mismatch, nvml_reload_exposure]

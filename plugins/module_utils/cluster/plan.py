@@ -292,10 +292,24 @@ def fleet_nodes(hosts, hostvars, role, run=None):
 
 def _run_lookup(run):
     """The run's record with sets for its hosts, looked up once per node (its lists would make
-    the lookups quadratic in the fleet's size)."""
-    if isinstance(run, dict) and run.get("discovered"):
-        return {"discovered": True, "hosts": set(run.get("hosts") or []), "reached": set(run.get("reached") or [])}
-    return run
+    the lookups quadratic in the fleet's size): ``hosts`` and ``reached`` (discovery), ``failed``
+    (nodes whose host layer failed in this run) and ``moved`` (nodes moved from the operator's
+    driver to the host's before the host layers)."""
+    if not isinstance(run, dict):
+        return run
+    found = dict(run)
+    for key in ("hosts", "reached", "failed", "moved"):
+        found[key] = set(run.get(key) or [])
+    return found
+
+
+def _held(host, run):
+    """``(held, moved_back)``: the node's host layer failed in this run, so the parts of the
+    cluster change that rely on it are held back; a node that was moving from the operator's
+    driver to the host's goes back to the operator's."""
+    if not isinstance(run, dict) or host not in run.get("failed", ()):
+        return False, False
+    return True, host in run.get("moved", ())
 
 
 def _fleet_node(host, raw, where, run, seen, problems):
@@ -307,6 +321,9 @@ def _fleet_node(host, raw, where, run, seen, problems):
     name = _node_name(hv.get("gpufleet_node_name") or host, host, where, seen, problems)
     method = _driver_method(hv, where, problems)
     host_toolkit = to_bool(hv.get("container_toolkit_enabled", method != "operator"), "%s: container_toolkit_enabled" % where, problems)
+    held, moved_back = _held(host, run)
+    if moved_back:
+        method, host_toolkit = "operator", False
     runtime = hv.get("container_toolkit_runtime", "containerd")
     if runtime not in RUNTIMES:
         problems.append(
@@ -328,6 +345,9 @@ def _fleet_node(host, raw, where, run, seen, problems):
         "gpus": plain(discovered_gpus(host_fact(raw, "gpufleet_nvidia"))),
         "runtime_version": discovered_runtime_version(host_fact(raw, "gpufleet_nvidia"), runtime),
         "cdi_ready": _cdi_ready(hv, where, problems),
+        "operator_driver": ((host_fact(raw, "gpufleet_nvidia") or {}).get("driver") or {}).get("source") == "operator",
+        "held": held,
+        "moved_back": moved_back,
     }
 
 
@@ -684,14 +704,15 @@ def _label_plan(nodes, wanted, removable):
     plan = []
     for node in nodes:
         labels = wanted(node)
-        plan.append(
-            {
-                "host": node["host"],
-                "name": node["name"],
-                "labels": dict(sorted(labels.items())),
-                "remove": dict((k, sorted(v)) for k, v in sorted(removable.items()) if k not in labels),
-            }
-        )
+        entry = {
+            "host": node["host"],
+            "name": node["name"],
+            "labels": dict(sorted(labels.items())),
+            "remove": dict((k, sorted(v)) for k, v in sorted(removable.items()) if k not in labels),
+        }
+        if node.get("held") and not node.get("moved_back"):
+            entry["hold"] = True  # its host layer failed: its labels stay as they are
+        plan.append(entry)
     return plan
 
 
@@ -745,7 +766,22 @@ def gpu_operator_plan(fleet, settings):
         node_labels=_label_plan(nodes, functools.partial(_operator_node_labels, deploys), removable),
         summary=_operator_summary(nodes, deploys, runtime, sharing["data"], mig, release),
         warnings=(release or {}).get("warnings") or [],
+        driver_sides=[{"host": n["host"], "name": n["name"], "host_driver": n["host_driver"],
+                       "operator_driver": n["operator_driver"]} for n in nodes],
+        held=_held_back(nodes),
     )
+
+
+def _held_back(nodes):
+    """What of the change is held back for the nodes whose host layer failed in this run."""
+    held = []
+    for node in nodes:
+        if node.get("moved_back"):
+            held.append("%s: its host layer failed while it moved from the GPU Operator's driver to the host's: it goes "
+                        "back to the operator's driver (planned as driver_method operator), and stays cordoned" % node["host"])
+        elif node.get("held"):
+            held.append("%s: its host layer failed: its node labels are left as they are" % node["host"])
+    return held
 
 
 # --- GPU Operator: container runtime ------------------------------------------------------------
@@ -1226,6 +1262,7 @@ def device_plugin_plan(fleet, settings):
         objects=objects,
         node_labels=_label_plan(nodes, _device_plugin_node_labels, {LABEL_PLUGIN_CONFIG: list(data)}),
         summary=summary,
+        held=_held_back(nodes),
     )
 
 

@@ -27,6 +27,7 @@ RULES = (
     ("driver_missing", "driver_method preinstalled finds a working driver"),
     ("driver_not_package_owned", "driver_method package finds no driver installed by other means"),
     ("driver_drift", "the pre-installed driver is the declared version and flavour"),
+    ("operator_driver", "the GPU Operator's driver container does not serve a node prepared on the host"),
     ("gpu_open_modules", "the driver flavour can drive every GPU"),
     ("gpu_driver_branch", "the driver branch supports every GPU"),
     ("cuda_driver", "the driver runs every CUDA release asked for"),
@@ -198,12 +199,37 @@ def _check_driver_presence(report, facts, method, declared, declared_flavor):
     """driver_missing, driver_not_package_owned and driver_drift: the driver there is, against the method."""
     source = (facts.get("driver") or {}).get("source") or "absent"
     where = _driver_whereabouts(facts.get("driver") or {})
+    _check_operator_driver(report, method, source, (facts.get("driver") or {}).get("operator_root"))
     if method == "package":
         _check_driver_for_package(report, source, where)
     elif method == "operator":
         _check_driver_for_operator(report, source, where)
+    elif source == "operator":
+        report.skip("driver_not_package_owned", "driver_method preinstalled keeps the driver there is")
+        report.skip("driver_missing", "the GPU Operator's driver serves the node now (rule operator_driver)")
+        report.skip("driver_drift", "the GPU Operator's driver serves the node now (rule operator_driver)")
     else:
         _check_preinstalled_driver(report, facts, source, where, declared, declared_flavor)
+
+
+def _check_operator_driver(report, method, source, root):
+    """operator_driver: the GPU Operator's driver container on a node declared prepared on the host
+    (a node moving from the operator to the host): the cluster layer moves the operator off first."""
+    if method == "operator":
+        report.skip("operator_driver", "driver_method operator: the GPU Operator's driver is the one wanted")
+        return
+    if source != "operator":
+        report.passed("operator_driver", "no GPU Operator driver container on the node")
+        return
+    report.problem(
+        "operator_driver",
+        WARNING,
+        "the GPU Operator's driver container serves this node (driver root %s) and driver_method is %s" % (root, method),
+        "The node moves from the operator's driver to the host's: both must never hold the GPUs at once.",
+        "site.yml's gpu_operator layer labels the node nvidia.com/gpu.deploy.driver=false, drains its GPU pods and "
+        "waits until the operator's driver pod has left before the driver layer runs; with another cluster layer, "
+        "take the operator's driver off this node first (label it so, and wait for its driver pod to go).",
+    )
 
 
 def _driver_whereabouts(driver):
@@ -223,6 +249,9 @@ def _driver_whereabouts(driver):
 def _check_driver_for_package(report, source, where):
     report.skip("driver_missing", "driver_method package installs the driver")
     report.skip("driver_drift", "driver_method package manages the version")
+    if source == "operator":
+        report.passed("driver_not_package_owned", "driver source: the GPU Operator's container (rule operator_driver)")
+        return
     if source != "preinstalled":
         report.passed("driver_not_package_owned", "driver source: %s" % source)
         return
@@ -243,18 +272,20 @@ def _check_driver_for_operator(report, source, where):
     # not what the node runs.
     report.skip("driver_missing", "driver_method operator: the GPU Operator deploys the driver")
     report.skip("driver_drift", "driver_method operator: the GPU Operator manages the version")
-    if source == "absent":
-        report.passed("driver_not_package_owned", "no host driver for the GPU Operator's to fight with")
+    if source in ("absent", "operator"):
+        report.passed("driver_not_package_owned", "no host driver for the GPU Operator's to fight with (driver source: %s)" % source)
         return
     report.problem(
         "driver_not_package_owned",
-        WARNING,
+        BLOCKING,
         "a host driver is present (%s) and driver_method is operator" % where,
         "The GPU Operator finds the host driver, labels the node "
         "nvidia.com/gpu.deploy.driver=pre-installed and does not deploy its own: the node runs "
-        "the host's driver, not the declared one.",
-        "Remove the host driver so the operator deploys its own, or set driver_method: "
-        "preinstalled for this node.",
+        "the host's driver, not the declared one, and the collection does not remove a driver under "
+        "running GPU pods.",
+        "Move the node to the operator in steps: drain it (kubectl drain, or the upgrade playbook's "
+        "gpu_drain), remove the host driver (its packages, or nvidia-uninstall for a .run install) and "
+        "reboot, then run again; or keep driver_method: package / preinstalled for this node.",
     )
 
 

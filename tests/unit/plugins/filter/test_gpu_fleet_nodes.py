@@ -10,6 +10,7 @@ def test_defaults_make_a_host_prepared_on_containerd():
         "nodes": [{
             "host": "gpu-1", "name": "gpu-1", "driver_method": "package", "host_driver": True, "host_toolkit": True,
             "runtime": "containerd", "sharing_config": "", "mig_config": "", "gpus": None, "runtime_version": None, "cdi_ready": False,
+            "operator_driver": False, "held": False, "moved_back": False,
         }],
         "problems": [],
     }

@@ -83,7 +83,9 @@ def test_a_node_name_is_checked_and_taken_once():
 
 def test_the_runs_record_is_looked_up_in_sets():
     run = P._run_lookup({"discovered": True, "hosts": ["a", "b"], "reached": ["a"]})
-    assert run == {"discovered": True, "hosts": {"a", "b"}, "reached": {"a"}}
-    assert P._run_lookup({"discovered": False}) == {"discovered": False}
+    assert run == {"discovered": True, "hosts": {"a", "b"}, "reached": {"a"}, "failed": set(), "moved": set()}
+    assert P._run_lookup({"discovered": False}) == {"discovered": False, "hosts": set(), "reached": set(), "failed": set(),
+                                                    "moved": set()}
+    assert P._run_lookup(None) is None
     assert P._run_problem("b", "gpufleet: host 'b'", run).startswith("gpufleet: host 'b': failed or was unreachable")
     assert P._run_problem("a", "gpufleet: host 'a'", run) is None

@@ -565,16 +565,39 @@ def test_operator_method_on_a_host_without_driver_passes():
     )
 
 
-def test_operator_method_warns_about_a_host_driver():
+def test_operator_method_refuses_a_host_driver():
+    # A node moving from the host to the operator: the collection does not remove a driver under
+    # running GPU pods, so the change is refused with the steps to take (waivable).
     result = run(H200, driver_version="580", driver_method="operator", container_runtime="none")
     assert problems(result, "driver_not_package_owned") == [
         (
-            "warning",
+            "blocking",
             "a host driver is present (nvidia-smi at /usr/local/nvidia/bin/nvidia-smi, kernel module "
             "580.159.04 loaded) and driver_method is operator",
         )
     ]
-    assert result["ok"] is True
+    assert result["ok"] is False
+    assert "remove the host driver" in [p for p in result["problems"] if p["rule"] == "driver_not_package_owned"][0]["fix"]
+
+
+def _operator_container(facts):
+    facts["driver"].update(source="operator", operator_root="/run/nvidia/driver", package=None)
+
+
+@pytest.mark.parametrize("method", ["package", "preinstalled"])
+def test_the_operators_driver_container_on_a_host_prepared_node_is_named(method):
+    # A node moving from the operator to the host: the operator's driver serves it until the
+    # cluster layer moves it off; nothing blocks, the warning says the order.
+    result = run(H200, _operator_container, driver_version="580", driver_method=method, container_runtime="none")
+    assert problems(result, "operator_driver") == [
+        ("warning", "the GPU Operator's driver container serves this node (driver root /run/nvidia/driver) and "
+                    "driver_method is %s" % method)]
+    assert problems(result, "driver_not_package_owned") == [] and problems(result, "driver_missing") == []
+
+
+def test_the_operators_own_driver_on_an_operator_node_passes():
+    result = run(H200, _operator_container, driver_version="580", driver_method="operator", container_runtime="none")
+    assert problems(result, "driver_not_package_owned") == [] and outcome(result, "operator_driver") == "skipped"
 
 
 def test_operator_method_blocks_on_nouveau():
