@@ -945,7 +945,7 @@ def test_driver_lifecycle_fail_blocks_past_branches_only():
     assert problems(unknown, "driver_lifecycle") == [
         (
             "warning",
-            "driver_version 630: R630: not in the collection's driver lifecycle table (read 2026-12-01): its support "
+            "driver_version 630: R630: not in the collection's driver lifecycle table (read 2026-12-03): its support "
             "and end of life are unknown",
         )
     ]

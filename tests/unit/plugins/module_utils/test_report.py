@@ -535,10 +535,10 @@ def test_the_lab_debian12_row_says_its_535_driver_is_past_its_end_of_life():
     text = "R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most"
     assert entry["text"] == text
     (debian13,) = row(report, "lab-debian13")["driver"]["lifecycle"]
-    assert (debian13["version"], debian13["state"], debian13["text"]) == ("550", "past", "R550: branch type not recorded, end of life passed")
+    assert (debian13["version"], debian13["state"], debian13["text"]) == ("550", "past", "R550: branch type not recorded, end of life June 2025 (past on 2026-12-01)")
     assert report["lifecycle"] == [
         {"branch": 535, "state": "past", "msg": text, "hosts": ["lab-debian12"]},
-        {"branch": 550, "state": "past", "msg": "R550: branch type not recorded, end of life passed", "hosts": ["lab-debian13"]},
+        {"branch": 550, "state": "past", "msg": "R550: branch type not recorded, end of life June 2025 (past on 2026-12-01)", "hosts": ["lab-debian13"]},
     ]
     # the status is the validation's: an old branch is said, not counted as a failure
     assert row(report, "lab-debian12")["status"] == "no_gpu"
@@ -561,7 +561,7 @@ def test_the_report_roles_summary_line_names_the_branches_past_their_end_of_life
     assert all(len(line) <= R.TEXT_WIDTH for line in msg[:-1])
     said = " ".join(" ".join(msg).split())  # the wrapped lines joined again: nothing was cut
     assert "branch R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most (lab-debian12)" in said
-    assert "branch R550: branch type not recorded, end of life passed (lab-debian13)" in said
+    assert "branch R550: branch type not recorded, end of life June 2025 (past on 2026-12-01) (lab-debian13)" in said
 
 
 @pytest.mark.parametrize(
@@ -600,7 +600,7 @@ def test_an_unknown_branch_is_marked_on_the_page():
     report = R.build_report(["n"], {"n": {"nvidia_driver_version": "470"}}, today="2026-12-01")
     page = R.render_html(report)
     assert ('<span class="branch unknown">declared 470 - R470: not in the collection\'s driver lifecycle table (read '
-            '2026-12-01): its support and end of life are unknown</span>') in page.replace("&#x27;", "'")
+            '2026-12-03): its support and end of life are unknown</span>') in page.replace("&#x27;", "'")
     assert '<div class="card "><span class="n">0</span><span class="l">past end of life</span></div>' in page
     supported = R.render_html(R.build_report(["m"], {"m": {"nvidia_driver_version": "580"}}, today="2026-12-01"))
     assert '<span class="branch">declared 580 - R580: long-term support branch, end of life June 2028 (supported on 2026-12-01)' in supported

@@ -88,7 +88,7 @@ def test_a_node_no_longer_in_the_fleet_loses_them_and_one_outside_the_play_keeps
 
 @pytest.mark.parametrize("driver, flavor, branch, eol, shown", [
     ("535.288.01", "proprietary", "535", "2026-06", "proprietary"),
-    ("550.163.01", "open", "550", "past", "open"),
+    ("550.163.01", "open", "550", "2025-06", "open"),
     ("590.44.01", None, "590", "none", "unknown"),
     ("999.10", "open", "999", "unknown", "open"),
     (None, None, "none", "none", "none"),
