@@ -166,7 +166,8 @@ def judge(driver=None, toolkit=None, containerd=None, kubernetes=None, today=Non
     today = lifecycle.parse_today(today) if today not in (None, "") else None
     found = [f for f in (_driver(driver, today), _toolkit(toolkit, today), _containerd(containerd, today),
                          _pairing(containerd, kubernetes, today)) if f]
-    judged = any(v not in (None, "") for v in (driver, toolkit, containerd))
+    release = versions.try_parse_driver_version(driver)
+    judged = bool(release and not release.is_branch) or any(versions.version_tuple(v) for v in (toolkit, containerd))
     ids = []
     for finding in found:
         ids += [b for b in finding["bulletins"] if b not in ids]
