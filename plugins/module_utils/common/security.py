@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
 
-__all__ = ["BULLETINS", "CONTAINERD_LINES", "DRIVER_FLOORS", "KUBERNETES_CONTAINERD", "READ_ON", "TOOLKIT_FLOORS",
-           "judge", "label_value"]
+__all__ = ["BULLETINS", "CONTAINERD_LINES", "DRIVER_FLOORS", "KUBERNETES_CONTAINERD", "OPERATOR_FLOORS", "READ_ON",
+           "TOOLKIT_FLOORS", "judge", "label_value", "operator_floor"]
 
 # When the table was last compared with its sources.
 READ_ON = "2026-12-03"
@@ -62,6 +62,13 @@ TOOLKIT_FLOORS = (
     # parties; the revision read here names only the upgrades): known, not verified here.
     ("1.17.8", "nvidia-5659", "disable-cuda-compat-lib-hook"),
     ("1.19.1", "nvidia-5850", None),  # no 1.18.x fix
+)
+
+# The GPU Operator releases the same toolkit bulletins fix: (fixed in, bulletin). Its own default
+# driver is not judged here: 26.3.2 and 26.3.3 default to 580.126.20, below bulletin 5821's floor.
+OPERATOR_FLOORS = (
+    ("25.3.2", "nvidia-5659"),
+    ("26.3.2", "nvidia-5850"),
 )
 
 # containerd release lines: (major, minor) -> end of life, (y, m, d) or (y, m) where only the month
@@ -154,6 +161,19 @@ def _pairing(value, kubernetes, today):
     return _finding("pairing", "containerd", str(value), fixed, [bulletin],
                     "containerd %s cannot serve Kubernetes %s: %s; Kubernetes %d.%d and later need containerd %s or later"
                     % (value, kubernetes, _named([bulletin]), since[0], since[1], fixed))
+
+
+def operator_floor(version, today=None):
+    """The finding of a GPU Operator release below the toolkit bulletins' floor, or None."""
+    today = lifecycle.parse_today(today) if today not in (None, "") else None
+    found = versions.version_tuple(version)
+    ids = [b for fixed, b in OPERATOR_FLOORS if found and found < versions.version_tuple(fixed) and _published(b, today)]
+    if not ids:
+        return None
+    fixed = [f for f, b in OPERATOR_FLOORS if b == ids[-1]][0]
+    return _finding("operator", "GPU Operator", str(version), fixed, ids,
+                    "GPU Operator %s is below its security floor %s: %s; plan %s or later"
+                    % (version, fixed, _named(ids), fixed))
 
 
 def judge(driver=None, toolkit=None, containerd=None, kubernetes=None, today=None):

@@ -124,3 +124,12 @@ def test_the_table_is_well_formed_and_cites_its_sources():
 def test_nothing_reads_the_clock():
     source = inspect.getsource(S)
     assert "now(" not in source and "today()" not in source and "time.time" not in source
+
+
+@pytest.mark.parametrize("version, fixed, bulletins", [
+    ("v25.3.1", "26.3.2", ["nvidia-5659", "nvidia-5850"]), ("v25.10.1", "26.3.2", ["nvidia-5850"]),
+    ("26.3.1", "26.3.2", ["nvidia-5850"]), ("v26.3.2", None, None), ("v26.7.0", None, None)])
+def test_the_gpu_operator_releases_below_the_toolkit_bulletins_floor(version, fixed, bulletins):
+    finding = S.operator_floor(version, TODAY)
+    assert (finding["fixed"], finding["bulletins"]) == (fixed, bulletins) if fixed else finding is None
+    assert S.operator_floor("v25.10.1", "2026-06-29") is None  # before bulletin 5850
