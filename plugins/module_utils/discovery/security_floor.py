@@ -29,12 +29,14 @@ _REASONS = {
     "runtime": "A containerd line past its end of life gets no more security fixes.",
     "pairing": "The kubelet of that Kubernetes release does not support containerd 1.x.",
 }
+# The message names the bulletin and the fixing version; the fix says where to set it.
 _FIXES = {
-    "driver": "Install driver %s or later of the same branch (nvidia_driver_version), or waive security_floor.",
-    "toolkit": "Install Container Toolkit %s or later (container_toolkit_version, all four packages), or waive "
+    "driver": "Declare that release or a later one in nvidia_driver_version (on a pre-installed node, install it in the "
+              "image), or waive security_floor.",
+    "toolkit": "Set container_toolkit_version to that release or a later one (the four packages move together), or waive "
                "security_floor.",
-    "runtime": "Move containerd to the %s line or later, or waive security_floor.",
-    "pairing": "Move containerd to %s or later before the kubelet, or waive security_floor.",
+    "runtime": "Upgrade containerd to that line or a later one, or waive security_floor.",
+    "pairing": "Upgrade containerd before the kubelet, or waive security_floor.",
 }
 
 
@@ -71,7 +73,7 @@ def check_preflight(report, drivers, facts, kubernetes, today, mode):
         for finding in entry["findings"]:
             report.problem(RULE, "blocking" if mode == "fail" else "warning", "%s %s" % (of, finding["text"]),
                            _REASONS[finding["kind"]] + " (security floors read %s)" % security.READ_ON,
-                           _FIXES[finding["kind"]] % finding["fixed"])
+                           _FIXES[finding["kind"]])
     said = [e for e in judged if e["state"] != "not_judged"]
     if not said:
         report.skip(RULE, "no driver release (a branch alone installs its newest), toolkit or containerd version to judge")

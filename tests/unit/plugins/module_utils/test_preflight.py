@@ -72,7 +72,8 @@ def test_h200_capture_passes_cleanly_but_for_its_security_floor():
     assert [(p["rule"], p["severity"], p["message"][:77]) for p in result["problems"]] == [
         ("security_floor", "warning", "installed driver 580.159.04 is below R580's security floor 580.178.04: NVIDIA")]
     assert "NVIDIA security bulletin 5861" in result["problems"][0]["message"]
-    assert result["problems"][0]["fix"].startswith("Install driver 580.178.04 or later of the same branch")
+    assert "install 580.178.04 or later of the branch" in result["problems"][0]["message"]
+    assert result["problems"][0]["fix"].startswith("Declare that release or a later one in nvidia_driver_version")
     assert result["msg"] == "1 GPU: 0 blocking, 1 warning, 0 waived"
     assert result["resolved"] == {
         "driver_method": "preinstalled",

@@ -236,8 +236,8 @@ def test_a_version_below_a_security_floor_is_a_warning_naming_the_bulletin_and_t
         "deprecation of containerd 1.x",
     )
     assert len(warned) == 3 and all(line.startswith(start) for line, start in zip(warned, starts))
-    assert warned[0].endswith("Install driver 535.309.01 or later of the same branch (nvidia_driver_version), or waive "
-                              "security_floor.")
+    assert warned[0].endswith("install 535.309.01 or later of the branch. Declare that release or a later one in "
+                              "nvidia_driver_version (on a pre-installed node, install it in the image), or waive security_floor.")
 
 
 def test_security_floors_fail_blocks_naming_the_bulletin():
