@@ -47,8 +47,8 @@ description:
     past its end of life is a warning, or blocking with O(driver_lifecycle=fail); a branch not
     in the table is a warning that says so. Every branch judged is in RV(lifecycle)."
   - "C(security_floor) judges the declared driver release (a branch alone installs its newest)
-    and with O(driver_method=preinstalled) the installed one, the installed Container Toolkit and
-    the installed containerd against the collection's table of security floors
+    and with O(driver_method=preinstalled) the installed one, the declared (O(toolkit_version))
+    else the installed Container Toolkit, and the installed containerd against the collection's table of security floors
     (C(plugins/module_utils/common/security.py)) on O(today): a driver below its branch's floor
     in NVIDIA's driver bulletins, a toolkit below NVIDIA's toolkit bulletins' floor, a containerd
     line past its end of life, and containerd 1.x under O(kubernetes_version) 1.36 or later. Each
@@ -129,6 +129,12 @@ options:
     type: str
     choices: [warn, fail]
     default: warn
+  toolkit_version:
+    description:
+      - The Container Toolkit version the toolkit role installs (V(1.20.0-1)), judged by
+        C(security_floor) instead of the installed one.
+      - Omitted, the installed toolkit is judged.
+    type: str
   kubernetes_version:
     description:
       - The cluster's Kubernetes version (V(1.36.2)), for the C(security_floor) rule's pairing of

@@ -913,13 +913,14 @@ def evaluate(
     today=None,
     security_floors="warn",
     kubernetes_version=None,
+    toolkit_version=None,
 ):
     """Every problem of the desired state on the host that ``facts`` describes.
 
     ``today`` (a date or ``YYYY-MM-DD``) is what the driver branches' end of life is compared
     with; without it the driver_lifecycle rule is skipped (security_floor counts every bulletin
     then, and judges no runtime line's end of life). ``kubernetes_version`` is the cluster's, for
-    the Kubernetes / containerd pairing. Returns ``{'ok', 'msg', 'gpu_count', 'problems', 'checks',
+    the Kubernetes / containerd pairing; ``toolkit_version`` the Container Toolkit to install. Returns ``{'ok', 'msg', 'gpu_count', 'problems', 'checks',
     'blocking_count', 'warning_count', 'resolved', 'lifecycle', 'security'}``; ``ok`` is False
     while a blocking problem is not waived.
     """
@@ -947,7 +948,8 @@ def evaluate(
     _check_cuda(report, cudas, compared, label)
     judged = _check_lifecycle(report, facts, driver_method, declared, today, driver_lifecycle, gpus)
     floors = security_floor.check_preflight(report, _lifecycle_subjects(facts, driver_method, declared), facts,
-                                            kubernetes_version, today, security_floors)
+                                            {"toolkit": toolkit_version, "kubernetes": kubernetes_version}, today,
+                                            security_floors)
     _check_secure_boot(report, facts, driver_method)
     _check_headers(report, facts, driver_method)
     _check_runtime(report, facts, container_runtime)
@@ -1026,6 +1028,7 @@ ARGUMENT_SPEC = dict(
     driver_lifecycle=dict(type="str", choices=list(LIFECYCLE_MODES), default="warn"),
     security_floors=dict(type="str", choices=list(security_floor.MODES), default="warn"),
     kubernetes_version=dict(type="str"),
+    toolkit_version=dict(type="str"),
     today=dict(type="str"),
     facts=dict(type="dict"),
     host_root=dict(type="path", default="/"),
@@ -1051,6 +1054,7 @@ def run(facts, params, today):
         today=params.get("today") or today,
         security_floors=params.get("security_floors") or "warn",
         kubernetes_version=params.get("kubernetes_version"),
+        toolkit_version=params.get("toolkit_version"),
     )
     return enforce(result)
 

@@ -47,24 +47,26 @@ def check_mode(mode):
                             value=mode, expected=list(MODES))
 
 
-def subjects(drivers, facts):
+def subjects(drivers, facts, toolkit=None):
     """``[(of, kwargs of security.judge)]``: each driver of ``drivers`` (``[(of, version, label)]`` as
-    driver_lifecycle judges them: ``declared`` or ``installed``), then the installed toolkit and
-    containerd of ``facts``."""
+    driver_lifecycle judges them: ``declared`` or ``installed``), the declared ``toolkit`` (what the
+    toolkit role installs), else the installed one, then the installed containerd of ``facts``."""
     found = [(of, {"driver": str(version)}) for of, version, dummy in drivers]
-    toolkit = dig(facts, "container", "toolkit", "version")
-    if toolkit:
-        found.append(("installed", {"toolkit": toolkit}))
+    installed = dig(facts, "container", "toolkit", "version")
+    if toolkit or installed:
+        found.append(("declared" if toolkit else "installed", {"toolkit": toolkit or installed}))
     containerd = dig(facts, "container", "containerd") or {}
     if containerd.get("installed") and containerd.get("version"):
         found.append(("installed", {"containerd": containerd["version"]}))
     return found
 
 
-def check_preflight(report, drivers, facts, kubernetes, today, mode):
-    """The rule on a preflight ``report``; returns what :func:`security.judge` said of each subject."""
+def check_preflight(report, drivers, facts, versions_declared, today, mode):
+    """The rule on a preflight ``report``; returns what :func:`security.judge` said of each subject.
+    ``versions_declared``: ``{toolkit, kubernetes}``, each the declared version or None."""
     judged = []
-    for of, versions in subjects(drivers, facts):
+    kubernetes = versions_declared.get("kubernetes")
+    for of, versions in subjects(drivers, facts, versions_declared.get("toolkit")):
         if "containerd" in versions:
             versions["kubernetes"] = kubernetes
         entry = dict(security.judge(today=today, **versions), of=of,

@@ -1045,3 +1045,18 @@ def test_security_floor_is_skipped_with_nothing_to_judge():
         "outcome": "skipped",
         "detail": "no driver release (a branch alone installs its newest), toolkit or containerd version to judge",
     }
+
+
+def test_security_floor_judges_the_declared_toolkit_instead_of_the_installed_one():
+    l40s = "debian12-l40s-x2-package"  # toolkit 1.17.8-1 installed
+    args = dict(driver_version="580", driver_method="package", container_runtime="docker", today=TODAY,
+                waive=["driver_not_package_owned", "kernel_headers"])
+    installed = [e for e in run(l40s, **args)["security"] if e["versions"] == ["1.17.8-1"]]
+    assert [(e["of"], e["bulletins"]) for e in installed] == [("installed", ["nvidia-5850"])]
+    declared = run(l40s, toolkit_version="1.20.0-1", **args)["security"]
+    assert [(e["of"], e["versions"], e["state"]) for e in declared if e["versions"] == ["1.20.0-1"]] == [
+        ("declared", ["1.20.0-1"], "ok")]
+    old = [p["message"] for p in run(l40s, toolkit_version="1.17.7-1", **args)["problems"] if p["rule"] == "security_floor"]
+    assert old[0].startswith("declared Container Toolkit 1.17.7-1 is below its security floor 1.19.1: NVIDIA security "
+                             "bulletin 5659 (Container Toolkit, July 2025: CVE-2025-23266, CVE-2025-23267); NVIDIA security "
+                             "bulletin 5850 (Container Toolkit, June 2026: CVE-2026-24260); install 1.19.1 or later")
