@@ -12,7 +12,7 @@ after the user's waivers. Nothing here touches the host.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table as table
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, security_floor
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -41,7 +41,7 @@ RULES = (
     ("fabric_manager_missing", "a host with NVSwitches gets the fabric manager, and it runs"),
     ("fabric_manager_version", "the fabric manager is at the driver's version on a host with NVSwitches"),
 )
-RULES = RULES + day2.PREFLIGHT_RULES
+RULES = RULES + security_floor.PREFLIGHT_RULES + day2.PREFLIGHT_RULES
 RULE_IDS = tuple(rule[0] for rule in RULES)
 
 # Rules about the GPUs themselves, skipped on a host without one.
@@ -942,16 +942,22 @@ def evaluate(
     waive=None,
     driver_lifecycle="warn",
     today=None,
+    security_floors="warn",
+    kubernetes_version=None,
+    toolkit_version=None,
 ):
     """Every problem of the desired state on the host that ``facts`` describes.
 
     ``today`` (a date or ``YYYY-MM-DD``) is what the driver branches' end of life is compared
-    with; without it the driver_lifecycle rule is skipped. Returns ``{'ok', 'msg', 'gpu_count',
-    'problems', 'checks', 'blocking_count', 'warning_count', 'resolved', 'lifecycle'}``; ``ok``
-    is False while a blocking problem is not waived.
+    with; without it the driver_lifecycle rule is skipped (security_floor counts every bulletin
+    then, and judges no runtime line's end of life). ``kubernetes_version`` is the cluster's, for
+    the Kubernetes / containerd pairing; ``toolkit_version`` the Container Toolkit to install. Returns ``{'ok', 'msg', 'gpu_count', 'problems', 'checks',
+    'blocking_count', 'warning_count', 'resolved', 'lifecycle', 'security'}``; ``ok`` is False
+    while a blocking problem is not waived.
     """
     _check_facts(facts)
     _check_waive(waive)
+    security_floor.check_mode(security_floors)
     today = _lifecycle_inputs(driver_lifecycle, today)
     report = Report(waive)
     declared, cudas = _check_format(report, driver_version, cuda_versions)
@@ -972,12 +978,15 @@ def evaluate(
     _check_gpu_rules(report, facts, gpus, driver_method, flavor, compared, label, cudas)
     _check_cuda(report, cudas, compared, label)
     judged = _check_lifecycle(report, facts, driver_method, declared, today, driver_lifecycle, gpus)
+    floors = security_floor.check_preflight(report, _lifecycle_subjects(facts, driver_method, declared), facts,
+                                            {"toolkit": toolkit_version, "kubernetes": kubernetes_version}, today,
+                                            security_floors)
     _check_secure_boot(report, facts, driver_method)
     _check_headers(report, facts, driver_method)
     _check_runtime(report, facts, container_runtime)
     _check_fabric_manager(report, facts, driver_method, compared, label)
     day2.check_preflight(report, facts)
-    return dict(_result(report, len(gpus), resolved), lifecycle=judged)
+    return dict(_result(report, len(gpus), resolved), lifecycle=judged, security=floors)
 
 
 def _check_waive(waive):
@@ -1048,6 +1057,9 @@ ARGUMENT_SPEC = dict(
     container_runtime=dict(type="str", choices=["containerd", "crio", "docker", "k3s", "rke2", "none"], default="containerd"),
     waive=dict(type="list", elements="str", choices=list(RULE_IDS), default=[]),
     driver_lifecycle=dict(type="str", choices=list(LIFECYCLE_MODES), default="warn"),
+    security_floors=dict(type="str", choices=list(security_floor.MODES), default="warn"),
+    kubernetes_version=dict(type="str"),
+    toolkit_version=dict(type="str"),
     today=dict(type="str"),
     facts=dict(type="dict"),
     host_root=dict(type="path", default="/"),
@@ -1071,6 +1083,9 @@ def run(facts, params, today):
         waive=params["waive"],
         driver_lifecycle=params["driver_lifecycle"],
         today=params.get("today") or today,
+        security_floors=params.get("security_floors") or "warn",
+        kubernetes_version=params.get("kubernetes_version"),
+        toolkit_version=params.get("toolkit_version"),
     )
     return enforce(result)
 
