@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases, plan as P
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version, version_tuple
 
@@ -197,7 +198,7 @@ def release_mode(operator_version, problems):
     text = operator_version or ""
     if not text:
         return "standalone"
-    parsed = version_tuple(text) if isinstance(text, str) and P._CHART_VERSION.match(text) else None
+    parsed = version_tuple(text) if isinstance(text, str) and P._CHART_VERSION.fullmatch(text) else None
     if parsed is None:
         problems.append(
             "%s_operator_version: %s is not a GPU Operator release (expected e.g. v26.7.0 for the GPUCluster path, "
@@ -231,14 +232,15 @@ def _selected(nodes, mode, problems):
 def _chart(settings, mode, problems):
     """The chart of the path: a local one (``chart_path``), else the repository's at the path's version."""
     if settings.get("chart_path"):
+        P._check_input(settings["chart_path"], ROLE + "_chart_path", inputs.chart_path, problems)
         return {"ref": settings["chart_path"], "check_values": True}
     # The GPUCluster path installs the operator's chart at the operator's release, which release_mode checked:
     # its values are checked like the gpu_operator role's, and an upgrade goes one release line at a time.
     version = settings.get("operator_version") if mode == "gpucluster" else settings.get("chart_version")
-    if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.match(version)):
+    if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.fullmatch(version)):
         problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
     url = settings.get("chart_repo_url") or ""
-    if not isinstance(url, str) or not re.match(r"^(https?|oci)://", url):
+    if not P.chart_repo_url(url):
         problems.append("%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., or %s_chart_path for a "
                         "chart on the control host)" % (ROLE, P._q(url), ROLE))
     chart = {"ref": CHARTS[mode], "repo_url": url, "version": version, "check_values": True}
@@ -334,7 +336,7 @@ def feature_gates(gates, problems):
         return {}
     result = {}
     for name in sorted(gates, key=str):
-        if not isinstance(name, str) or not _FEATURE_GATE.match(name):
+        if not isinstance(name, str) or not _FEATURE_GATE.fullmatch(name):
             problems.append("%s: %s is not a feature gate name (expected CamelCase, e.g. NVMLDeviceHealthCheck)" % (var, P._q(name)))
             continue
         result[name] = P.to_bool(gates[name], "%s.%s" % (var, name), problems)
