@@ -19,7 +19,7 @@ import shutil
 import stat
 import tempfile
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio, docker
@@ -161,7 +161,28 @@ def build_plan(params: dict, host):
         set_as_default=params.get("set_as_default"),
     )
     context = {"runtime": runtime}
-    return _PLANNERS[runtime](params, host, common, context), context
+    plan = _PLANNERS[runtime](params, host, common, context)
+    _take_away_partials(plan, host)
+    return plan, context
+
+
+def _take_away_partials(plan, host) -> None:
+    """Plan the removal of the partial files that writes of the plan's files killed mid-way left: CRI-O
+    reads every file of ``crio.conf.d``, dotfiles included, and does not start on one; a run that
+    changes nothing else takes them away too."""
+    planned = {f.path for f in plan.files}
+    for change in list(plan.files):
+        for folder, pattern in safe_io.partial_patterns(change.path):
+            for path in host.glob(posixpath.join(folder, pattern)):
+                if path in planned:
+                    continue
+                planned.add(path)
+                try:
+                    text = read_text(host, path) or ""
+                except GpuFleetError:
+                    text = "(not UTF-8 text)\n"
+                plan.files.append(FileChange(path, text, None))
+                plan.warnings.append("%s is the partial file of a write of %s killed mid-way: removed" % (path, change.path))
 
 
 def _plan_docker(params, host, common, context):

@@ -528,3 +528,17 @@ def test_a_key_ending_in_a_newline_is_quoted_not_written_bare():
     assert edit.toml_key("runc") == "runc"
     assert edit.toml_key("runc\n") == '"runc\\n"'
     assert tomllib.loads("[%s]\n" % edit.toml_key("runc\n")) == {"runc\n": {}}
+
+
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_partial_file_of_a_killed_write_in_the_crio_folder_is_taken_away_by_the_next_run(tmp_path, state):
+    """CRI-O reads every file of crio.conf.d, dotfiles included, and does not start on a partial TOML file."""
+    host = FakeHost(files={"/etc/crio/crio.conf": "[crio.runtime]\n"}, tmpdir=str(tmp_path))
+    rc.configure({"runtime": "crio"}, host)
+    partial = "/etc/crio/crio.conf.d/.99-nvidia.toml.k2j4.gpufleet-partial"
+    host.files[partial] = "[crio.runtime.runtimes.nvi"
+    host.writes = []
+    result = rc.configure({"runtime": "crio", "state": state}, host)
+    assert result["changed"] and partial not in host.files and ("remove", partial) in host.writes
+    assert {"path": partial, "action": "delete"} in result["files"]
+    assert not rc.configure({"runtime": "crio", "state": state}, host)["changed"]
