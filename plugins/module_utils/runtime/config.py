@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio, docker
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
+    OWNER_MARK,
     FileChange,
     Plan,
     get_path,
@@ -162,8 +163,37 @@ def build_plan(params: dict, host):
     )
     context = {"runtime": runtime}
     plan = _PLANNERS[runtime](params, host, common, context)
+    _keep_foreign_dropin(plan, host, context.get("dropin_path"))
     _take_away_partials(plan, host)
     return plan, context
+
+
+def _foreign(host, path, text):
+    """Why the file at ``path`` is not the module's (None: it is): the module writes regular files that
+    start with its mark."""
+    if text is None:
+        return None
+    if hasattr(host, "islink") and host.islink(path):
+        return "is a symbolic link"
+    if OWNER_MARK not in text:
+        return "has no %r line" % OWNER_MARK
+    return None
+
+
+def _keep_foreign_dropin(plan, host, path) -> None:
+    """A drop-in at ``path`` that the module did not write is never overwritten (a refusal, before
+    anything is written) nor deleted (left as it is, with a warning): its settings are the site's."""
+    change = plan.file(path) if path else None
+    why = _foreign(host, path, change.before) if change is not None and change.changed else None
+    if why is None:
+        return
+    if change.after is not None:
+        raise GpuFleetError(
+            "%s was not written by gpufleet.nvidia (it %s): the module does not overwrite a file it does not own; "
+            "nothing was written (expected no file there: move its settings into the main file or another "
+            "drop-in, or set dropin_path to another file)" % (path, why), path=path)
+    change.after = change.before
+    plan.warnings.append("%s was not written by gpufleet.nvidia (it %s): left as it is, its settings still apply" % (path, why))
 
 
 def _take_away_partials(plan, host) -> None:
@@ -206,6 +236,7 @@ def _plan_crio(params, host, common, context):
         for p in _names(host, os.path.join(os.path.dirname(dropin_path), "*"))
         if p != dropin_path
     ]
+    context.update(dropin_path=dropin_path)
     opts = crio.CrioOptions(
         mode=mode,
         binary_name=params.get("binary_name") or crio.DEFAULT_BINARY,

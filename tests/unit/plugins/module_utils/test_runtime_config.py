@@ -358,6 +358,10 @@ class FakeHost:
         self.binaries = dict(binaries or {})
         self.tmpdir = tmpdir
         self.writes = []
+        self.links = set()
+
+    def islink(self, path):
+        return path in self.links
 
     def read_bytes(self, path):
         if path not in self.files:
@@ -542,3 +546,45 @@ def test_a_partial_file_of_a_killed_write_in_the_crio_folder_is_taken_away_by_th
     assert result["changed"] and partial not in host.files and ("remove", partial) in host.writes
     assert {"path": partial, "action": "delete"} in result["files"]
     assert not rc.configure({"runtime": "crio", "state": state}, host)["changed"]
+
+
+FOREIGN_DROPIN = ('# the site\'s own\nversion = 2\n[plugins."io.containerd.grpc.v1.cri"]\n'
+                  'sandbox_image = "registry.example.com/pause:3.9"\n')
+
+
+@pytest.mark.parametrize("runtime, dropin, main", [
+    ("containerd", "/etc/containerd/conf.d/99-nvidia.toml", ("/etc/containerd/config.toml", "containerd-1.6.20-default.toml")),
+    ("crio", "/etc/crio/crio.conf.d/99-nvidia.toml", ("/etc/crio/crio.conf", None)),
+])
+def test_a_dropin_the_module_did_not_write_is_never_overwritten(tmp_path, runtime, dropin, main):
+    host = FakeHost(files={main[0]: fixture_text(main[1]) if main[1] else "[crio.runtime]\n", dropin: FOREIGN_DROPIN},
+                    tmpdir=str(tmp_path))
+    with pytest.raises(GpuFleetError) as error:
+        rc.configure({"runtime": runtime, "validate": False}, host)
+    assert error.value.msg.startswith("%s was not written by gpufleet.nvidia" % dropin)
+    assert host.writes == [] and host.files[dropin] == FOREIGN_DROPIN
+
+
+@pytest.mark.parametrize("runtime, dropin, main", [
+    ("containerd", "/etc/containerd/conf.d/99-nvidia.toml", ("/etc/containerd/config.toml", "containerd-1.6.20-default.toml")),
+    ("crio", "/etc/crio/crio.conf.d/99-nvidia.toml", ("/etc/crio/crio.conf", None)),
+])
+@pytest.mark.parametrize("params", [{"config_mode": "inplace"}, {"state": "absent"}])
+def test_a_dropin_the_module_did_not_write_is_never_deleted(tmp_path, runtime, dropin, main, params):
+    host = FakeHost(files={main[0]: fixture_text(main[1]) if main[1] else "[crio.runtime]\n", dropin: FOREIGN_DROPIN},
+                    tmpdir=str(tmp_path))
+    result = rc.configure(dict(params, runtime=runtime, validate=False), host)
+    assert host.files[dropin] == FOREIGN_DROPIN and ("remove", dropin) not in host.writes
+    assert {"path": dropin, "action": "unchanged"} in result["files"]
+    assert any("%s was not written by gpufleet.nvidia" % dropin in w for w in result["warnings"])
+
+
+def test_a_link_at_the_dropins_path_is_not_the_modules(tmp_path):
+    host = FakeHost(files={"/etc/containerd/config.toml": fixture_text("containerd-1.6.20-default.toml")}, tmpdir=str(tmp_path))
+    rc.configure({"runtime": "containerd", "validate": False}, host)
+    host.links = {"/etc/containerd/conf.d/99-nvidia.toml"}  # the same text, through a link to a file of another owner
+    host.writes = []
+    result = rc.configure({"runtime": "containerd", "state": "absent", "validate": False}, host)
+    assert ("remove", "/etc/containerd/conf.d/99-nvidia.toml") not in host.writes
+    assert any(w.startswith("/etc/containerd/conf.d/99-nvidia.toml was not written by gpufleet.nvidia (it is a symbolic link)")
+               for w in result["warnings"])
