@@ -41,8 +41,8 @@ import os
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
+    checked_record,
     OWNER_MARK,
-    STATE_MARK,
     UNDO_KEY,
     FileChange,
     GoTemplateMask,
@@ -338,33 +338,6 @@ def get_plain(tree, keys):
             return None
         tree = tree.get(key)
     return tree
-
-
-def _valid_record_entry(entry) -> bool:
-    return isinstance(entry, dict) and isinstance(entry.get("path"), list) and bool(entry["path"]) and all(
-        isinstance(k, str) for k in entry["path"]
-    ) and isinstance(entry.get("raw"), (str, type(None)))
-
-
-def _valid_paths(value) -> bool:
-    return isinstance(value, list) and all(isinstance(p, list) and all(isinstance(k, str) for k in p) for p in value)
-
-
-def checked_record(record, path):
-    """``record`` (a state comment the module wrote), or a refusal naming ``path`` when it is damaged."""
-    if record is None:
-        return None
-    fine = isinstance(record, dict) and isinstance(record.get("keys", []), list)
-    fine = fine and all(_valid_record_entry(e) for e in record.get("keys", []))
-    fine = fine and all(_valid_paths(record.get(k, [])) for k in ("created", "headered"))
-    if not fine:
-        raise GpuFleetError(
-            "%s: the state comment of gpufleet.nvidia.container_runtime (%s) is damaged; put the file "
-            "back from a backup, or remove the comment and what the module added; the file was left untouched"
-            % (path, STATE_MARK),
-            path=path,
-        )
-    return record
 
 
 def check_default_table(cri: dict, path, cri_path, opts) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import toml_plain
 
 MAIN = "/etc/containerd/config.toml"
@@ -57,7 +58,7 @@ DAMAGED = ['{"keys": 5}', '{"keys": [5]}', '{"keys": [{"path": "plugins"}]}', '{
 @pytest.mark.parametrize("state", ["present", "absent"])
 @pytest.mark.parametrize("record", DAMAGED)
 def test_a_damaged_state_comment_in_the_dropin_is_a_refusal(record, state):
-    dropin = "%s: x\n# %s %s\nversion = 2\n" % (ctd.OWNER_MARK, ctd.STATE_MARK, record)
+    dropin = "%s: x\n# %s %s\nversion = 2\n" % (ctd.OWNER_MARK, edit.STATE_MARK, record)
     with pytest.raises(GpuFleetError, match="^/etc/containerd/conf.d/99-nvidia.toml: the state comment .* is damaged"):
         ctd.plan_containerd(MAIN, "version = 2\n", dropin, ctd.ContainerdOptions(state=state))
 
@@ -65,7 +66,7 @@ def test_a_damaged_state_comment_in_the_dropin_is_a_refusal(record, state):
 @pytest.mark.parametrize("state", ["present", "absent"])
 def test_a_damaged_state_comment_in_the_main_file_is_a_refusal(state):
     text = 'version = 2\n[%s.containerd.runtimes.nvidia]\n  # %s {"keys": [7]}\n  runtime_type = "io.containerd.runc.v2"\n' % (
-        CRI2, ctd.STATE_MARK)
+        CRI2, edit.STATE_MARK)
     with pytest.raises(GpuFleetError, match="^%s: the state comment .* is damaged" % MAIN):
         ctd.plan_containerd(MAIN, text, None, ctd.ContainerdOptions(state=state, mode="inplace"))
 
