@@ -421,19 +421,26 @@ def _valid_paths(value) -> bool:
     return isinstance(value, list) and all(isinstance(p, list) and all(isinstance(k, str) for k in p) for p in value)
 
 
-def checked_record(record, path):
-    """``record`` (a state comment the module wrote), or a refusal naming ``path`` when it is damaged."""
+def checked_record(record, path, owner="gpufleet.nvidia.container_runtime", mark=STATE_MARK, created="paths"):
+    """``record`` (a state comment the module wrote), or a refusal naming ``path`` when it is damaged.
+
+    ``created``: what the record's ``created`` is, ``paths`` (the key paths the module added, as the
+    runtime editors record them) or ``flag`` (a boolean: the module created the file)."""
     if record is None:
         return None
     fine = isinstance(record, dict) and isinstance(record.get("keys", []), list)
     fine = fine and all(_valid_record_entry(e) for e in record.get("keys", []))
-    fine = fine and all(_valid_paths(record.get(k, [])) for k in ("created", "headered"))
+    if created == "paths":
+        fine = fine and all(_valid_paths(record.get(k, [])) for k in ("created", "headered"))
+    else:
+        fine = fine and isinstance(record.get("created", False), bool)
     if not fine:
         raise GpuFleetError(
-            "%s: the state comment of gpufleet.nvidia.container_runtime (%s) is damaged (expected a JSON object whose "
-            "keys is a list of {path: [key, ...], raw}, and created and headered lists of key paths; found %s); put "
-            "the file back from a backup, or remove the comment and what the module added; the file was left untouched"
-            % (path, STATE_MARK, json.dumps(record)[:200]),
+            "%s: the state comment of %s (%s) is damaged (expected a JSON object whose keys is a list of "
+            "{path: [key, ...], raw}, %s; found %s); put the file back from a backup, or remove the comment and "
+            "what the module added; the file was left untouched"
+            % (path, owner, mark, "created and headered lists of key paths" if created == "paths" else "created a boolean",
+               json.dumps(record)[:200]),
             path=path,
         )
     return record
@@ -1198,7 +1205,7 @@ def restore_entry(doc, entry: dict, warnings: list) -> bool:
     path = entry["path"]
     parent = lookup(doc, path[:-1]) if len(path) > 1 else doc
     key = path[-1]
-    if parent is None or key not in parent:
+    if parent is None or not hasattr(parent, "keys") or key not in parent:
         return False
     if not same(parent[key], entry.get("set")):
         warnings.append(
