@@ -780,6 +780,8 @@ def _removed_from_main(main, dropin_text, dropin_record, opts, warnings):
     new_main = _render(main.doc, main.text)
     if created_file and new_main is not None and not new_main.strip():
         return None  # the module created the file: remove it again
+    if dropin_record.get("no_final_newline") is True and new_main and new_main.endswith("\n"):
+        return new_main[:-1]
     return new_main
 
 
@@ -804,6 +806,8 @@ def _handler_in_dropin(main, dropin_record, opts, others, warnings):
     record.setdefault("keys", [])
     if main.text is None:
         record["created_file"] = True
+    elif main.text and not main.text.endswith("\n") and not dropin_record:
+        record["no_final_newline"] = True  # the edit adds one: state=absent takes it out again
     _edit_top(main.doc, main.version, main.source, opts, record, main.style, warnings, with_import=True)
     tree = _effective_cri(main.doc, main.cri_path, opts, others, warnings)
     source_name = _edit_plain_tree(tree, opts)

@@ -588,3 +588,13 @@ def test_a_link_at_the_dropins_path_is_not_the_modules(tmp_path):
     assert ("remove", "/etc/containerd/conf.d/99-nvidia.toml") not in host.writes
     assert any(w.startswith("/etc/containerd/conf.d/99-nvidia.toml was not written by gpufleet.nvidia (it is a symbolic link)")
                for w in result["warnings"])
+
+
+@pytest.mark.parametrize("text", ["version = 2", "# c", "version = 3", 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  x = 1'])
+@pytest.mark.parametrize("set_as_default", [False, True])
+def test_absent_in_dropin_mode_gives_back_a_main_file_without_a_final_newline(tmp_path, text, set_as_default):
+    host = FakeHost(files={"/etc/containerd/config.toml": text}, tmpdir=str(tmp_path))
+    params = {"runtime": "containerd", "validate": False, "set_as_default": set_as_default}
+    rc.configure(params, host)
+    rc.configure(dict(params, state="absent"), host)
+    assert host.files["/etc/containerd/config.toml"] == text
