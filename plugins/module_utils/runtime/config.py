@@ -105,11 +105,6 @@ def _which(host, name):
     return module.get_bin_path(name) if module is not None else host.which(name)
 
 
-def _names(host, pattern) -> list:
-    """The files matching ``pattern``, without hidden ones (as the shell's glob lists them)."""
-    return [p for p in host.glob(pattern) if not os.path.basename(p).startswith(".")]
-
-
 def _containerd_binary(params, host):
     """``(path, version)`` of the containerd binary to use (``(None, None)``: none)."""
     wanted = params.get("containerd_binary")
@@ -233,8 +228,8 @@ def _plan_crio(params, host, common, context):
     dropin_path = params.get("dropin_path") or crio.DEFAULT_DROPIN
     others = [
         (p, read_text(host, p))
-        for p in _names(host, os.path.join(os.path.dirname(dropin_path), "*"))
-        if p != dropin_path
+        for p in _crio_dropins(host, os.path.dirname(dropin_path))
+        if p != dropin_path and not p.endswith(safe_io.PARTIAL_SUFFIX)
     ]
     context.update(dropin_path=dropin_path)
     opts = crio.CrioOptions(
@@ -244,6 +239,21 @@ def _plan_crio(params, host, common, context):
         **common
     )
     return crio.plan_crio(main_path, read_text(host, main_path), read_text(host, dropin_path), others, opts)
+
+
+def _crio_dropins(host, folder) -> list:
+    """Every file CRI-O reads from its drop-in ``folder``, in its order (``filepath.Walk``: names sorted,
+    dotfiles included, a sub-folder's files in its place; a link to a folder is not followed)."""
+    if not hasattr(host, "names"):  # a host that lists its files by pattern (a test's)
+        return sorted(host.glob(posixpath.join(folder, "*")), key=crio.read_order)
+    found = []
+    for name in host.names(folder):
+        path = posixpath.join(folder, name)
+        if host.isdir(path) and not host.islink(path):
+            found.extend(_crio_dropins(host, path))
+        elif host.isfile(path):
+            found.append(path)
+    return found
 
 
 def _containerd_options(params, host, common, context) -> dict:

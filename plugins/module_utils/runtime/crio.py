@@ -219,6 +219,7 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
             files = [FileChange(main_path, main_text, exact if exact is not None else new_main), FileChange(opts.dropin_path, dropin_text, None)]
             return Plan(files, msg=_message(files, "removed", name), warnings=warnings, **facts)
         source_name, table = desired_runtime(merged, opts, record)
+        _refuse_overriding_default(others, main_path, opts)
         if opts.mode == "dropin":
             new_main = main_text
             if record:
@@ -226,7 +227,6 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
                 new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
             files = [FileChange(opts.dropin_path, dropin_text, _dropin_text(table, opts)), FileChange(main_path, main_text, new_main)]
         else:
-            _refuse_overriding_default(others, main_path, opts)
             origin = recover_origin(main_text, _absent_text(main_path, main_text, name) if record else None, record.get(UNDO_KEY))
             _handler_in_place(doc, main_text, record or {"keys": []}, table, opts, warnings)
             _note_undo(main_path, doc, name, origin)
@@ -250,16 +250,28 @@ def _note_undo(path, doc, name, origin) -> None:
     keep_undo_note(item, record, undo_note(_absent_text(path, doc.as_string(), name), origin, toml_settings))
 
 
+def read_order(path: str) -> list:
+    """The key that sorts the files of ``crio.conf.d`` as CRI-O reads them (``filepath.Walk``: by name,
+    folder by folder)."""
+    return path.split("/")
+
+
 def _refuse_overriding_default(others, main_path, opts) -> None:
-    """set_as_default cannot work in crio.conf when a drop-in (read after it) sets another default."""
+    """set_as_default cannot work when a file CRI-O reads after the one that sets it (crio.conf in place,
+    the drop-in) sets another default."""
+    if not opts.set_as_default:
+        return
+    mine = main_path if opts.mode == "inplace" else opts.dropin_path
     overriding = [
         p for p, t in others
-        if opts.set_as_default and get_path(plain(parse_toml(t, p)), DEFAULT_PATH) not in (None, opts.runtime_name)
+        if (opts.mode == "inplace" or read_order(p) > read_order(mine))
+        and get_path(plain(parse_toml(t, p)), DEFAULT_PATH) not in (None, opts.runtime_name)
     ]
     if overriding:
         raise GpuFleetError(
-            "%s sets crio.runtime.default_runtime, which overrides %s: set_as_default cannot "
-            "work in place; use config_mode=dropin" % (", ".join(overriding), main_path),
+            "%s sets crio.runtime.default_runtime, which overrides %s (CRI-O reads it later): set_as_default cannot "
+            "work; %s (nothing was written)" % (", ".join(overriding), mine, "use config_mode=dropin" if opts.mode == "inplace"
+                                                else "remove the setting from it, or give dropin_path a name read last"),
             overriding=overriding,
         )
 

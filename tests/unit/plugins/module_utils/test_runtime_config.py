@@ -475,14 +475,6 @@ def test_the_flow_finds_containerd_as_the_module_does(tmp_path):
     assert rc._which(FakeHost(binaries={"containerd": "/usr/bin/containerd"}), "containerd") == "/usr/bin/containerd"
 
 
-def test_the_flow_lists_no_hidden_files(tmp_path):
-    (tmp_path / "conf.d").mkdir()
-    for name in ("10-a.toml", ".20-editor-swap.toml", "30-b.toml"):
-        (tmp_path / "conf.d" / name).write_text("")
-    host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
-    assert rc._names(host, "/conf.d/*.toml") == ["/conf.d/10-a.toml", "/conf.d/30-b.toml"]
-
-
 def test_every_runtime_has_a_planner():
     assert tuple(rc._PLANNERS) == rc.RUNTIMES == tuple(rc.ARGUMENT_SPEC["runtime"]["choices"])
 
@@ -598,3 +590,32 @@ def test_absent_in_dropin_mode_gives_back_a_main_file_without_a_final_newline(tm
     rc.configure(params, host)
     rc.configure(dict(params, state="absent"), host)
     assert host.files["/etc/containerd/config.toml"] == text
+
+
+@pytest.mark.parametrize("mode, later", [
+    ("dropin", "/etc/crio/crio.conf.d/99-zz.conf"),  # read after 99-nvidia.toml
+    ("dropin", "/etc/crio/crio.conf.d/zz/10-default.conf"),  # CRI-O reads the files of sub-folders, in their place
+    ("inplace", "/etc/crio/crio.conf.d/.zz"),  # and dotfiles, after crio.conf
+    ("inplace", "/etc/crio/crio.conf.d/zz/10-default.conf"),
+])
+def test_crio_set_as_default_is_refused_where_a_file_crio_reads_later_sets_another_default(tmp_path, mode, later):
+    host = FakeHost(files={"/etc/crio/crio.conf": "[crio.runtime]\n",
+                           later: '[crio.runtime]\ndefault_runtime = "crun"\n'}, tmpdir=str(tmp_path))
+    with pytest.raises(GpuFleetError) as error:
+        rc.configure({"runtime": "crio", "set_as_default": True, "config_mode": mode}, host)
+    assert error.value.msg.startswith("%s sets crio.runtime.default_runtime" % later)
+    assert host.writes == []
+
+
+def test_crio_set_as_default_takes_a_default_read_before_its_dropin(tmp_path):
+    host = FakeHost(files={"/etc/crio/crio.conf": "[crio.runtime]\n",
+                           "/etc/crio/crio.conf.d/10-crio.conf": '[crio.runtime]\ndefault_runtime = "crun"\n'}, tmpdir=str(tmp_path))
+    assert rc.configure({"runtime": "crio", "set_as_default": True}, host)["changed"]
+
+
+def test_crio_reads_its_dropins_in_its_own_order(tmp_path):
+    (tmp_path / "d" / "b").mkdir(parents=True)
+    for name in ("a.conf", ".hidden", "b/x.conf", "b-c.conf", "99-nvidia.toml"):
+        (tmp_path / "d" / name).write_text("")
+    host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
+    assert rc._crio_dropins(host, "/d") == ["/d/.hidden", "/d/99-nvidia.toml", "/d/a.conf", "/d/b/x.conf", "/d/b-c.conf"]
