@@ -475,8 +475,8 @@ def validate_plan(plan, params: dict, context: dict, host) -> dict:
     binary = context["containerd_binary"]
     workdir = tempfile.mkdtemp(prefix="gpufleet-ctd-", dir=host.tmpdir)
     try:
-        argv = [binary, "--config", _write_candidate(plan, context, workdir), "config", "dump"]
-        rc, out, err = host.run(argv)
+        rc, out, err = host.run([binary, "--config", _write_candidate(plan, context, workdir), "config", "dump"])
+        before = host.run([binary, "--config", _write_current(plan, context, workdir), "config", "dump"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report = {
@@ -486,7 +486,90 @@ def validate_plan(plan, params: dict, context: dict, host) -> dict:
         "command": "%s --config <candidate> config dump" % binary,
     }
     _check_dump(rc, out, err, params, context, report)
+    _check_effective(before, out, params, context, report)
     return report
+
+
+def _write_current(plan, context, workdir) -> str:
+    """The main file as it is now, its imports made absolute, in ``workdir``; its path (containerd reads the
+    imported files where they are)."""
+    text = plan.file(context["main_path"]).before if plan.file(context["main_path"]) else None
+    doc = parse_toml(text or "", context["main_path"])
+    main_dir = os.path.dirname(context["main_path"])
+    if "imports" in doc:
+        doc["imports"] = [e if os.path.isabs(e) else os.path.join(main_dir, e) for e in plain(doc["imports"]) or []]
+    path = os.path.join(workdir, "current.toml")
+    with open(path, "w") as handle:
+        handle.write(doc.as_string())
+    return path
+
+
+#: Go's zero values: containerd decodes a missing key as its zero value, so the two mean the same.
+_ZERO = ("", 0, False, [], {})
+
+
+def _flat(tree, prefix=()) -> dict:
+    """``{key path: value}`` of the leaves of a plain ``tree`` that containerd reads as set (a zero value
+    is the same as no key; an empty runtime ``sandbox_mode`` is ``podsandbox``, which containerd 1.7's CRI
+    plugin fills in when it checks its configuration, after ``config dump`` printed it)."""
+    leaves = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            leaves.update(_flat(value, prefix + (key,)))
+        elif key == "sandbox_mode" and value == "podsandbox" and prefix[-2:-1] == ("runtimes",):
+            continue
+        elif not any(value == zero and type(value) is type(zero) for zero in _ZERO):
+            leaves[prefix + (key,)] = value
+    return leaves
+
+
+def _handler_keys(params, cri) -> list:
+    """The key paths of a ``config dump`` that the module may change: the handler, and what its options ask."""
+    name = params.get("runtime_name") or "nvidia"
+    allowed = [("imports",), ("version",), ("plugins", cri, "containerd", "runtimes", name)]
+    absent = (params.get("state") or "present") == "absent"
+    if params.get("set_as_default") or absent:
+        allowed.append(("plugins", cri, "containerd", "default_runtime_name"))
+    if params.get("enable_cdi") is not None or absent:
+        allowed += [("plugins", cri, "enable_cdi"), ("plugins", cri, "cdi_spec_dirs")]
+    if params.get("enable_cri") or absent:
+        allowed.append(("disabled_plugins",))
+    return allowed
+
+
+def effective_changes(before_text, after_text, params) -> list:
+    """The settings of containerd's merged view (``config dump``) that change outside the module's keys,
+    as ``key: before -> after``."""
+    before, after = _flat(toml_data(before_text)), _flat(toml_data(after_text))
+    cri = {2: "io.containerd.grpc.v1.cri"}.get(toml_data(after_text).get("version"), "io.containerd.cri.v1.runtime")
+    allowed = _handler_keys(params, cri)
+    changed = []
+    for key in sorted(set(before) | set(after), key=lambda k: tuple(str(p) for p in k)):
+        if before.get(key) == after.get(key) or any(key[:len(a)] == a for a in allowed):
+            continue
+        changed.append("%s: %s -> %s" % (".".join(str(p) for p in key), _shown(key, before), _shown(key, after)))
+    return changed
+
+
+def _shown(key, leaves):
+    return repr(leaves[key]) if key in leaves else "(unset)"
+
+
+def _check_effective(before, after_text, params, context, report) -> None:
+    """Refuse a candidate whose merged view changes a setting outside the handler (the dumps of now and after)."""
+    rc, out, err = before
+    report["compared"] = rc == 0
+    if rc != 0:
+        report["not_compared"] = "containerd does not load the current configuration: %s" % (err or out).strip()[-500:]
+        return
+    changes = effective_changes(out, after_text, params)
+    if changes:
+        raise GpuFleetError(
+            "containerd %s: the new configuration would change settings outside the %s runtime, as containerd "
+            "config dump prints them (%s); nothing was written (expected only the handler's keys to change)"
+            % (context.get("containerd_version") or report["binary"], params.get("runtime_name") or "nvidia",
+               "; ".join(changes[:20]) + ("; and %d more" % (len(changes) - 20) if len(changes) > 20 else "")),
+            validation=dict(report, changes=changes), changes=changes)
 
 
 def _why_not_validated(plan, params, context):
