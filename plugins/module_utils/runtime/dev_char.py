@@ -28,7 +28,6 @@ runs the same command whenever the driver binds. Nodes where it does not happen 
 from __future__ import annotations
 
 import fnmatch
-import functools
 import os
 import posixpath
 import stat
@@ -71,12 +70,21 @@ def rule_file(value):
     return text
 
 
+def program_path(value):
+    """The path of a program: an absolute, normalized path that names a file (not ``/``), without
+    what ends or changes a ``RUN+=`` value (``"``, ``\\``) or what udev substitutes (``$``, ``%``)."""
+    text = inputs.absolute_path(value, forbid='"\\$%')
+    if text == "/":
+        raise inputs.Invalid("a program's path (absolute, normalized, not /; %s, no '\"', '\\\\', '$' or '%%')" % inputs.NO_SPACE)
+    return text
+
+
 #: The options that reach the rule, a program systemd-udevd runs as root on every device add: in
 #: ``RUN+="..."`` a ``"`` ends the value, a newline the rule, a space the program's path, and
 #: udev substitutes ``$name`` and ``%c`` (``udev(7)``) before it runs it.
 PARAM_RULES = {
     "rule_path": rule_file,
-    "nvidia_ctk_path": functools.partial(inputs.absolute_path, forbid='"\\$%'),
+    "nvidia_ctk_path": program_path,
 }
 
 

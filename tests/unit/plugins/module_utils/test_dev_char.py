@@ -239,6 +239,7 @@ def test_no_device_nodes_writes_the_rule_and_runs_nothing(tmp_path):
     ("nvidia_ctk_path", "/usr/bin/nvidia-ctk\\"),
     ("nvidia_ctk_path", "nvidia-ctk"),
     ("nvidia_ctk_path", "/usr/bin/../../tmp/x"),
+    ("nvidia_ctk_path", "/"),  # a folder, not a program (found by the property suite)
     ("rule_path", "71-nvidia-dev-char.rules"),
     ("rule_path", "/etc/udev/rules.d/../../../tmp/71.rules"),
     ("rule_path", "/etc/udev/rules.d/71-nvidia-dev-char.rules\n"),
