@@ -37,6 +37,7 @@ from __future__ import annotations
 import collections
 import copy
 import os
+import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -372,6 +373,25 @@ def _edit_top(doc, version, version_source, opts, record, style, warnings, with_
         _add_import(doc, opts, record, style)
 
 
+#: A plugin's URI as containerd 1.6 / 1.7 take it in a version 2 file's disabled_plugins / required_plugins.
+_PLUGIN_URI = re.compile(r"io\.containerd\.[A-Za-z0-9_-]+\.v[0-9]+\.[A-Za-z0-9_.-]+")
+
+
+def _check_plugin_uris(main) -> None:
+    """Refuse, before the module writes a version into a file that had none, a plugin name that version 2 does
+    not take (version 1 takes any name; "cri" is given its full name)."""
+    if main.source in ("file", "v1"):
+        return
+    for key in ("disabled_plugins", "required_plugins"):
+        names = plain(main.doc.get(key)) or []
+        for name in names if isinstance(names, list) else []:
+            if name != "cri" and not (isinstance(name, str) and _PLUGIN_URI.fullmatch(name)):
+                raise GpuFleetError(
+                    "%s: %s entry %r is not a plugin URI (expected e.g. io.containerd.grpc.v1.cri): the file has no "
+                    "version, and containerd refuses that name once the module writes version = %s; nothing was written"
+                    % (main.path, key, name, main.version), path=main.path, key=key, value=name)
+
+
 def _edit_disabled_plugins(doc, version_written, opts, record, style, warnings) -> None:
     """Give ``disabled_plugins`` what the version and ``enable_cri`` need; warn while CRI stays off."""
     disabled = doc.get("disabled_plugins")
@@ -698,6 +718,7 @@ def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOpti
     if opts.state == "absent":
         return _plan_absent(main, dropin_text, dropin_record, opts, warnings)
     check_version_fits(main_path, main.version, main.source, opts)
+    _check_plugin_uris(main)
     with refusing_tomlkit_errors(main_path, main.doc, list(main.cri_path) + ["containerd", "runtimes", name]):
         if opts.mode == "inplace":
             origin = _origin(main, opts)

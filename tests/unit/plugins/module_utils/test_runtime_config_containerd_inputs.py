@@ -164,3 +164,15 @@ def test_a_character_beyond_the_bmp_is_written_as_utf8(mode):
         break
     else:  # pragma: no cover
         raise AssertionError(os.linesep.join(str(f) for f in plan.files))
+
+
+@pytest.mark.parametrize("key, name", [("disabled_plugins", "."), ("disabled_plugins", "a.b.c"), ("required_plugins", "x.y.z.w")])
+@pytest.mark.parametrize("mode", ["dropin", "inplace"])
+def test_a_plugin_name_version_2_does_not_take_is_refused_when_the_module_writes_the_version(key, name, mode):
+    """A file without version is version 1, where containerd takes any name; once the module writes version = 2,
+    containerd 1.6 and 1.7 refuse one that is no plugin URI ('invalid disabled plugin URI "." expect
+    io.containerd.x.vx', as containerd 1.6.20 says it; found by the property suite)."""
+    with pytest.raises(GpuFleetError) as error:
+        ctd.plan_containerd(MAIN, '%s = ["%s"]\n' % (key, name), None,
+                            ctd.ContainerdOptions(mode=mode, containerd_version="1.6.20"))
+    assert error.value.msg.startswith("%s: %s entry %r is not a plugin URI" % (MAIN, key, name))
