@@ -217,3 +217,20 @@ def test_an_effective_setting_outside_the_handler_that_would_change_is_a_refusal
     dump = toml_plain(containerd_dump(binary, tmp_path / "work", (tmp_path / "config.toml").read_text()))
     assert dump["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == "registry.example.com/pause:3.9"
     assert result["validation"]["ran"]
+
+
+@pytest.mark.parametrize("binary", [binary_param(v) for v in WANTED_BINARIES if v.startswith("1.")])
+def test_a_table_version_1_ignored_that_the_written_version_turns_on_is_a_refusal(binary, tmp_path):
+    """Without version, containerd 1.x reads the file as version 1 and ignores a table under a version 2
+    plugin name; the version the module writes turns it on (found by the property suite's long profile)."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
+
+    main = ('[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "crun"\n'
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun]\nruntime_type = "io.containerd.runc.v2"\n')
+    host = _real_node(tmp_path, main)
+    params = {"runtime": "containerd", "config_path": str(tmp_path / "config.toml"),
+              "dropin_path": str(tmp_path / "conf.d" / "99-nvidia.toml"), "containerd_binary": binary}
+    with pytest.raises(GpuFleetError) as error:
+        rc.configure(params, host)
+    assert "default_runtime_name: 'runc' -> 'crun'" in error.value.msg
+    assert (tmp_path / "config.toml").read_text() == main and not (tmp_path / "conf.d" / "99-nvidia.toml").exists()
