@@ -297,9 +297,14 @@ def test_docker_bad_json_fails_with_line_and_column(text, line, column):
     assert "daemon.json is not valid JSON (line %d, column %d)" % (line, column) in exc.value.msg
 
 
-def test_docker_runtimes_must_be_an_object():
-    with pytest.raises(GpuFleetError, match="runtimes must be an object, found list"):
-        docker_plan('{"runtimes": []}')
+@pytest.mark.parametrize("text, key, found", [('{"runtimes": []}', "runtimes", "[]"), ('{"runtimes": "x"}', "runtimes", "'x'"),
+                                              ('{"features": 1}', "features", "1"),
+                                              ('{"runtimes": {"nvidia": "x"}}', "runtimes.nvidia", "'x'")])
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_docker_an_object_that_is_none_is_refused_by_file_key_and_value(text, key, found, state):
+    with pytest.raises(GpuFleetError) as error:
+        docker_plan(text, state=state)
+    assert error.value.msg.startswith("%s: %s must be a JSON object, found %s" % (DAEMON, key, found))
 
 
 @pytest.mark.parametrize("text", [None, "{}", '{"debug": true}'])
