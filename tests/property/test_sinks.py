@@ -37,7 +37,8 @@ def refused_or(target, call):
     return value
 
 
-@given(ctk=st.one_of(st.from_regex(r"(/[A-Za-z0-9._-]{1,8}){1,3}", fullmatch=True), path), rule=st.one_of(st.from_regex(r"(/[A-Za-z0-9._-]{1,8}){1,3}\.rules", fullmatch=True), path))
+@given(ctk=st.one_of(st.from_regex(r"(/[A-Za-z0-9._-]{1,8}){1,3}", fullmatch=True), path),
+       rule=st.one_of(st.from_regex(r"(/[A-Za-z0-9._-]{1,8}){1,3}\.rules", fullmatch=True), path))
 def test_udev_rule(ctk, rule):
     params = {"nvidia_ctk_path": ctk, "rule_path": rule}
     if refused_or("udev rule", lambda: inputs.check("dev_char_symlinks", dev_char.PARAM_RULES, params)) is None:

@@ -132,7 +132,7 @@ def read_config(text, path: str) -> dict:
 def _check_objects(config: dict, path: str) -> None:
     """Refuse a ``runtimes``, ``features`` or runtime entry that is not a JSON object, naming the file, key and value."""
     runtimes = config.get("runtimes")
-    found = [(k, config[k]) for k in ("runtimes", "features") if k in config and not isinstance(config[k], dict)]
+    found = [(k, config[k]) for k in ("runtimes", "features") if config.get(k) is not None and not isinstance(config[k], dict)]
     if isinstance(runtimes, dict):
         found += [("runtimes.%s" % n, e) for n, e in runtimes.items() if not isinstance(e, dict)]
     if found:

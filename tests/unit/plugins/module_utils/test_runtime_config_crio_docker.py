@@ -466,3 +466,9 @@ def test_crio_a_damaged_state_comment_is_refused_by_file(record, mode, state):
         crio_plan(main, [], mode=mode, state=state)
     assert error.value.msg.startswith("%s: the state comment of gpufleet.nvidia.container_runtime" % CONF)
     assert "is damaged (expected" in error.value.msg
+
+
+def test_docker_a_null_runtimes_or_features_is_no_object_yet():
+    """Docker decodes null into an empty map: the module adds its entry as it would to a file without the key."""
+    p = docker_plan('{"runtimes": null, "features": null}', enable_cdi=True)
+    assert json.loads(p.files[0].after)["runtimes"]["nvidia"]["path"] == docker.DEFAULT_BINARY
