@@ -12,7 +12,8 @@ dotfiles and sub-folders included, and will not start on a partial TOML file; co
 ``conf.d/*.toml`` glob matches dotfiles. A write killed mid-way leaves at most that inert file
 one folder up; the next write or removal of the same target takes it away (and any partial an
 older version left beside the target: :func:`leftover_partials`). The directory is flushed
-after the rename. An existing file keeps its mode, owner and SELinux
+after the rename. A backup (``backup=True``) goes one folder up too, as ``<folder>.<name>.<pid>.<date>~``:
+beside the file, CRI-O would read it after the new one. An existing file keeps its mode, owner and SELinux
 context; a new one gets ``mode`` (0644) and missing parent directories 0755. A symbolic link
 is written through: its target gets the content, the link stays a link.
 
@@ -102,6 +103,21 @@ def _clean_partials(target):
         _discard(path)
 
 
+def _backup(module, target):
+    """``AnsibleModule.backup_local``'s copy of ``target``, moved one folder up as ``<folder>.<name>.<pid>.<date>~``
+    (beside the file, CRI-O would read it after the new one, its old settings winning); its path ('' when
+    there was nothing to copy, a dangling link)."""
+    made = module.backup_local(target)
+    folder = _partial_place(target)[0]
+    if not made or folder == os.path.dirname(os.path.abspath(made)):
+        return made  # the target's folder is a mount point: the copy stays beside it
+    suffix = os.path.basename(made)[len(os.path.basename(target)):]
+    dest = os.path.join(folder, "%s.%s%s" % (os.path.basename(os.path.dirname(os.path.abspath(target))),
+                                           os.path.basename(target), suffix))
+    os.rename(made, dest)
+    return dest
+
+
 def _partial_near(target, data):
     """A flushed temporary file holding ``data`` near ``target`` (see :func:`_partial_place`); returns its path."""
     directory, prefix = _partial_place(target)
@@ -157,7 +173,7 @@ def write_file(module, path, content, backup=False, mode=0o644):
     try:
         _make_parent(os.path.dirname(target) or ".")
         if existed and backup:
-            backup_file = module.backup_local(target)
+            backup_file = _backup(module, target)
         _clean_partials(target)
         tmp = _partial_near(target, data)
         module.add_cleanup_file(tmp)
@@ -206,7 +222,7 @@ def remove_file(module, path, backup=False):
         return None
     try:
         if backup:
-            backup_file = module.backup_local(path)
+            backup_file = _backup(module, path)
         os.remove(path)
         _sync_directory(os.path.dirname(path))
     except (IOError, OSError) as exc:

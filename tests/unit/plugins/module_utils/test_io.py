@@ -134,3 +134,20 @@ def test_removing_a_link_removes_the_link_only(tmp_path):
     assert safe_io.remove_file(Module(tmp_path), str(link)) is None
     assert not os.path.lexists(str(link)) and real.read_text() == "x"
     assert safe_io.remove_file(Module(tmp_path), str(link)) is None
+
+
+@pytest.mark.parametrize("change", ["write", "remove"])
+def test_a_backup_lies_outside_the_folder_a_runtime_reads(tmp_path, change):
+    """AnsibleModule.backup_local puts the copy beside the file: in crio.conf.d, CRI-O would read it after the new
+    drop-in (``99-nvidia.toml.<pid>.<date>~`` sorts after ``99-nvidia.toml``), its old settings winning."""
+    conf_d = tmp_path / "crio.conf.d"
+    conf_d.mkdir()
+    target = conf_d / "99-nvidia.toml"
+    target.write_text("old\n")
+    if change == "write":
+        backup = safe_io.write_file(Module(tmp_path), str(target), "new\n", backup=True)
+    else:
+        backup = safe_io.remove_file(Module(tmp_path), str(target), backup=True)
+    assert os.listdir(str(conf_d)) == (["99-nvidia.toml"] if change == "write" else [])
+    assert os.path.dirname(backup) == str(tmp_path) and os.path.basename(backup) == "crio.conf.d.99-nvidia.toml.bak"
+    assert open(backup).read() == "old\n"
