@@ -46,7 +46,8 @@ options:
     choices: [present, checked, crds]
     default: present
   name:
-    description: The release name.
+    description:
+      - The release name, as Helm takes it (lower-case letters, digits, C(-) and C(.), at most 53 characters).
     type: str
     required: true
   namespace:
@@ -54,7 +55,9 @@ options:
     type: str
     required: true
   chart_ref:
-    description: The chart's name in O(chart_repo_url), or a path to a chart directory or C(.tgz) on the control host.
+    description:
+      - The chart's name in O(chart_repo_url), or a path to a chart directory or C(.tgz) on the control host.
+      - Printable ASCII without spaces, not starting with C(-) (Helm would read it as an option).
     type: str
     required: true
   chart_repo_url:
@@ -203,11 +206,12 @@ crd_objects:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import helm as helm_cli
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def _params(module):
-    p = module.params
+    p = inputs.check("helm_release", {"name": inputs.release_name, "chart_ref": inputs.chart_ref}, module.params)
     if p["chart_repo_url"] and not p["chart_version"]:
         raise GpuFleetError("helm_release: chart_version is required with chart_repo_url %r (expected e.g. v26.7.0)" % p["chart_repo_url"])
     chart = {"ref": p["chart_ref"]}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases, plan as P
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version, version_tuple
 
@@ -207,7 +208,7 @@ def release_mode(operator_version, problems):
     text = operator_version or ""
     if not text:
         return "standalone"
-    parsed = version_tuple(text) if isinstance(text, str) and P._CHART_VERSION.match(text) else None
+    parsed = version_tuple(text) if isinstance(text, str) and P._CHART_VERSION.fullmatch(text) else None
     if parsed is None:
         problems.append(
             "%s_operator_version: %s is not a GPU Operator release (expected e.g. v26.7.0 for the GPUCluster path, "
@@ -242,19 +243,20 @@ def _chart(settings, mode, problems):
     """The chart of the path: a local one (``chart_path``), an OCI reference (``chart_ref``, the
     standalone chart), else the repository's at the path's version."""
     if settings.get("chart_path"):
+        P._check_input(settings["chart_path"], ROLE + "_chart_path", inputs.chart_path, problems)
         return {"ref": settings["chart_path"], "check_values": True}
     if settings.get("chart_ref"):
         return _oci_chart(settings, mode, problems)
     # The GPUCluster path installs the operator's chart at the operator's release, which release_mode checked:
     # its values are checked like the gpu_operator role's, and an upgrade goes one release line at a time.
     version = settings.get("operator_version") if mode == "gpucluster" else settings.get("chart_version")
-    if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.match(version)):
+    if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.fullmatch(version)):
         problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
     url = settings.get("chart_repo_url") or ""
     if isinstance(url, str) and url.startswith("oci://"):
         problems.append("%s_chart_repo_url: %s is an OCI registry, which Helm does not take as a repository (expected %s_chart_ref: "
                         "%s/%s for the chart there)" % (ROLE, P._q(url), ROLE, url.rstrip("/"), CHARTS["standalone"]))
-    elif not isinstance(url, str) or not re.match(r"^https?://", url):
+    elif not P.chart_repo_url(url):
         problems.append("%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://..., %s_chart_ref for an oci:// "
                         "chart, or %s_chart_path for a chart on the control host)" % (ROLE, P._q(url), ROLE, ROLE))
     chart = {"ref": CHARTS[mode], "repo_url": url, "version": version, "check_values": True}
@@ -272,10 +274,10 @@ def _oci_chart(settings, mode, problems):
     if mode != "standalone":
         problems.append("%s_chart_ref: the GPUCluster path installs the gpu-operator chart from %s_chart_repo_url (expected '' with "
                         "%s_operator_version %s)" % (ROLE, ROLE, ROLE, P._q(settings.get("operator_version"))))
-    elif not isinstance(ref, str) or not _OCI_CHART.match(ref):
+    elif not isinstance(ref, str) or not _OCI_CHART.fullmatch(ref):
         problems.append("%s_chart_ref: %s is not an OCI reference of the %s chart (expected e.g. "
                         "oci://registry.k8s.io/dra-driver-nvidia/charts/%s)" % (ROLE, P._q(ref), CHARTS["standalone"], CHARTS["standalone"]))
-    if not isinstance(version, str) or not P._CHART_VERSION.match(version):
+    if not isinstance(version, str) or not P._CHART_VERSION.fullmatch(version):
         problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
     return {"ref": ref, "version": version, "check_values": True}
 
@@ -364,7 +366,7 @@ def feature_gates(gates, problems):
         return {}
     result = {}
     for name in sorted(gates, key=str):
-        if not isinstance(name, str) or not _FEATURE_GATE.match(name):
+        if not isinstance(name, str) or not _FEATURE_GATE.fullmatch(name):
             problems.append("%s: %s is not a feature gate name (expected CamelCase, e.g. NVMLDeviceHealthCheck)" % (var, P._q(name)))
             continue
         result[name] = P.to_bool(gates[name], "%s.%s" % (var, name), problems)

@@ -22,6 +22,7 @@ import json
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit, operator_releases
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain, plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import version_tuple
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
@@ -133,7 +134,7 @@ _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")
 def _q(value):
     """A value as it appears in a message: strings quoted, the rest as YAML would show them."""
     if isinstance(value, str):
-        return "'%s'" % value
+        return repr(value)  # a newline or an escape shows as \n, \x1b
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -199,14 +200,30 @@ def _check_overrides(overrides, var, derived, problems):
 
 
 def _check_name(value, var, pattern, what, problems):
-    if not isinstance(value, str) or not value or not pattern.match(value) or len(value) > 253:
+    if not isinstance(value, str) or not value or not pattern.fullmatch(value) or len(value) > 253:
         problems.append("%s: %s is not %s" % (var, _q(value), what))
         return False
     return True
 
 
+def _check_input(value, var, validator, problems):
+    """``validator`` of common/inputs on ``value``; its refusal as a problem of ``var``."""
+    try:
+        validator(value)
+    except inputs.Invalid as exc:
+        problems.append("%s: %s is not %s" % (var, _q(value), exc.expected))
+
+
+def chart_repo_url(url):
+    """Whether ``url`` is a whole chart repository URL (http, https or oci, printable ASCII, no whitespace)."""
+    try:
+        return bool(inputs.url(url, schemes=("http", "https", "oci")))
+    except inputs.Invalid:
+        return False
+
+
 def _check_namespace(value, var, problems):
-    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.match(value):
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         problems.append(
             "%s: %s is not a namespace name (expected a DNS label: lower-case alphanumerics and "
             "'-', at most 63 characters)" % (var, _q(value))
@@ -214,7 +231,7 @@ def _check_namespace(value, var, problems):
 
 
 def _check_duration(value, var, problems):
-    if not isinstance(value, str) or not _DURATION.match(value):
+    if not isinstance(value, str) or not _DURATION.fullmatch(value):
         problems.append("%s: %s is not a duration (expected e.g. 10m or 900s)" % (var, _q(value)))
 
 
@@ -362,7 +379,7 @@ def _cdi_ready(hv, where, problems):
 
 def _node_name(name, host, where, seen, problems):
     """The node's name in the cluster, checked, and recorded in ``seen`` (name -> host)."""
-    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
         problems.append(
             "%s: gpufleet_node_name %s is not a Kubernetes node name (expected lower-case "
             "alphanumerics, '-' and '.'; set gpufleet_node_name to the node's name in the cluster)"
@@ -394,7 +411,7 @@ def _driver_method(hv, where, problems):
 
 
 def _check_label_value(value, var, problems):
-    if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value)):
+    if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value)):
         problems.append(
             "%s %s is not a label value (expected at most 63 alphanumerics, '-', '_' or '.', "
             "starting and ending with an alphanumeric)" % (var, _q(value))
@@ -461,7 +478,7 @@ def _named_plugin_config(name, entry, mig_strategy, prefix, problems, extra_flag
     """The config document of one entry of ``<prefix>_sharing_configs``, or None when it cannot be built."""
     var = prefix + "_sharing_configs"
     where = "%s.%s" % (var, name)
-    if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE.match(name) or not name:
+    if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE.fullmatch(name) or not name:
         problems.append(
             "%s: %s is not a config name (expected a label value: at most 63 alphanumerics, '-', "
             "'_' or '.', starting and ending with an alphanumeric)" % (var, _q(name))
@@ -560,7 +577,7 @@ def _shared_resources(entry, where, mig_strategy, prefix, problems):
 
 
 def _resource_problem(resource, seen, mig_strategy, prefix):
-    if not isinstance(resource, str) or not _RESOURCE.match(resource):
+    if not isinstance(resource, str) or not _RESOURCE.fullmatch(resource):
         return "is not a GPU resource name (expected nvidia.com/gpu or nvidia.com/mig-<profile>, e.g. nvidia.com/mig-1g.10gb)"
     if resource.startswith("nvidia.com/mig-") and mig_strategy != "mixed":
         return "is only advertised with MIG strategy 'mixed' (%s_mig_strategy is %s; expected nvidia.com/gpu)" % (prefix, _q(mig_strategy))
@@ -625,7 +642,7 @@ def registry_secret(settings, prefix, problems):
 
 def _image_registry(settings, prefix, problems):
     registry = settings.get("image_registry") or ""
-    if registry and (not isinstance(registry, str) or not _REGISTRY.match(registry)):
+    if registry and (not isinstance(registry, str) or not _REGISTRY.fullmatch(registry)):
         problems.append(
             "%s_image_registry: %s is not a registry prefix (expected host[:port][/path] without a scheme, "
             "e.g. registry.example.com:5000/nvidia)" % (prefix, _q(registry))
@@ -666,15 +683,16 @@ def namespace_object(name, pod_security):
 def _chart(settings, prefix, name, problems):
     path = settings.get("chart_path") or ""
     if path:
+        _check_input(path, prefix + "_chart_path", inputs.chart_path, problems)
         return {"ref": path, "check_values": True}
     version = settings.get("chart_version")
-    if not isinstance(version, str) or not _CHART_VERSION.match(version):
+    if not isinstance(version, str) or not _CHART_VERSION.fullmatch(version):
         problems.append(
             "%s_chart_version: %s is not a chart version (expected e.g. %s)"
             % (prefix, _q(version), operator_releases.DEFAULT if prefix == "gpu_operator" else "0.20.0")
         )
     url = settings.get("chart_repo_url") or ""
-    if not isinstance(url, str) or not re.match(r"^(https?|oci)://", url):
+    if not chart_repo_url(url):
         problems.append(
             "%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., "
             "or %s_chart_path for a chart on the control host)" % (prefix, _q(url), prefix)
@@ -684,10 +702,7 @@ def _chart(settings, prefix, name, problems):
 
 def _common(settings, prefix, problems):
     _check_namespace(settings.get("namespace"), prefix + "_namespace", problems)
-    _check_name(
-        settings.get("release_name"), prefix + "_release_name", _DNS_LABEL,
-        "a release name (expected lower-case alphanumerics and '-')", problems,
-    )
+    _check_input(settings.get("release_name"), prefix + "_release_name", inputs.release_name, problems)
     _check_duration(settings.get("wait_timeout"), prefix + "_wait_timeout", problems)
     level = settings.get("namespace_pod_security") or ""
     if level not in POD_SECURITY_LEVELS:
@@ -863,7 +878,7 @@ def _driver_version(version, precompiled, problems):
     if not version:
         return ""
     version = str(version)
-    if not _DRIVER_VERSION.match(version):
+    if not _DRIVER_VERSION.fullmatch(version):
         problems.append(
             "gpu_operator_driver_version: %s is not a driver version (expected a branch such as 580 or "
             "a release such as 580.95.05)" % _q(version)
@@ -914,7 +929,7 @@ def _operator_toolkit(settings, enabled, runtime, problems):
     env_dict = dict(env)
     order = [item[0] for item in env] + sorted(k for k in extra_env if k not in env_dict)
     for key, value in extra_env.items():
-        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             problems.append("gpu_operator_toolkit_env: %s is not an environment variable name" % _q(key))
         env_dict[key] = _env_value(value)
     if env_dict and enabled:
@@ -1050,7 +1065,7 @@ def _check_mig_configs(configs, problems):
     names = set()
     for name in sorted(configs, key=str):
         where = "gpu_operator_mig_configs.%s" % name
-        if not isinstance(name, str) or not name or len(name) > 63 or not _LABEL_VALUE.match(name):
+        if not isinstance(name, str) or not name or len(name) > 63 or not _LABEL_VALUE.fullmatch(name):
             problems.append("gpu_operator_mig_configs: %s is not a config name (expected a label value)" % _q(name))
             continue
         names.add(name)

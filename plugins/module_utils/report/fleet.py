@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import textwrap
+import unicodedata
 
 from collections.abc import Mapping
 
@@ -873,9 +874,24 @@ def _row_text(row):
     return lines
 
 
+def _terminal_safe(value):
+    """``value`` (a report, or any part of one) with every control and format character of its strings
+    written as its Python escape (``\\x1b``, ``\\x9b``, ``\\u202e``): the text goes to a terminal, where
+    an ESC or a C1 CSI read from a node would move the cursor, retitle the window or hide lines."""
+    if isinstance(value, str):
+        return "".join(ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Cf") else ch
+                       for ch in value)
+    if isinstance(value, dict):
+        return {_terminal_safe(k): _terminal_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_terminal_safe(v) for v in value]
+    return value
+
+
 def render_text(report):
     """The report as plain text: the fleet, then one block per node, long reasons wrapped at
-    :data:`TEXT_WIDTH` columns (never cut)."""
+    :data:`TEXT_WIDTH` columns (never cut); no control character of the report reaches it (:func:`_terminal_safe`)."""
+    report = _terminal_safe(report)
     lines = _fleet_text(report)
     for row in report["nodes"]:
         lines += _row_text(row)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -686,3 +687,14 @@ def test_a_fleet_at_its_floors_says_so():
     report = R.build_report(["n"], {"n": {"nvidia_driver_version": "580"}}, today="2026-12-03")
     assert report["nodes"][0]["security"]["state"] == "not_judged" and report["security"] == []
     assert "<li>no node below a security floor</li>" in R.render_html(report)
+
+
+@pytest.mark.parametrize("hostile", ["\x1b[2J\x1b]0;owned\x07", "\x9b2J", "\x9d0;owned\x9c", "a\rb", "\u202eevil", "\x00\x7f"])
+def test_the_text_report_passes_no_terminal_control_through(hostile):
+    """A reason read from a node reaches the terminal of whoever reads the role's output: an ESC or a C1
+    CSI (U+009B) there would move the cursor, retitle the window or hide lines."""
+    hv = {"n" + hostile: {"gpufleet_nvidia_validation": {"status": "failed", "gpu_count": 1, "failed": ["bad " + hostile],
+                                                          "checks": []}}}
+    text = R.render_text(R.build_report(["n" + hostile], hv))
+    assert not any(ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
+    assert "bad " + hostile.encode("unicode_escape").decode("ascii") in text.replace("\n" + " " * 14, " ")
