@@ -11,7 +11,10 @@
 #               runc from Debian, not from RPMs: the rpm database starts empty); /etc/os-release
 #               is Rocky Linux 9's (ID, VERSION_ID, ID_LIKE, PLATFORM_ID="platform:el9", which
 #               turns dnf's modularity on) and /etc/redhat-release its release line;
-#               /etc/dnf/vars/releasever says 9 (there is no rocky-release package to say it).
+#               /etc/dnf/vars/releasever says 9 (there is no rocky-release package to say it);
+#               Debian's dnf-plugins-core brings every plugin at once: versionlock is there
+#               before python3-dnf-plugin-versionlock's (stand-in) rpm is installed, and local and
+#               post-transaction-actions, which EL 9 ships apart and does not install, are off.
 # The repositories a node uses are the scenario's business (scripts/lab/build-fake-el-repos.sh).
 # FORCE=1 rebuilds it.
 set -euo pipefail
@@ -78,6 +81,7 @@ build() {  # build TAG
     --customize-hook='mkdir -p "$1/etc/yum.repos.d" "$1/etc/dnf/vars" "$1/etc/rpm" "$1/var/lib/rpm"; echo 9 > "$1/etc/dnf/vars/releasever"' \
     --customize-hook='printf "%%_dbpath /var/lib/rpm\n" > "$1/etc/rpm/macros.dbpath"' \
     --customize-hook='chroot "$1" rpm --initdb' \
+    --customize-hook='sed -i "s/^enabled *=.*/enabled = 0/" "$1/etc/dnf/plugins/local.conf" "$1/etc/dnf/plugins/post-transaction-actions.conf"' \
     --customize-hook='chroot "$1" systemctl disable containerd.service' \
     --customize-hook='echo gpufleet-node > "$1/etc/hostname"' \
     --customize-hook='rm -f "$1/etc/machine-id"; : > "$1/etc/machine-id"' \

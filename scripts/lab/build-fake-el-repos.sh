@@ -75,7 +75,7 @@ pkg() {  # pkg SPEC NAME "REQUIRES, ..." "CONFLICTS, ..." "PROVIDES, ..." [PATH 
   local spec=$1 name=$2 requires=$3 conflicts=$4 provides=$5 files=""
   shift 5
   local body
-  body=$(printf '%%package -n %s\nSummary: test double of %s (gpufleet.nvidia tests)\n' "$name" "$name")
+  body=$(printf '%%package -n %s\nSummary: test double of %s (gpufleet.nvidia tests)\nAutoReqProv: no\n' "$name" "$name")
   [ -n "$requires" ] && body+=$(printf '\nRequires: %s' "$requires")
   [ -n "$conflicts" ] && body+=$(printf '\nConflicts: %s' "$conflicts")
   [ -n "$provides" ] && body+=$(printf '\nProvides: %s' "$provides")
