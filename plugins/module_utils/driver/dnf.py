@@ -60,6 +60,10 @@ COMMON = (
 DRIVER_RPMS = ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms"]
 STREAM_SUFFIX = {"proprietary": "dkms", "open": "open"}
 RPM_QF = "%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n"
+# The locks as the versionlock plugin lists them. Without --disablerepo, dnf 4 loads the metadata of
+# every enabled repository first, and one that cannot be reached (any of the node's) failed the
+# reading of a file the plugin keeps locally (seen with the real dnf 4.14, scenario el9).
+LOCKS_LIST = ["dnf", "-q", "--disablerepo=*", "versionlock", "list"]
 # rpm -qa patterns matching every name of fabric_manager.FAMILY on RHEL.
 FABRIC_MANAGER_GLOBS = ["nvidia-fabric*", "libnvidia-nscq*", "cuda-drivers-fabricmanager*"]
 
@@ -281,9 +285,7 @@ class DnfBackend(object):
         configured = [r for r in repos if r[3] and r[2] == self.baseurl]
         locks = {}
         if VERSIONLOCK_PLUGIN in installed:
-            locks = parse_versionlock(
-                run_checked(self.system, ["dnf", "-q", "versionlock", "list"], "list the version locks")
-            )
+            locks = parse_versionlock(run_checked(self.system, LOCKS_LIST, "list the version locks"))
         return {
             "installed": installed,
             "repo_configured": bool(configured),
