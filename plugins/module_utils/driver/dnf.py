@@ -60,10 +60,15 @@ COMMON = (
 DRIVER_RPMS = ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms"]
 STREAM_SUFFIX = {"proprietary": "dkms", "open": "open"}
 RPM_QF = "%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n"
-# The locks as the versionlock plugin lists them. Without --disablerepo, dnf 4 loads the metadata of
-# every enabled repository first, and one that cannot be reached (any of the node's) failed the
-# reading of a file the plugin keeps locally (seen with the real dnf 4.14, scenario el9).
+# What needs no repository: listing and deleting version locks (the plugin's local file) and leaving
+# a stream (dnf's local module state). Without --disablerepo, dnf 4 loads the metadata of every
+# enabled repository first, and one that cannot be reached (any of the node's) failed them, so that
+# state absent failed where `dnf remove` itself works (seen with the real dnf 4.14: scenario el9,
+# fixtures el9-standin/*-unreachable-repo).
+OFFLINE = ["dnf", "--disablerepo=*"]
 LOCKS_LIST = ["dnf", "-q", "--disablerepo=*", "versionlock", "list"]
+LOCKS_DELETE = OFFLINE + ["versionlock", "delete"]
+STREAM_RESET = OFFLINE + ["module", "reset", "-y", "nvidia-driver"]
 # rpm -qa patterns matching every name of fabric_manager.FAMILY on RHEL.
 FABRIC_MANAGER_GLOBS = ["nvidia-fabric*", "libnvidia-nscq*", "cuda-drivers-fabricmanager*"]
 
@@ -431,7 +436,7 @@ class DnfBackend(object):
         """Release the locks of what moves, then follow the branch's stream (leaving another one first)."""
         if stale:
             held = _specs(dict((n, locks[n]) for n in stale), "dnf versionlock delete")
-            plan.run("versionlock", ["dnf", "versionlock", "delete"] + held, "release the locks of what moves",
+            plan.run("versionlock", LOCKS_DELETE + held, "release the locks of what moves",
                      undo=["dnf", "versionlock", "add"] + held)
         enabled = [s for s, flags in streams.items() if "e" in flags]
         if enabled != [stream]:
@@ -462,11 +467,11 @@ class DnfBackend(object):
         locked = sorted(n for n in current["locks"] if n in names)
         if locked:
             held = _specs(dict((n, current["locks"][n]) for n in locked), "dnf versionlock delete")
-            plan.run("versionlock", ["dnf", "versionlock", "delete"] + held, "release the driver's locks",
+            plan.run("versionlock", LOCKS_DELETE + held, "release the driver's locks",
                      undo=["dnf", "versionlock", "add"] + held)
         if ours:
             plan.run("packages", ["dnf", "remove", "-y"] + _names("dnf remove", ours), "remove the driver's packages")
-            plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the driver's stream")
+            plan.run("stream", STREAM_RESET, "leave the driver's stream")
         return {
             "version": None,
             "available_versions": [],
