@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Build the EL-family node image offline, only when missing:
-#   localhost/gpufleet-node:el9   an EL 9 node as far as the package manager sees it
+# Build the EL-family node images offline, only those missing:
+#   localhost/gpufleet-node:el9    an EL 9 node as far as the package manager sees it
+#   localhost/gpufleet-node:el10   the same image as an EL 10 node (derived from el9: os-release,
+#                                  redhat-release and releasever of Rocky Linux 10; RHEL 10 ships
+#                                  dnf 4 too, its modularity deprecated and no modular content:
+#                                  Red Hat's "Considerations in adopting RHEL 10", Software management)
 # No RHEL, Rocky or AlmaLinux archive is reachable here, so the image is a STAND-IN, and says so
 # in /etc/gpufleet-standin, in a comment of /etc/os-release and in its commit message:
 #   real:       dnf 4 (4.14, Debian's build of the same code) with dnf-plugins-core's versionlock,
@@ -97,4 +101,35 @@ build() {  # build TAG
   podman run --rm "$image" sh -c 'python3 -c "import dnf, platform; print(platform.freedesktop_os_release()[\"PRETTY_NAME\"], \"- dnf\", dnf.VERSION)"; rpm --eval "%_dbpath"'
 }
 
+# build_el10: el9's image, as Rocky Linux 10 reads (no second bootstrap: only what says the release differs)
+build_el10() {
+  local image="$IMAGE_REPO:el10" tmp
+  if [ "${FORCE:-0}" != 1 ] && podman image exists "$image"; then
+    log "image $image present"
+    return 0
+  fi
+  log "building $image from $IMAGE_REPO:el9 (stand-in for EL 10: os-release, redhat-release, releasever)"
+  tmp=$(mktemp -d)
+  sed -e 's/Rocky Linux 9 as dnf/Rocky Linux 10 as dnf/; s/9\.6 (Blue Onyx)/10.0 (Red Quartz)/g; s/"9\.6"/"10.0"/g' \
+      -e 's/platform:el9/platform:el10/; s/rocky:9::baseos/rocky:10::baseos/; s/Rocky-Linux-9/Rocky-Linux-10/' \
+      <(podman run --rm "$IMAGE_REPO:el9" cat /usr/lib/os-release) > "$tmp/os-release"
+  echo "Rocky Linux release 10.0 (Red Quartz)" > "$tmp/redhat-release"
+  echo 10 > "$tmp/releasever"
+  podman run --rm "$IMAGE_REPO:el9" cat /etc/gpufleet-standin | sed 's/EL 9 (Rocky Linux 9)/EL 10 (Rocky Linux 10)/; s/(Rocky Linux 9\.6)/(Rocky Linux 10.0)/' > "$tmp/standin"
+  podman rm -f gpufleet-build-el10 >/dev/null 2>&1 || true
+  podman create --name gpufleet-build-el10 "$IMAGE_REPO:el9" >/dev/null
+  podman cp "$tmp/os-release" gpufleet-build-el10:/usr/lib/os-release
+  podman cp "$tmp/redhat-release" gpufleet-build-el10:/etc/redhat-release
+  podman cp "$tmp/releasever" gpufleet-build-el10:/etc/dnf/vars/releasever
+  podman cp "$tmp/standin" gpufleet-build-el10:/etc/gpufleet-standin
+  podman commit -q \
+    --change 'LABEL gpufleet.standin="EL 10 node: Debian 12 userland, real dnf 4 and rpm, Rocky Linux 10 os-release (/etc/gpufleet-standin)"' \
+    --change "LABEL gpufleet.description=\"gpufleet.nvidia lab node, STAND-IN for EL 10: Debian bookworm userland with real dnf 4 and rpm\"" \
+    gpufleet-build-el10 "$image" >/dev/null
+  podman rm -f gpufleet-build-el10 >/dev/null
+  rm -rf "$tmp"
+  podman run --rm "$image" sh -c 'python3 -c "import dnf, platform; print(platform.freedesktop_os_release()[\"PRETTY_NAME\"], \"- dnf\", dnf.VERSION)"; cat /etc/dnf/vars/releasever'
+}
+
 build el9
+build_el10

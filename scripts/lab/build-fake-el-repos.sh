@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build LOCAL, SIGNED rpm repositories that stand in for NVIDIA's and the distribution's on an
-# EL 9 node (the el9 image of scripts/build-el-images.sh). Test doubles: tiny packages without
+# Build LOCAL, SIGNED rpm repositories that stand in for NVIDIA's and the distribution's on EL 9
+# and EL 10 nodes (the el9 and el10 images of scripts/build-el-images.sh). Test doubles: tiny packages without
 # files of their own (except where said), under the real names, versions laid out as NVIDIA
 # lays them out, signed with a throwaway GPG key made here. What comes from where:
 #
@@ -21,6 +21,10 @@
 #         - github.com/NVIDIA/yum-packaging-nvidia-driver docs/guide-rhel8.md (streams latest,
 #           latest-dkms, XXX, XXX-dkms; profiles default, ks, fm, src; the packages nvidia-driver-cuda,
 #           nvidia-driver-cuda-libs, nvidia-kmod-common, nvidia-modprobe, nvidia-persistenced).
+#       OUTDIR/compute/cuda/repos/rhel10/x86_64 is the same packages (.el10) WITHOUT module
+#       metadata: RHEL 10 carries no modular content (Red Hat, "Considerations in adopting RHEL 10",
+#       Software management: modularity deprecated, no modular content) and NVIDIA's guide installs
+#       the driver there with `dnf install` and `dnf versionlock` alone (the table cited above).
 #       Epoch 3, as NVIDIA's driver packages carry. NOT built: the precompiled streams (`<branch>`,
 #       `latest`: kmod-nvidia-<version>-<kernel> packages for RHEL's kernels, which a container on
 #       this machine's kernel cannot use), the desktop packages, the fabric manager. No default
@@ -33,7 +37,7 @@
 #       NVIDIA Container Toolkit install guide's "With dnf" section configures it): the four
 #       packages at 1.17.8-1, 1.20.0-1, 1.20.1-1 (as scripts/lab/build-fake-nvidia-repo.sh), each
 #       requiring the others at its own version; repodata/repomd.xml signed (repo_gpgcheck).
-#   OUTDIR/el9-distro   the distribution's repositories (BaseOS, AppStream, EPEL) for the three
+#   OUTDIR/el9-distro, OUTDIR/el10-distro   the distribution's repositories (BaseOS, AppStream, EPEL) for the three
 #       packages the roles install from them: dkms (EPEL), python3-dnf-plugin-versionlock
 #       (BaseOS), python3-tomlkit. Empty: the image holds the real code of each from Debian
 #       (dnf-plugins-core's versionlock, python3-tomlkit), so only the rpm database entry is a
@@ -42,22 +46,25 @@
 set -euo pipefail
 out=$1
 arch=x86_64
-dist=el9
+majors="9 10"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$out"
-cuda=$out/compute/cuda/repos/rhel9/$arch
 toolkit=$out/stable/rpm/$arch
-distro=$out/el9-distro
-mkdir -p "$cuda" "$toolkit" "$distro" "$work/rpmbuild"
+mkdir -p "$toolkit" "$work/rpmbuild"
+for major in $majors; do
+  mkdir -p "$out/compute/cuda/repos/rhel$major/$arch" "$out/el$major-distro"
+done
 
 export GNUPGHOME=$work/gnupg
 mkdir -m 0700 "$GNUPGHOME"
 keyname='gpufleet molecule fake NVIDIA rpm repositories <tests@gpufleet.invalid>'
 gpg --batch --quiet --passphrase '' --quick-gen-key "$keyname" rsa2048 sign never
 gpg --batch --quiet --armor --export > "$out/gpgkey"
-cp "$out/gpgkey" "$cuda/D42D0685.pub"
-cp "$out/gpgkey" "$distro/RPM-GPG-KEY-standin"
+for major in $majors; do
+  cp "$out/gpgkey" "$out/compute/cuda/repos/rhel$major/$arch/D42D0685.pub"
+  cp "$out/gpgkey" "$out/el$major-distro/RPM-GPG-KEY-standin"
+done
 
 # One spec per (set, version): each `pkg NAME REQUIRES [FILE MODE CONTENT]...` line becomes a
 # subpackage of that name. RPM's automatic dependencies are off (the packages hold no ELF files,
@@ -100,7 +107,10 @@ spec_build() {  # spec_build SPEC DESTDIR
 
 # --- NVIDIA's CUDA repository: the driver, per version ------------------------------------------
 driver_versions="550.163.01 570.172.08 580.95.05 580.105.08"
+for major in $majors; do
 for v in $driver_versions; do
+  dist=el$major
+  cuda=$out/compute/cuda/repos/rhel$major/$arch
   evr="3:$v-1.$dist"
   s=$work/driver-$v.spec
   spec_begin "$s" "$v" "1.$dist" 3
@@ -114,6 +124,7 @@ for v in $driver_versions; do
   pkg "$s" kmod-nvidia-latest-dkms "dkms, nvidia-kmod-common = $evr" "kmod-nvidia-open-dkms" "nvidia-kmod = $evr"
   pkg "$s" kmod-nvidia-open-dkms "dkms, nvidia-kmod-common = $evr" "kmod-nvidia-latest-dkms" "nvidia-kmod = $evr"
   spec_build "$s" "$cuda"
+done
 done
 
 # --- the toolkit ------------------------------------------------------------------------------
@@ -149,23 +160,29 @@ for vr in 1.17.8-1 1.20.0-1 1.20.1-1; do
 done
 
 # --- the distribution's packages the roles install --------------------------------------------
-s=$work/distro.spec
-spec_begin "$s" 1 "1.$dist" ""
-pkg "$s" dkms "" "" ""
-pkg "$s" python3-dnf-plugin-versionlock "" "" ""
-pkg "$s" python3-tomlkit "" "" ""
-spec_build "$s" "$distro"
+for major in $majors; do
+  s=$work/distro.spec
+  spec_begin "$s" 1 "1.el$major" ""
+  pkg "$s" dkms "" "" ""
+  pkg "$s" python3-dnf-plugin-versionlock "" "" ""
+  pkg "$s" python3-tomlkit "" "" ""
+  spec_build "$s" "$out/el$major-distro"
+done
 
-rpmsign --define "__gpg /usr/bin/gpg" --define "_gpg_name $keyname" --define "_gpg_path $GNUPGHOME" --addsign \
-  "$cuda"/*.rpm "$toolkit"/*.rpm "$distro"/*.rpm 2>&1 >/dev/null | { grep -v GPG_TTY >&2 || true; }
+repos=("$toolkit")
+for major in $majors; do repos+=("$out/compute/cuda/repos/rhel$major/$arch" "$out/el$major-distro"); done
+for repo in "${repos[@]}"; do
+  rpmsign --define "__gpg /usr/bin/gpg" --define "_gpg_name $keyname" --define "_gpg_path $GNUPGHOME" --addsign \
+    "$repo"/*.rpm 2>&1 >/dev/null | { grep -v GPG_TTY >&2 || true; }
+done
 
-# --- metadata -----------------------------------------------------------------------------------
-for repo in "$cuda" "$toolkit" "$distro"; do
+# --- metadata: module metadata for EL 9 only (RHEL 10 carries no modular content) ---------------
+for repo in "${repos[@]}"; do
   createrepo_c --quiet --no-database "$repo"
 done
-python3 "$(dirname "$0")/el-modules.py" "$cuda" "$dist" $driver_versions > "$work/modules.yaml"
-modifyrepo_c --mdtype=modules "$work/modules.yaml" "$cuda/repodata" >/dev/null
-for repo in "$cuda" "$toolkit" "$distro"; do
+python3 "$(dirname "$0")/el-modules.py" el9 $driver_versions > "$work/modules.yaml"
+modifyrepo_c --mdtype=modules "$work/modules.yaml" "$out/compute/cuda/repos/rhel9/$arch/repodata" >/dev/null
+for repo in "${repos[@]}"; do
   gpg --batch --quiet --yes --armor --detach-sign -o "$repo/repodata/repomd.xml.asc" "$repo/repodata/repomd.xml"
 done
 gpgconf --kill all 2>/dev/null || true

@@ -7,7 +7,7 @@ streams ``latest-dkms`` and ``open-dkms`` holding every version; profiles defaul
 (the layout of NVIDIA's CUDA repository for RHEL 8 and 9: see build-fake-el-repos.sh for the
 sources). Each stream's artifacts are the NEVRAs of its packages in the repository.
 
-    el-modules.py REPO_DIR DIST VERSION...
+    el-modules.py DIST VERSION...
 """
 
 import sys
@@ -45,8 +45,8 @@ def stream(name, versions, kmod, dist, modversion):
 
 
 def main(argv):
-    dummy, dist = argv[1], argv[2]
-    versions = argv[3:]
+    dist = argv[1]
+    versions = argv[2:]
     branches = sorted(set(v.split(".")[0] for v in versions), key=int)
     out = []
     modversion = 90000

@@ -1,7 +1,7 @@
-"""Tests of module_utils/driver/dnf.py against the REAL dnf 4 and rpm (tests/unit/fixtures/driver/el9-standin).
+"""Tests of module_utils/driver/dnf.py against the REAL dnf 4 and rpm (tests/unit/fixtures/driver/el9-standin, el10-standin).
 
-Captured by tests/unit/fixtures/driver/capture-el.sh on the EL 9 stand-in node (a Debian 12
-userland with the real dnf 4.14, its versionlock plugin and rpm 4.18, Rocky Linux 9's os-release)
+Captured by tests/unit/fixtures/driver/capture-el.sh on the EL 9 and EL 10 stand-in nodes (a Debian 12
+userland with the real dnf 4.14, its versionlock plugin and rpm 4.18, Rocky Linux 9's or 10's os-release)
 against the stand-in repositories of scripts/lab/build-fake-el-repos.sh: every output below is the
 tools' own; the repositories' packages are test doubles under NVIDIA's names and streams.
 """
@@ -21,6 +21,9 @@ PRISTINE = "el9-standin/pristine"
 INSTALLED = "el9-standin/installed-550.163.01-proprietary"
 UNREACHABLE = "el9-standin/installed-550.163.01-proprietary-unreachable-repo"
 BASEURL = "http://127.0.0.1:8088/compute/cuda/repos/rhel9/x86_64"
+EL10_PRISTINE = "el10-standin/pristine"
+EL10_INSTALLED = "el10-standin/installed-580.105.08-open"
+EL10_BASEURL = "http://127.0.0.1:8088/compute/cuda/repos/rhel10/x86_64"
 NAMES = ["nvidia-driver-cuda", "nvidia-driver-cuda-libs", "nvidia-kmod-common", "nvidia-modprobe", "nvidia-persistenced"]
 AVAILABLE = ["550.163.01", "570.172.08", "580.95.05", "580.105.08"]
 
@@ -103,3 +106,37 @@ def test_present_where_a_repository_cannot_be_reached_names_it(tmp_path):
         run(Replay(UNREACHABLE, tmp_path), version="550", flavor="proprietary", cuda_repo_baseurl=BASEURL)
     assert "could not list the nvidia-driver streams" in raised.value.msg
     assert "Failed to download metadata for repo 'unreachable'" in raised.value.msg
+
+
+# --- EL 10: NVIDIA's repository without the nvidia-driver module ------------------------------------
+
+
+def test_el10_pristine_installs_and_locks_without_a_stream(tmp_path):
+    """On RHEL 10 `dnf module list nvidia-driver` exits 1, "No matching Modules to list" (also.json,
+    the real answer): the planner asked for the streams first and failed on every RHEL 10 node."""
+    answers = real_answers(EL10_PRISTINE)
+    assert [(rc, err.strip()) for rc, dummy, err in answers.values()] == [(1, "Error: No matching Modules to list")]
+    replay = Replay(EL10_PRISTINE, tmp_path, overrides=answers)
+    result = run(replay, version="580", flavor="open", cuda_repo_baseurl=EL10_BASEURL)
+    evr = "3:580.105.08-1.el10"
+    names = NAMES + ["kmod-nvidia-open-dkms"]
+    assert plan_of(result) == [
+        "create /etc/yum.repos.d/cuda-rhel10.repo (add NVIDIA's CUDA repository)",
+        "dnf install -y python3-dnf-plugin-versionlock",
+        " ".join(["dnf", "install", "-y", "--allowerasing"] + specs(names, evr)),
+        " ".join(["dnf", "versionlock", "add"] + specs(names, evr)),
+        "create /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf (blacklist nouveau)",
+    ]
+    assert result["available_versions"] == AVAILABLE
+    assert not [c for c in replay.calls if "module" in c]
+
+
+def test_el10_installed_is_idempotent_moves_and_goes_without_a_stream(tmp_path):
+    assert run(Replay(EL10_INSTALLED, tmp_path / "a"), version="580", flavor="open",
+               cuda_repo_baseurl=EL10_BASEURL)["plan"] == []
+    moved = run(Replay(EL10_INSTALLED, tmp_path / "b"), version="550", flavor="proprietary", cuda_repo_baseurl=EL10_BASEURL)
+    assert [line.split()[1] for line in moved["plan"]] == ["'--disablerepo=*'", "install", "versionlock"]
+    absent = run(Replay(EL10_INSTALLED, tmp_path / "c"), state="absent")
+    assert [line.split(" ", 3)[:3] for line in absent["plan"][:2]] == [
+        ["dnf", "'--disablerepo=*'", "versionlock"], ["dnf", "remove", "-y"]]
+    assert not [line for line in absent["plan"] if " module " in line]
