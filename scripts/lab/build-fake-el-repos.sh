@@ -106,9 +106,9 @@ spec_build() {  # spec_build SPEC DESTDIR
 }
 
 # --- NVIDIA's CUDA repository: the driver, per version ------------------------------------------
-driver_versions="550.163.01 570.172.08 580.95.05 580.105.08"
+driver_versions=(550.163.01 570.172.08 580.95.05 580.105.08)
 for major in $majors; do
-for v in $driver_versions; do
+for v in "${driver_versions[@]}"; do
   dist=el$major
   cuda=$out/compute/cuda/repos/rhel$major/$arch
   evr="3:$v-1.$dist"
@@ -180,7 +180,7 @@ done
 for repo in "${repos[@]}"; do
   createrepo_c --quiet --no-database "$repo"
 done
-python3 "$(dirname "$0")/el-modules.py" el9 $driver_versions > "$work/modules.yaml"
+python3 "$(dirname "$0")/el-modules.py" el9 "${driver_versions[@]}" > "$work/modules.yaml"
 modifyrepo_c --mdtype=modules "$work/modules.yaml" "$out/compute/cuda/repos/rhel9/$arch/repodata" >/dev/null
 for repo in "${repos[@]}"; do
   gpg --batch --quiet --yes --armor --detach-sign -o "$repo/repodata/repomd.xml.asc" "$repo/repodata/repomd.xml"

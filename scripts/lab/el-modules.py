@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The stand-in CUDA repository's module metadata (modules.yaml, modulemd v2), on stdout.
 
 One ``nvidia-driver`` module: per branch of the versions given, the streams ``<branch>-dkms``
