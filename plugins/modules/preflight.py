@@ -19,7 +19,7 @@ description:
     C(nouveau)) are skipped and the desired state itself is still checked; the message starts with
     C(no NVIDIA GPU on this host). The P(gpufleet.nvidia.discover#role) role runs preflight on GPU nodes only.
   - "Rules: C(driver_version_format), C(cuda_version_format) (malformed input), C(os_supported)
-    (package method on Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9),
+    (package method on Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9/10),
     C(driver_missing) and C(driver_drift) (preinstalled method), C(driver_not_package_owned)
     (package method over a driver from elsewhere; operator method over a host driver, blocking),
     C(operator_driver) (the GPU Operator's driver container on a node prepared on the host: a warning,

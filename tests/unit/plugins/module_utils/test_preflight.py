@@ -167,7 +167,7 @@ def test_os_supported():
         (
             "blocking",
             "driver_method package is not supported on Ubuntu 20.04.6 LTS (supported: Debian 12/13, "
-            "Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9)",
+            "Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9/10)",
         )
     ]
     # any OS will do for a pre-installed driver
