@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import textwrap
 
 from collections.abc import Mapping
@@ -144,14 +145,33 @@ def _os_text(facts):
     return os_facts.get("pretty_name") or " ".join(x for x in (os_facts.get("id"), os_facts.get("version_id")) if x) or None
 
 
+#: The fixes of the causes a run most often stops at on a node, by what its message says.
+STOP_FIXES = (
+    (re.compile(r"sudo: (command )?not found"),
+     "the node has no sudo: connect as root and set gpufleet_become: false for it, or install sudo on it"),
+    (re.compile(r"Failed to connect to the host|unreachable|Connection (timed out|refused)", re.I),
+     "check that the control host reaches the node as the inventory says (ansible NODE -m ansible.builtin.ping)"),
+    (re.compile(r"Failed to fetch|Could not resolve|Temporary failure resolving|could not download|Unable to connect to", re.I),
+     "the node cannot reach the package repository: check its network and proxy, or point the repository's URL "
+     "(container_toolkit_repo_url, nvidia_driver_cuda_repo_baseurl, or the node's own apt sources) at a mirror it reaches"),
+)
+
+
 def _stopped(value):
     if not value:
         return None
     if isinstance(value, dict):
         stage = value.get("stage") or value.get("task") or "unknown stage"
         detail = " / ".join(str(value[k]) for k in ("task", "msg") if value.get(k) and value.get(k) != stage)
-        return "the run stopped at %s%s" % (stage, ": " + detail if detail else "")
+        return "the run stopped at %s%s%s" % (stage, ": " + detail if detail else "", _stop_fix(str(value.get("msg") or "")))
     return "the run stopped at %s" % value
+
+
+def _stop_fix(msg):
+    """`` (fix: ...)`` for a message of a known cause that does not give its fix itself, else ''."""
+    if "(fix: " in msg:
+        return ""
+    return next((" (fix: %s)" % fix for pattern, fix in STOP_FIXES if pattern.search(msg)), "")
 
 
 def _allocatable(cluster, cnode, expect, gpu_count):
@@ -303,10 +323,10 @@ def _row_status(facts, val, cnode, stopped, gpu_count, not_checked):
 
 def _unvalidated(facts, stopped, not_checked):
     """A host the validate role did not reach: failed where the run stopped on it, else not validated."""
-    if not facts:
-        return "not_validated", [] if stopped else [_NO_FACTS]
     if stopped:
-        return "failed", not_checked
+        return "failed", not_checked if facts else []
+    if not facts:
+        return "not_validated", [_NO_FACTS]
     return "not_validated", [_NOT_VALIDATED]
 
 

@@ -474,7 +474,7 @@ def test_gpu_names_are_grouped_in_the_order_they_come():
 
 @pytest.mark.parametrize("facts,stopped,status,not_checked", [
     ({}, None, "not_validated", ["no facts: the host was unreachable, or the run stopped before it was discovered"]),
-    ({}, "the run stopped at drain", "not_validated", []),
+    ({}, "the run stopped at drain", "failed", []),  # unreachable, or failed before discovery: failed, not unknown
     ({"gpu_count": 1}, "the run stopped at drain", "failed", ["kept"]),
     ({"gpu_count": 1}, None, "not_validated", ["not validated: the run did not reach gpufleet.nvidia.validate on this host"]),
 ])
@@ -660,3 +660,22 @@ def test_long_reasons_are_wrapped_not_cut():
     assert [line for line in block if len(line) > R.TEXT_WIDTH] == [line for line in block if "x" * 120 in line]  # a path stays whole
     page = R.render_html(report)
     assert "<li>%s</li>" % reason.strip() in page and "overflow-wrap: anywhere" in page
+
+
+@pytest.mark.parametrize("msg, fix", [
+    ("Task failed: Premature end of stream waiting for become success.\n>>> Standard Error\n/bin/sh: 1: sudo: not found",
+     "gpufleet_become: false"),
+    ("Failed to connect to the host via ssh: ssh: connect to host 10.0.0.9 port 22: Connection timed out",
+     "-m ansible.builtin.ping"),
+    ("apt-get update failed (rc 100): E: Failed to fetch http://repo.invalid/dists/InRelease  Could not resolve 'repo.invalid'",
+     "cannot reach the package repository"),
+])
+def test_where_the_run_stopped_comes_with_the_fix_of_a_known_cause(msg, fix):
+    stopped = R._stopped({"stage": "the driver layer", "task": "Install", "msg": msg})  # pylint: disable=protected-access
+    assert stopped.startswith("the run stopped at the driver layer: Install / ") and ("(fix: " + "") in stopped
+    assert fix in stopped.split("(fix: ")[1]
+
+
+def test_a_message_that_gives_its_fix_gets_no_other():
+    msg = "preflight: 1 blocking problem: [x] y (fix: z). To accept it on purpose instead: waive: [x]"
+    assert R._stopped({"stage": "discovery", "msg": msg}).count("(fix: ") == 1  # pylint: disable=protected-access
