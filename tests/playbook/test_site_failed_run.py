@@ -71,3 +71,16 @@ def test_a_run_whose_every_node_fails_reports_each_node_where_and_why_with_the_f
     assert "-m ansible.builtin.ping" in rows["gpu-c"]["failed"][0]
     # the run fails after the report, naming the nodes
     assert "The fleet's validation failed (3 nodes failed, 0 drifted): gpu-a; gpu-b; gpu-c" in out
+
+
+def test_a_declared_gpu_node_found_without_a_gpu_is_failed_and_named(tmp_path):
+    tmp = str(tmp_path)
+    root = hostfs.materialize(os.path.join(F.FIXTURES, "hosts", "debian12-nogpu", "root"))
+    hosts = {"gpu-x": {"discover_host_root": root, "validate_host_root": root, "nvidia_driver_method": "package",
+                       "discover_preflight": False}}
+    rc, out, report = _run(tmp, hosts)
+    assert rc != 0
+    assert "Could not match supplied host pattern" not in out
+    assert "The inventory declares it a GPU node (gpu_nodes): the report fails it" in out
+    (row,) = report["nodes"]
+    assert row["status"] == "failed" and row["failed"][0].startswith("declared a GPU node (inventory group gpu_nodes), but no NVIDIA GPU")

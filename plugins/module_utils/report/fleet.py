@@ -458,10 +458,10 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
     data = data if data is not None else host_data(hosts, hostvars)
     cluster = _cluster_of(data)
     day = report_date(today, generated_at)
-    rows = [build_row(str(h), data.get(str(h)) or {}, cluster, day) for h in hosts or []]
+    run = plain(run or {})
+    rows = [_declared_gpu_node(build_row(str(h), data.get(str(h)) or {}, cluster, day), run) for h in hosts or []]
     rows.sort(key=lambda r: (STATUSES.index(r["status"]), r["host"]))
     counts = dict((s, len([r for r in rows if r["status"] == s])) for s in STATUSES)
-    run = plain(run or {})
     fleet_failed = list((cluster or {}).get("failed") or []) + _cluster_change_failures(run.get("cluster_change"))
     overall = _overall(run, counts, fleet_failed)
     if run.get("limit"):
@@ -479,6 +479,22 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
         "lifecycle": _fleet_lifecycle(rows),
         "nodes": rows,
     }
+
+
+DECLARED_WITHOUT_GPU = (
+    "declared a GPU node (inventory group gpu_nodes), but no NVIDIA GPU was found on it, so no GPU layer prepared it "
+    "(fix: check that the node sees its GPU on the PCI bus, lspci -nn -d 10de:, and its instance type or BIOS; or take "
+    "the host out of gpu_nodes; or set gpufleet_prepare_without_gpu: true to prepare it without one, as for an image build)"
+)
+
+
+def _declared_gpu_node(row, run):
+    """``row``, failed where the inventory declares the host a GPU node (``run['gpu_nodes']``, the
+    report role's) and it was found without one: a GPU lost from the bus, or a wrong inventory."""
+    if row["status"] == "no_gpu" and row["host"] in (run.get("gpu_nodes") or ()):
+        row["status"] = "failed"
+        row["failed"] = [DECLARED_WITHOUT_GPU] + row["failed"]
+    return row
 
 
 def _summary(rows, counts):

@@ -679,3 +679,20 @@ def test_where_the_run_stopped_comes_with_the_fix_of_a_known_cause(msg, fix):
 def test_a_message_that_gives_its_fix_gets_no_other():
     msg = "preflight: 1 blocking problem: [x] y (fix: z). To accept it on purpose instead: waive: [x]"
     assert R._stopped({"stage": "discovery", "msg": msg}).count("(fix: ") == 1  # pylint: disable=protected-access
+
+
+def test_a_declared_gpu_node_without_a_gpu_is_failed_with_the_fix():
+    # lab-debian12 has no GPU: not declared, it is a node without GPU; declared in gpu_nodes, it is a failure
+    hv = example_hostvars(cluster=False)
+    plain_row = row(R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN), "lab-debian12")
+    assert plain_row["status"] == "no_gpu" and plain_row["failed"] == []
+    report = R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=dict(RUN, gpu_nodes=["lab-debian12", "gpu-h200-01"]))
+    declared = row(report, "lab-debian12")
+    assert declared["status"] == "failed" and report["status"] == "failed"
+    assert declared["failed"] == [
+        "declared a GPU node (inventory group gpu_nodes), but no NVIDIA GPU was found on it, so no GPU layer prepared it "
+        "(fix: check that the node sees its GPU on the PCI bus, lspci -nn -d 10de:, and its instance type or BIOS; or "
+        "take the host out of gpu_nodes; or set gpufleet_prepare_without_gpu: true to prepare it without one, as for an "
+        "image build)"]
+    assert row(report, "gpu-h200-01")["status"] == row(R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN),
+                                                        "gpu-h200-01")["status"]
