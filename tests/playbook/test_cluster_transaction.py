@@ -265,6 +265,9 @@ def test_a_change_that_cannot_work_is_refused_before_any_host_layer(tmp_path, cl
     assert rc != 0
     assert message in out, out[-6000:]
     assert "cluster change refused before any layer ran, nothing changed" in out
+    # the run's last word is the refusal, not "The fleet's validation failed (0 nodes failed, 0 drifted)"
+    last = out[out.index("The fleet failed: "):].splitlines()[0]
+    assert "cluster change refused before any layer ran" in last and "0 nodes" not in last
     assert cluster.writes() == [] and cluster.releases == {}
     # The driver, toolkit and validate plays ended at their first task.
     assert "TASK [gpufleet.nvidia.nvidia_driver" not in out and "TASK [gpufleet.nvidia.validate" not in out

@@ -70,7 +70,7 @@ def test_a_run_whose_every_node_fails_reports_each_node_where_and_why_with_the_f
     assert rows["gpu-c"]["failed"][0].startswith("the run stopped at discovery and preflight: Connect to the node / ")
     assert "-m ansible.builtin.ping" in rows["gpu-c"]["failed"][0]
     # the run fails after the report, naming the nodes
-    assert "The fleet's validation failed (3 nodes failed, 0 drifted): gpu-a; gpu-b; gpu-c" in out
+    assert "The fleet failed: 3 nodes failed, 0 drifted (gpu-a, gpu-b, gpu-c). See " in out
 
 
 def test_a_declared_gpu_node_found_without_a_gpu_is_failed_and_named(tmp_path):
