@@ -252,7 +252,11 @@ def _full_run_hosts(root, unreachable=None):
     ("unreachable node", None, "host 'gpu-op': failed or was unreachable in this run"),
     ("wrong cluster layer", {"gpufleet_cluster_layer": "gpu-operator"}, "gpufleet_cluster_layer: 'gpu-operator' is not a cluster layer"),
     ("no helm", {"gpu_operator_helm_binary": "/nonexistent/helm"}, "helm: cannot run /nonexistent/helm"),
-    ("no kubeconfig", {"gpu_operator_kubeconfig": "/nonexistent/kubeconfig"}, "'/nonexistent/kubeconfig' is not a file"),
+    ("no kubeconfig", {"gpu_operator_kubeconfig": "/nonexistent/kubeconfig"},
+     "gpu_operator_kubeconfig: '/nonexistent/kubeconfig' is not a file"),
+    # set fleet-wide, the message names the variable the user set
+    ("no fleet kubeconfig", {"gpu_operator_kubeconfig": "{{ gpufleet_kubeconfig }}", "gpufleet_kubeconfig": "/nonexistent/kubeconfig"},
+     "gpufleet_kubeconfig: '/nonexistent/kubeconfig' is not a file"),
 ])
 def test_a_change_that_cannot_work_is_refused_before_any_host_layer(tmp_path, cluster, case, extra, message):
     tmp = str(tmp_path)
