@@ -357,12 +357,29 @@ def _row_flavor(facts, row):
             return flavor, None
     if row["loaded"]:
         return "unknown", "the loaded module's /proc/driver/nvidia/version names neither open nor proprietary modules"
+    packaged = _packages_flavor(driver.get("packages"))
+    if packaged:
+        return packaged, "from its installed packages: no nvidia module is loaded or built to read it from"
     there = row["installed"] or driver.get("packages") or driver.get("package") or driver.get("libcuda")
     if there or driver.get("source") not in (None, "absent"):
         if not facts:
             return "unknown", "no facts of the node: only its validation was read"
         return "unknown", "no nvidia module is loaded and modinfo found no installed one to read it from"
     return None, None
+
+
+#: Packages of the driver's kernel modules (Debian's and Ubuntu's DKMS and prebuilt modules, EL's
+#: kmod): an "open" in the name is the open flavour, as the driver role chooses them.
+_KERNEL_PACKAGE = re.compile(r"(dkms|kernel|linux-modules-nvidia|kmod-nvidia)")
+
+
+def _packages_flavor(packages):
+    """The flavour of the installed kernel-module packages (``open``, ``proprietary``), or None."""
+    names = [str(p.get("name") or "") for p in packages or [] if isinstance(p, dict)]
+    modules = [n for n in names if "nvidia" in n and _KERNEL_PACKAGE.search(n)]
+    if not modules:
+        return None
+    return "open" if any("open" in n for n in modules) else "proprietary"
 
 
 def _row_lifecycle(driver, today):

@@ -696,3 +696,19 @@ def test_a_declared_gpu_node_without_a_gpu_is_failed_with_the_fix():
         "image build)"]
     assert row(report, "gpu-h200-01")["status"] == row(R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN),
                                                         "gpu-h200-01")["status"]
+
+
+@pytest.mark.parametrize("packages, flavor", [
+    (["nvidia-kernel-dkms", "nvidia-driver", "libcuda1"], "proprietary"),  # Debian's, as the lab installs them
+    (["nvidia-open-kernel-dkms", "nvidia-driver"], "open"),
+    (["linux-modules-nvidia-580-server-open-6.8.0-45-generic", "nvidia-utils-580-server"], "open"),  # Ubuntu's
+    (["nvidia-dkms-550-server", "nvidia-utils-550-server"], "proprietary"),
+])
+def test_without_a_module_the_flavour_is_the_installed_packages_as_the_driver_role_says(packages, flavor):
+    # The driver role says which flavour it installed; the report said "flavour unknown" where
+    # DKMS built no module (the lab): the packages say which.
+    driver = {"version": None, "flavor": None, "installed": {"state": "missing", "flavor": None},
+              "packages": [{"name": n, "version": "1"} for n in packages], "source": "package"}
+    report = R.build_report(["n"], {"n": {"gpufleet_nvidia": {"gpu_count": 0, "driver": driver}}})
+    found = report["nodes"][0]["driver"]
+    assert found["flavor"] == flavor and "installed packages" in found["flavor_why"]
