@@ -33,6 +33,7 @@ HOST_VARS = (
     "gpufleet_nvidia_validation",  # gpufleet.nvidia.host_validate (+ cluster_expect from the role)
     "validate_cluster_verdict",  # the validate role's cluster checks (same on every host)
     "gpufleet_stopped_at",  # set by a playbook where the run stopped on the host
+    "report_stopped_at",  # the same, kept by the report role's `stopped` (site.yml's rescues)
     "nvidia_driver_version",  # declared driver, for hosts that were not validated
     "container_toolkit_version",  # declared toolkit, idem
     "container_toolkit_runtime",  # declared runtime, idem
@@ -230,7 +231,7 @@ def build_row(host, hv, cluster, today=None):
     val = hv.get("gpufleet_nvidia_validation") or {}
     cnode = _dig(cluster, "nodes", host) if cluster else None
     expect = val.get("cluster_expect") or {}
-    stopped = _stopped(hv.get("gpufleet_stopped_at"))
+    stopped = _stopped(hv.get("gpufleet_stopped_at") or hv.get("report_stopped_at"))
     gpus = _row_gpus(facts, val)
     failed, drifted, not_checked = _row_messages(val, cnode, cluster, stopped)
     status, not_checked = _row_status(facts, val, cnode, stopped, gpus["count"], not_checked)
