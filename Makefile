@@ -30,6 +30,7 @@ setup:
 	scripts/setup-host.sh
 	scripts/setup-venv.sh
 	scripts/build-images.sh
+	scripts/build-el-images.sh
 
 lint:
 	STAGES=lint scripts/test.sh

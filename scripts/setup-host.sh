@@ -3,13 +3,15 @@
 #  - rootful podman from bookworm, configured for this kind of host (runc, ulimits),
 #  - mmdebstrap to build the node images offline from Debian's packages,
 #  - containerd (its binary validates runtime configs in the unit tests),
-#  - shellcheck, which ansible-test sanity runs on the shell scripts.
+#  - shellcheck, which ansible-test sanity runs on the shell scripts,
+#  - rpm (rpmbuild, rpmsign) and createrepo-c, which build the stand-in rpm repositories of the EL
+#    scenarios (scripts/lab/build-fake-el-repos.sh); dnf itself runs only inside the EL images.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "setup-host.sh"
 
 PACKAGES=(podman runc uidmap slirp4netns fuse-overlayfs catatonit containernetworking-plugins
-          mmdebstrap debian-archive-keyring containerd python3-venv git rsync shellcheck)
+          mmdebstrap debian-archive-keyring containerd python3-venv git rsync shellcheck rpm createrepo-c)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -14,6 +14,7 @@ STAGES=${STAGES:-"lint sanity unit property playbook docs matrix integration pac
 stage "setup: host" "$ROOT/scripts/setup-host.sh"
 stage "setup: venv" "$ROOT/scripts/setup-venv.sh"
 stage "setup: images" "$ROOT/scripts/build-images.sh"
+stage "setup: EL images" "$ROOT/scripts/build-el-images.sh"
 stage "setup: containerd" "$ROOT/scripts/fetch-containerd.sh"
 stage "setup: helm" "$ROOT/scripts/fetch-helm.sh"
 

@@ -35,6 +35,11 @@ description:
     O(today); a branch past its end of life has C(state=past), one not in the table
     C(state=unknown). The report's C(lifecycle) lists the fleet's branches with their hosts.
     Neither changes a row's status.
+  - Each row's C(security) judges its installed (else loaded, else declared) driver, its installed
+    Container Toolkit and containerd against the collection's table of security floors on
+    O(today) (the pairing with the host's C(discover_kubernetes_version) where set); each finding
+    names its bulletin and the version that fixes it. The report's C(security) lists the fleet's
+    bulletins with the hosts below them. Neither changes a row's status.
 positional: hostvars
 options:
   _input:
@@ -111,6 +116,17 @@ _value:
           state: past
           msg: "R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most"
           hosts: [lab-debian12]
+    security:
+      description: The bulletins the fleet's nodes are below, each with what it is, when it was published, where it
+        was read and the hosts below it.
+      type: list
+      elements: dict
+      sample:
+        - bulletin: nvidia-5861
+          msg: "NVIDIA security bulletin 5861 (GPU Display Driver, September 2026: CVE-2026-47587 and more)"
+          published: "2026-09-30"
+          source: https://github.com/NVIDIA/product-security/tree/main/2026/5861
+          hosts: [gpu-h200-01]
 """
 
 from ansible.errors import AnsibleFilterError

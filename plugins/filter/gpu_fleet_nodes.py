@@ -68,7 +68,8 @@ _value:
           runtime: containerd
           sharing_config: ts-4
           mig_config: ""
-          gpus: {count: 1, smi: [{name: NVIDIA H200, mig_capable: true, memory_total_mib: 143771}]}
+          gpus: {count: 1, smi: [{name: NVIDIA H200, mig_capable: true, memory_total_mib: 143771}],
+                 pci: [{name: "GH100 [H200 SXM 141GB]", device_id: "0x2335", mig_capable: true}]}
     problems:
       description: One message per bad variable, naming the host, the variable, the value and what is accepted.
       type: list

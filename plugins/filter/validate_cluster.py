@@ -84,13 +84,14 @@ _value:
       description:
         - With C(cluster.labels.enabled), the labels each GPU node gets by host
           (C(gpufleet.nvidia/driver-branch), C(gpufleet.nvidia/driver-eol),
-          C(gpufleet.nvidia/driver-flavor), C(gpufleet.nvidia/validation)), the merge C(patches)
+          C(gpufleet.nvidia/driver-flavor), C(gpufleet.nvidia/security-floor), C(gpufleet.nvidia/validation)), the merge C(patches)
           (Node objects) that set them and remove them from nodes no longer GPU nodes of the
           inventory, and the C(annotation) that records them on each node.
       type: dict
       sample: {enabled: true, annotation: gpufleet.nvidia/validate.labels, error: null, patches: [],
                nodes: {gpu-a: {gpufleet.nvidia/driver-branch: "580", gpufleet.nvidia/driver-eol: 2028-06,
-                               gpufleet.nvidia/driver-flavor: open, gpufleet.nvidia/validation: ok}}}
+                               gpufleet.nvidia/driver-flavor: open, gpufleet.nvidia/security-floor: "5861",
+                               gpufleet.nvidia/validation: ok}}}
     cuda_pods:
       description: The vector-add pods to run (Pod objects).
       type: list

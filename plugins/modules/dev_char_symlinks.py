@@ -62,10 +62,14 @@ options:
       - The udev rule file. NVIDIA's notice names C(/lib/udev/rules.d/71-nvidia-dev-char.rules);
         the default is the same name in the administrator's folder, which also overrides a copy
         a package might put there.
+      - An absolute, normalized path ending in C(.rules), without whitespace or control characters.
     type: path
     default: /etc/udev/rules.d/71-nvidia-dev-char.rules
   nvidia_ctk_path:
-    description: The nvidia-ctk the rule and the module run.
+    description:
+      - The nvidia-ctk the rule and the module run.
+      - 'An absolute, normalized path without whitespace, control characters, C(") or C(\) (they would end
+        or change the rule''s C(RUN+=) value), C($) or C(%) (udev substitutes them).'
     type: path
     default: /usr/bin/nvidia-ctk
 attributes:

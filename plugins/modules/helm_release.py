@@ -46,7 +46,8 @@ options:
     choices: [present, checked, crds]
     default: present
   name:
-    description: The release name.
+    description:
+      - The release name, as Helm takes it (lower-case letters, digits, C(-) and C(.), at most 53 characters).
     type: str
     required: true
   namespace:
@@ -54,7 +55,9 @@ options:
     type: str
     required: true
   chart_ref:
-    description: The chart's name in O(chart_repo_url), or a path to a chart directory or C(.tgz) on the control host.
+    description:
+      - The chart's name in O(chart_repo_url), or a path to a chart directory or C(.tgz) on the control host.
+      - Printable ASCII without spaces, not starting with C(-) (Helm would read it as an option).
     type: str
     required: true
   chart_repo_url:
@@ -93,6 +96,20 @@ options:
     type: list
     elements: dict
     default: []
+  kube_version:
+    description:
+      - The API server's version (C(v1.36.2)), for C(helm template --kube-version); empty for helm's built-in one.
+      - The cluster check reads it with M(kubernetes.core.k8s_cluster_info), so a chart's C(kubeVersion) and its
+        own checks see the cluster's.
+    type: str
+    default: ""
+  apis:
+    description:
+      - The APIs the cluster serves, as M(kubernetes.core.k8s_cluster_info) returns them (its C(apis)); each
+        C(group/version) and C(group/version/Kind) is given to C(helm template --api-versions). Empty for helm's
+        built-in ones.
+    type: dict
+    default: {}
   binary_path:
     description: The helm binary; empty for C(helm) on PATH.
     type: path
@@ -189,11 +206,12 @@ crd_objects:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import helm as helm_cli
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def _params(module):
-    p = module.params
+    p = inputs.check("helm_release", {"name": inputs.release_name, "chart_ref": inputs.chart_ref}, module.params)
     if p["chart_repo_url"] and not p["chart_version"]:
         raise GpuFleetError("helm_release: chart_version is required with chart_repo_url %r (expected e.g. v26.7.0)" % p["chart_repo_url"])
     chart = {"ref": p["chart_ref"]}
@@ -201,7 +219,8 @@ def _params(module):
         chart.update(repo_url=p["chart_repo_url"], version=p["chart_version"])
     return {"name": p["name"], "namespace": p["namespace"], "chart": chart, "values": p["values"] or {},
             "wait": p["wait"], "wait_timeout": p["wait_timeout"], "check_values": p["check_values"],
-            "values_crd": p["values_crd"], "release_lines": p["release_lines"] or []}
+            "values_crd": p["values_crd"], "release_lines": p["release_lines"] or [],
+            "capabilities": helm_cli.capabilities(p["kube_version"], p["apis"])}
 
 
 def run(module):
@@ -239,6 +258,8 @@ def main():
             check_values=dict(type="bool", default=False),
             values_crd=dict(type="str", default=""),
             release_lines=dict(type="list", elements="dict", default=[]),
+            kube_version=dict(type="str", default=""),
+            apis=dict(type="dict", default={}),
             binary_path=dict(type="path"),
             kubeconfig=dict(type="path"),
             context=dict(type="str", default=""),

@@ -19,9 +19,11 @@ description:
     C(nouveau)) are skipped and the desired state itself is still checked; the message starts with
     C(no NVIDIA GPU on this host). The P(gpufleet.nvidia.discover#role) role runs preflight on GPU nodes only.
   - "Rules: C(driver_version_format), C(cuda_version_format) (malformed input), C(os_supported)
-    (package method on Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9),
+    (package method on Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9/10),
     C(driver_missing) and C(driver_drift) (preinstalled method), C(driver_not_package_owned)
-    (package method over a driver from elsewhere), C(gpu_open_modules) (open modules need Turing
+    (package method over a driver from elsewhere; operator method over a host driver, blocking),
+    C(operator_driver) (the GPU Operator's driver container on a node prepared on the host: a warning,
+    the cluster layer moves it off first), C(gpu_open_modules) (open modules need Turing
     or newer; Blackwell and Grace Hopper need them), C(gpu_driver_branch) (Maxwell, Pascal and
     Volta end with R580, Kepler with R470; Hopper needs R525, H200 R550, Blackwell R570,
     HGX B200 570.133.20), C(cuda_driver) (CUDA minimum driver; only the CUDA major's family
@@ -30,7 +32,7 @@ description:
     need a MOK key unless Ubuntu's precompiled signed modules apply), C(kernel_headers) (DKMS on
     Debian and RHEL), C(containerd_cri) (CRI plugin disabled), C(container_runtime) (runtime not
     found), C(fabric_manager_missing) and C(fabric_manager_version) (hosts with NVSwitches, see
-    below)."
+    below), C(security_floor) (see below)."
   - "On a host with NVSwitches (HGX / DGX boards), NVIDIA's fabric manager must run at exactly the
     driver's version, or CUDA fails to initialise on every GPU. C(fabric_manager_missing) is
     blocking with O(driver_method=preinstalled) when no fabric manager is installed (nothing would
@@ -46,6 +48,14 @@ description:
     (type and end of life, C(plugins/module_utils/common/lifecycle.py)) on O(today). A branch
     past its end of life is a warning, or blocking with O(driver_lifecycle=fail); a branch not
     in the table is a warning that says so. Every branch judged is in RV(lifecycle)."
+  - "C(security_floor) judges the declared driver release (a branch alone installs its newest)
+    and with O(driver_method=preinstalled) the installed one, the declared (O(toolkit_version))
+    else the installed Container Toolkit, and the installed containerd against the collection's table of security floors
+    (C(plugins/module_utils/common/security.py)) on O(today): a driver below its branch's floor
+    in NVIDIA's driver bulletins, a toolkit below NVIDIA's toolkit bulletins' floor, a containerd
+    line past its end of life, and containerd 1.x under O(kubernetes_version) 1.36 or later. Each
+    problem names the bulletin and the version that fixes it; a warning, or blocking with
+    O(security_floors=fail). Every subject judged is in RV(security)."
   - "C(driver_flavor=auto) resolves as the driver role installs: the open modules where a GPU
     needs them (Blackwell, Grace Hopper), the proprietary ones where a GPU is older than Turing,
     else NVIDIA's default of the declared branch (open from R560, proprietary before)."
@@ -101,10 +111,10 @@ options:
     type: list
     elements: str
     choices: [driver_version_format, cuda_version_format, os_supported, driver_missing,
-              driver_not_package_owned, driver_drift, gpu_open_modules, gpu_driver_branch,
+              driver_not_package_owned, driver_drift, operator_driver, gpu_open_modules, gpu_driver_branch,
               cuda_driver, gpu_cuda, driver_lifecycle, nouveau, secure_boot, kernel_headers,
               containerd_cri, container_runtime, fabric_manager_missing, fabric_manager_version,
-              next_boot_module, driver_library_mismatch, nvml_reload_exposure]
+              security_floor, next_boot_module, driver_library_mismatch, nvml_reload_exposure]
     default: []
   driver_lifecycle:
     description:
@@ -114,9 +124,29 @@ options:
     type: str
     choices: [warn, fail]
     default: warn
+  security_floors:
+    description:
+      - What a version below a security floor is, in the C(security_floor) rule - V(warn) a
+        warning, V(fail) a blocking problem.
+    type: str
+    choices: [warn, fail]
+    default: warn
+  toolkit_version:
+    description:
+      - The Container Toolkit version the toolkit role installs (V(1.20.0-1)), judged by
+        C(security_floor) instead of the installed one.
+      - Omitted, the installed toolkit is judged.
+    type: str
+  kubernetes_version:
+    description:
+      - The cluster's Kubernetes version (V(1.36.2)), for the C(security_floor) rule's pairing of
+        Kubernetes and containerd (containerd 1.x is not supported from Kubernetes 1.36 on).
+      - Omitted, the pairing is not judged.
+    type: str
   today:
     description:
-      - The date the branches' end of life is compared with, as V(YYYY-MM-DD).
+      - The date the branches' end of life, the bulletins and the runtime lines' end of life are
+        compared with, as V(YYYY-MM-DD).
       - Defaults to the date (UTC) on the machine that runs the check - the control host when
         O(facts) is given, else the node.
     type: str
@@ -253,6 +283,29 @@ resolved:
   type: dict
   sample: {driver_method: preinstalled, driver_flavor: open, driver_version: 580.159.04,
            driver_version_source: installed}
+security:
+  description:
+    - What C(security_floor) judged, one entry a subject - C(of) V(declared) or V(installed),
+      C(versions), C(state) (V(below), V(ok), V(not_judged)), C(bulletins) and C(findings), each
+      with its C(kind) (V(driver), V(toolkit), V(runtime), V(pairing)), C(version), C(fixed) (the
+      version that fixes it), C(bulletins), C(mitigation) and C(text).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - of: installed
+      versions: ["580.159.04"]
+      state: below
+      bulletins: [nvidia-5861]
+      text: "driver 580.159.04 is below R580's security floor 580.178.04: NVIDIA security bulletin 5861 (...)"
+      findings:
+        - kind: driver
+          component: driver
+          version: 580.159.04
+          fixed: 580.178.04
+          bulletins: [nvidia-5861]
+          mitigation: null
+          text: "driver 580.159.04 is below R580's security floor 580.178.04: NVIDIA security bulletin 5861 (...)"
 lifecycle:
   description:
     - Each driver branch judged by C(driver_lifecycle) - the installed driver's

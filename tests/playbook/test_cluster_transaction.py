@@ -130,10 +130,15 @@ def test_mixed_to_all_prepared_and_back_never_widens_the_operator(tmp_path, clus
     release = cluster.releases[("gpu-operator", "gpu-operator")]
     assert release["values"]["driver"]["enabled"] is False and release["values"]["toolkit"]["enabled"] is False
     upgrade = _index(cluster, "helm", "upgrade", start)
-    removals = _node_patches(cluster, start)
-    assert removals and min(removals) > upgrade
+    # gpu-op moves from the operator's driver to the host's: labelled out and cordoned before
+    # anything else (before the host layers), uncordoned last; every other label goes after the chart.
+    patches = _node_patches(cluster, start)
+    moved = [i for i in patches if cluster.timeline[i][2].endswith("/gpu-op")]
+    assert moved and moved[0] < upgrade and moved[1] < upgrade and moved[-1] == max(patches)
+    assert min(set(patches) - set(moved[:2])) > upgrade
     assert all(DRIVER not in cluster.labels(n) and TOOLKIT not in cluster.labels(n) for n in MIXED)
     assert all(ANN not in cluster.nodes[n]["metadata"]["annotations"] for n in MIXED)
+    assert not cluster.nodes["gpu-op"].get("spec", {}).get("unschedulable")
 
     # Mixed again: the labels are back before the chart widens.
     _project(tmp, cluster, MIXED)

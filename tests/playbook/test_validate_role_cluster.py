@@ -303,7 +303,8 @@ def test_a_second_validation_in_the_same_run_does_not_reuse_the_first_reading(tm
 
 # --- the collection's node labels ---------------------------------------------------------------
 
-OURS = ("gpufleet.nvidia/driver-branch", "gpufleet.nvidia/driver-eol", "gpufleet.nvidia/driver-flavor", "gpufleet.nvidia/validation")
+OURS = ("gpufleet.nvidia/driver-branch", "gpufleet.nvidia/driver-eol", "gpufleet.nvidia/driver-flavor",
+        "gpufleet.nvidia/security-floor", "gpufleet.nvidia/validation")
 ANNOTATION = "gpufleet.nvidia/validate.labels"
 
 
@@ -343,9 +344,11 @@ def test_gpu_nodes_get_the_labels_and_a_node_that_left_the_fleet_loses_them(tmp_
         assert '+            "gpufleet.nvidia/driver-eol": "2028-06",' in out
         rc, out = _run(tmp)
         assert rc == 0, out
-        # the capture's driver (580.159.04, open modules) on its host root; nvidia-smi is not there, so validation failed
+        # the capture's driver (580.159.04, open modules) on its host root; nvidia-smi is not there, so validation failed;
+        # 580.159.04 is below the floor of NVIDIA's September 2026 driver bulletin (5861)
         assert _ours(kube, "gpu-a") == ({"gpufleet.nvidia/driver-branch": "580", "gpufleet.nvidia/driver-eol": "2028-06",
-                                         "gpufleet.nvidia/driver-flavor": "open", "gpufleet.nvidia/validation": "failed"},
+                                         "gpufleet.nvidia/driver-flavor": "open", "gpufleet.nvidia/security-floor": "5861",
+                                         "gpufleet.nvidia/validation": "failed"},
                                         ",".join(sorted(OURS))), out
         assert _ours(kube, "cpu-1") == ({}, None)
         assert _ours(kube, "gpu-old") == ({}, None)

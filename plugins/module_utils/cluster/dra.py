@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases, plan as P
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version, version_tuple
 
@@ -60,6 +61,16 @@ DERIVED_VALUES = {
                    "kubeletPlugin.affinity"),
 }
 _FEATURE_GATE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+# The standalone chart from an OCI registry: NVIDIA publishes it at
+# oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu as well as on NGC (the
+# driver's docs/upgrade.md). Helm takes such a reference as the chart itself, with no --repo.
+_OCI_CHART = re.compile(r"^oci://[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*/%s$" % CHARTS["standalone"])
+# DeviceClass spec.extendedResourceName (resource.k8s.io/v1; beta in Kubernetes 1.36): an extended
+# resource's name, a DNS subdomain prefix outside kubernetes.io and a name part.
+_EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# The resource the standalone chart's own gpu.nvidia.com class carries (templates/deviceclass-gpu.yaml,
+# where resource.k8s.io/v1 is served); the operator's GPUCluster (v26.7.0) sets none.
+CHART_EXTENDED_RESOURCE = "nvidia.com/gpu"
 
 
 # --- Small readers ------------------------------------------------------------------------------
@@ -175,7 +186,7 @@ def dra_plan(fleet, settings, hostvars):
     pod_security = P._common(dict(s, namespace=release["namespace"], release_name=release["name"]), ROLE, problems)
     chart = _chart(s, mode, problems)
     values = chart_values(s, mode, selected, problems)
-    classes = device_classes(s.get("device_classes"), problems)
+    classes = device_classes(s.get("device_classes"), mode, problems)
     chosen = set(n["name"] for n in selected)
     wanted = dict((n["name"], {LABEL_KUBELET_PLUGIN: "true"} if mode == "standalone" and n["name"] in chosen else {}) for n in nodes)
     return P._result(
@@ -197,7 +208,7 @@ def release_mode(operator_version, problems):
     text = operator_version or ""
     if not text:
         return "standalone"
-    parsed = version_tuple(text) if isinstance(text, str) and P._CHART_VERSION.match(text) else None
+    parsed = version_tuple(text) if isinstance(text, str) and P._CHART_VERSION.fullmatch(text) else None
     if parsed is None:
         problems.append(
             "%s_operator_version: %s is not a GPU Operator release (expected e.g. v26.7.0 for the GPUCluster path, "
@@ -229,18 +240,25 @@ def _selected(nodes, mode, problems):
 
 
 def _chart(settings, mode, problems):
-    """The chart of the path: a local one (``chart_path``), else the repository's at the path's version."""
+    """The chart of the path: a local one (``chart_path``), an OCI reference (``chart_ref``, the
+    standalone chart), else the repository's at the path's version."""
     if settings.get("chart_path"):
+        P._check_input(settings["chart_path"], ROLE + "_chart_path", inputs.chart_path, problems)
         return {"ref": settings["chart_path"], "check_values": True}
+    if settings.get("chart_ref"):
+        return _oci_chart(settings, mode, problems)
     # The GPUCluster path installs the operator's chart at the operator's release, which release_mode checked:
     # its values are checked like the gpu_operator role's, and an upgrade goes one release line at a time.
     version = settings.get("operator_version") if mode == "gpucluster" else settings.get("chart_version")
-    if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.match(version)):
+    if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.fullmatch(version)):
         problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
     url = settings.get("chart_repo_url") or ""
-    if not isinstance(url, str) or not re.match(r"^(https?|oci)://", url):
-        problems.append("%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., or %s_chart_path for a "
-                        "chart on the control host)" % (ROLE, P._q(url), ROLE))
+    if isinstance(url, str) and url.startswith("oci://"):
+        problems.append("%s_chart_repo_url: %s is an OCI registry, which Helm does not take as a repository (expected %s_chart_ref: "
+                        "%s/%s for the chart there)" % (ROLE, P._q(url), ROLE, url.rstrip("/"), CHARTS["standalone"]))
+    elif not P.chart_repo_url(url):
+        problems.append("%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://..., %s_chart_ref for an oci:// "
+                        "chart, or %s_chart_path for a chart on the control host)" % (ROLE, P._q(url), ROLE, ROLE))
     chart = {"ref": CHARTS[mode], "repo_url": url, "version": version, "check_values": True}
     if mode == "gpucluster":
         problem = operator_releases.parse(version) and operator_releases.release_problem(version, ROLE + "_operator_version")
@@ -248,6 +266,20 @@ def _chart(settings, mode, problems):
             problems.append(problem)
         chart.update(values_crd=operator_releases.VALUES_CRD, lines=operator_releases.chart_lines())
     return chart
+
+
+def _oci_chart(settings, mode, problems):
+    """The standalone chart by its OCI reference, at ``chart_version``."""
+    ref, version = settings["chart_ref"], settings.get("chart_version")
+    if mode != "standalone":
+        problems.append("%s_chart_ref: the GPUCluster path installs the gpu-operator chart from %s_chart_repo_url (expected '' with "
+                        "%s_operator_version %s)" % (ROLE, ROLE, ROLE, P._q(settings.get("operator_version"))))
+    elif not isinstance(ref, str) or not _OCI_CHART.fullmatch(ref):
+        problems.append("%s_chart_ref: %s is not an OCI reference of the %s chart (expected e.g. "
+                        "oci://registry.k8s.io/dra-driver-nvidia/charts/%s)" % (ROLE, P._q(ref), CHARTS["standalone"], CHARTS["standalone"]))
+    if not isinstance(version, str) or not P._CHART_VERSION.fullmatch(version):
+        problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
+    return {"ref": ref, "version": version, "check_values": True}
 
 
 def _release(settings, mode):
@@ -334,7 +366,7 @@ def feature_gates(gates, problems):
         return {}
     result = {}
     for name in sorted(gates, key=str):
-        if not isinstance(name, str) or not _FEATURE_GATE.match(name):
+        if not isinstance(name, str) or not _FEATURE_GATE.fullmatch(name):
             problems.append("%s: %s is not a feature gate name (expected CamelCase, e.g. NVMLDeviceHealthCheck)" % (var, P._q(name)))
             continue
         result[name] = P.to_bool(gates[name], "%s.%s" % (var, name), problems)
@@ -342,25 +374,49 @@ def feature_gates(gates, problems):
 
 
 # --- Objects ------------------------------------------------------------------------------------
-def device_classes(classes, problems):
-    """DeviceClasses the site adds beside the driver's own: ``[{name, expression}]``, each a narrower
-    selection of the driver's GPUs (a CEL expression over ``device.attributes['gpu.nvidia.com']``)."""
+def device_classes(classes, mode, problems):
+    """DeviceClasses the site adds beside the driver's own: ``[{name, expression, extended_resource_name}]``,
+    each a narrower selection of the driver's GPUs (a CEL expression over ``device.attributes['gpu.nvidia.com']``),
+    optionally serving pods that ask for an extended resource (``nvidia.com/gpu``) through DRA."""
     var = ROLE + "_device_classes"
     if not isinstance(classes, (list, tuple)):
         problems.append("%s: %s is not a list of {name, expression} (expected e.g. [{name: h200.nvidia.com, expression: ...}])" % (var, P._q(classes)))
         return []
     objects, seen = [], set()
+    # the standalone chart's gpu.nvidia.com already serves nvidia.com/gpu: a second class would take it over
+    resources = {CHART_EXTENDED_RESOURCE: "the chart's own gpu.nvidia.com class"} if mode == "standalone" else {}
     for index, entry in enumerate(classes):
         where = "%s[%d]" % (var, index)
         obj = _device_class(entry, where, seen, problems)
-        if obj:
+        if obj and _extended_resource(entry, where, obj, resources, problems):
             objects.append(obj)
     return sorted(objects, key=lambda o: o["metadata"]["name"])
 
 
+def _extended_resource(entry, where, obj, resources, problems):
+    """Set ``spec.extendedResourceName`` from ``extended_resource_name``: valid, and one class per resource
+    (Kubernetes gives a resource two classes claim to the newer one). False where it is refused."""
+    name = entry.get("extended_resource_name")
+    if name in (None, ""):
+        return True
+    where += ".extended_resource_name"
+    if not isinstance(name, str) or len(name) > 316 or not _EXTENDED_RESOURCE.match(name) or name.split("/")[0].endswith("kubernetes.io"):
+        problems.append("%s: %s is not an extended resource name (expected a domain-prefixed name outside kubernetes.io, e.g. "
+                        "nvidia.com/gpu or example.com/h200)" % (where, P._q(name)))
+        return False
+    if name in resources:
+        problems.append("%s: %s is already served by %s (expected one DeviceClass per extended resource: Kubernetes gives it to the "
+                        "newer class)" % (where, P._q(name), resources[name]))
+        return False
+    resources[name] = "%s (%s)" % (obj["metadata"]["name"], where.rsplit(".", 1)[0])
+    obj["spec"]["extendedResourceName"] = name
+    return True
+
+
 def _device_class(entry, where, seen, problems):
-    if not isinstance(entry, dict) or set(entry) - {"name", "expression"}:
-        problems.append("%s: %s is not {name, expression} (expected exactly those keys)" % (where, P._q(entry)))
+    if not isinstance(entry, dict) or set(entry) - {"name", "expression", "extended_resource_name"}:
+        problems.append("%s: %s is not {name, expression, extended_resource_name} (expected those keys, the last one optional)"
+                        % (where, P._q(entry)))
         return None
     name, expression = entry.get("name"), entry.get("expression")
     if not P._check_name(name, where + ".name", P._DNS_SUBDOMAIN, "a DeviceClass name (expected lower-case alphanumerics, '-' and '.')", problems):

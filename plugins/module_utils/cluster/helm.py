@@ -133,9 +133,17 @@ class Helm(object):
         out = self._call(["show", "crds"] + self.chart_args(chart), "reading the CRDs of chart %s" % describe_chart(chart))
         return [d for d in _yaml_docs(out, "CRDs of chart %s" % describe_chart(chart)) if isinstance(d, dict)]
 
-    def template(self, release, namespace, chart, values_file):
-        """The manifests the values render to (client side: no cluster needed)."""
+    def template(self, release, namespace, chart, values_file, capabilities=None):
+        """The manifests the values render to (client side), with the cluster's capabilities
+        (``{kube_version, api_versions}``, see :func:`capabilities`): without them helm renders
+        for its own built-in ones, and a chart that checks for an API (the GPU Operator's check
+        for Dynamic Resource Allocation) fails on a cluster that serves it."""
         args = ["template", release] + self.chart_args(chart) + ["--namespace", namespace, "--values", values_file]
+        capabilities = capabilities or {}
+        if capabilities.get("kube_version"):
+            args += ["--kube-version", capabilities["kube_version"]]
+        if capabilities.get("api_versions"):
+            args += ["--api-versions", ",".join(capabilities["api_versions"])]
         return self._call(args, "rendering %s with the planned values" % describe_chart(chart))
 
     # --- the release ---------------------------------------------------------------------------
@@ -148,6 +156,14 @@ class Helm(object):
                 return None
             raise
         return _json(out, "status of release %s" % release)
+
+    def metadata(self, release, namespace):
+        """The release's chart and version (``helm get metadata -o json``): ``helm status -o json``
+        names no chart in Helm 3.18 or 4.1 (its keys: name, info, config, manifest, version,
+        namespace, and Helm 4's apply_method)."""
+        out = self._call(["get", "metadata", release, "--namespace", namespace, "--output", "json"],
+                         "reading the chart of release %s" % release, cluster=True)
+        return _json(out, "metadata of release %s" % release) or {}
 
     def values(self, release, namespace):
         """The values the release was given (``helm get values``: user-supplied only)."""
@@ -179,6 +195,18 @@ def _yaml_docs(text, what):
     return docs or [None]
 
 
+def capabilities(kube_version, apis):
+    """What the cluster serves, as ``helm template`` takes it: the API server's version and each
+    ``group/version`` and ``group/version/Kind`` of ``apis`` (kubernetes.core.k8s_cluster_info's
+    ``apis``: ``{group/version: {Kind: ...}}``), the two forms helm's own install reads from the
+    cluster's discovery."""
+    versions = set()
+    for group_version, kinds in (apis or {}).items():
+        versions.add(group_version)
+        versions.update("%s/%s" % (group_version, kind) for kind in (kinds or {}) if isinstance(kind, str))
+    return {"kube_version": kube_version or "", "api_versions": sorted(versions)}
+
+
 def describe_chart(chart):
     if chart.get("repo_url"):
         return "%s %s from %s" % (chart["ref"], chart.get("version") or "(latest)", chart["repo_url"])
@@ -186,16 +214,19 @@ def describe_chart(chart):
 
 
 # --- The decision -------------------------------------------------------------------------------
-def release_state(status, deployed_values):
-    """What the cluster holds: status, revision, chart version and values (None: no release)."""
+def release_state(status, metadata, deployed_values):
+    """What the cluster holds: status, revision, chart version and values (None: no release).
+
+    ``status`` is ``helm status -o json`` (its ``info`` and ``version``, the revision),
+    ``metadata`` is ``helm get metadata -o json`` (``chart``, ``version``: the chart's)."""
     if status is None:
         return None
     info = status.get("info") or {}
-    meta = (status.get("chart") or {}).get("metadata") or {}
+    meta = metadata or {}
     return {
         "status": info.get("status") or "unknown",
         "revision": status.get("version"),
-        "chart": meta.get("name"),
+        "chart": meta.get("chart"),
         "chart_version": meta.get("version"),
         "description": info.get("description") or "",
         "values": normalised(deployed_values),
@@ -296,7 +327,7 @@ def check(helm, params, values_file):
             "helm: chart %s: the repository has no version %s (helm resolved it to %s); nothing was changed"
             % (chart["ref"], chart["version"], meta.get("version")))
     crds = check_values(helm, chart, params["values"], params["values_crd"], meta) if params.get("check_values") else None
-    manifest = helm.template(params["name"], params["namespace"], chart, values_file)
+    manifest = helm.template(params["name"], params["namespace"], chart, values_file, params.get("capabilities"))
     current = read_release(helm, params["name"], params["namespace"])
     version = chart.get("version") or meta.get("version")
     check_release_line(params.get("release_lines"), current, version, params["name"])
@@ -346,7 +377,9 @@ def apply(helm, params, values_file, checked):
 def read_release(helm, name, namespace):
     """The release's state with its values, or None when it is not installed."""
     status = helm.status(name, namespace)
-    return release_state(status, helm.values(name, namespace) if status is not None else None)
+    if status is None:
+        return None
+    return release_state(status, helm.metadata(name, namespace), helm.values(name, namespace))
 
 
 def _state_after(helm, name, namespace):

@@ -66,7 +66,7 @@ def _selected(devices, count):
 def _gpu_problems(gpu, index, entry):
     where = "GPU %d (%s)" % (index, gpu.get("name") or "unknown")
     if not gpu.get("mig_capable"):
-        return ["%s cannot do MIG (nvidia-smi reports its MIG mode as N/A)" % where]
+        return ["%s cannot do MIG (%s)" % (where, gpu.get("mig_why") or "nvidia-smi reports its MIG mode as N/A")]
     memory_mib = gpu.get("memory_total_mib")
     devices = entry.get("mig-devices") or {}
     if not memory_mib or not isinstance(devices, dict):

@@ -70,7 +70,7 @@ def label_changes(node_labels, cluster_nodes, role, component):
     for entry in node_labels or []:
         planned.add(entry["name"])
         meta = _planned_node(entry, current, role, problems)
-        if meta is None:
+        if meta is None or entry.get("hold"):
             continue
         first, second = _node_changes(entry["name"], entry.get("labels") or {}, entry.get("remove") or {},
                                       meta.get("labels") or {}, _recorded(meta, key), key)
@@ -105,6 +105,17 @@ def _planned_node(entry, current, role, problems):
         )
         return None
     return current[entry["name"]]
+
+
+def label_out(name, meta, label, value, component):
+    """The patch that sets ``label`` to ``value`` on node ``name`` (its live ``meta``) and records
+    it in the component's annotation; None when both are there already."""
+    key = annotation_key(component)
+    recorded = _recorded(meta, key)
+    labels = meta.get("labels") or {}
+    if labels.get(label) == value and label in recorded:
+        return None
+    return _patch(name, {label: value}, {key: _record(recorded | {label})})
 
 
 def _left_nodes(current, planned, key):

@@ -6,7 +6,14 @@ the order upgrades must take, and the values that only some releases read.
 Sources, read 2026-12-01: NVIDIA GPU Operator release notes and life-cycle policy ("only the
 current major release line is supported"; "upgrade one release line at a time"), the charts'
 values.yaml at the tags v25.10.0, v26.3.3 and v26.7.0 (the three releases the unit tests check
-the role's values against, from the reference charts beside the checkout).
+the role's values against, from the reference charts beside the checkout). Read 2026-12-03: the
+releases below the toolkit bulletins' floor (common/security.py, OPERATOR_FLOORS) are planned
+with a warning naming the bulletin.
+
+Known but not verified here, so not in the table: v26.7.1 (October 2026) and v26.7.2 exist (built
+by third-party distributions from NVIDIA's source on 2026-10-09 and 2026-10-21), but neither their
+release notes nor their charts could be read; NVIDIA's git mirror beside the checkout stops at
+v26.7.0. The 26.7 platform matrix's Kubernetes 1.37 is likewise not read here.
 
 A new release is one entry of RELEASES (and of LINES for a new line).
 """
@@ -15,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import security
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import version_tuple
 
 # Release lines in upgrade order: an installed release moves one line at a time.
@@ -23,7 +31,10 @@ LINES = ("25.10", "26.3", "26.7")
 # line -> (released, NVIDIA's support of the line as of the date above)
 LINE_SUPPORT = {
     "25.10": ("2025-10", "end of support (NVIDIA supports only the 26.x line)"),
-    "26.3": ("2026-03", "supported"),
+    # NVIDIA's life-cycle policy: once a major version is out, the previous one is in maintenance
+    # (critical bug and CVE fixes only); its page lists 26.3.x as Deprecated (read for the
+    # collection's facts 2026-12-01; the stored copy read 2026-12-03 was older).
+    "26.3": ("2026-03", "deprecated (maintenance only since 26.7: critical bug and CVE fixes)"),
     "26.7": ("2026-08", "supported"),
 }
 
@@ -165,6 +176,9 @@ def plan_release(settings, nodes, toolkit_nodes, values, problems):
     if not entry["supported"]:
         warnings.append("gpu_operator_chart_version: %s is of the %s line: %s; upgrade to %s, one release line at a time"
                         % (version, entry["line"], entry["support"], DEFAULT))
+    floor = security.operator_floor(version)
+    if floor:
+        warnings.append("gpu_operator_chart_version: %s" % floor["text"])
     if not entry["known_release"]:
         warnings.append("gpu_operator_chart_version: %s is not a release this collection was tested with (the %s line's newest "
                         "known is %s)" % (version, entry["line"], newest_of_line(entry["line"])))

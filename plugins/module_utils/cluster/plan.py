@@ -22,8 +22,10 @@ import json
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit, operator_releases
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain, plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import version_tuple
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
 
 try:
     import yaml
@@ -135,7 +137,7 @@ _DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$")
 def _q(value):
     """A value as it appears in a message: strings quoted, the rest as YAML would show them."""
     if isinstance(value, str):
-        return "'%s'" % value
+        return repr(value)  # a newline or an escape shows as \n, \x1b
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -201,14 +203,30 @@ def _check_overrides(overrides, var, derived, problems):
 
 
 def _check_name(value, var, pattern, what, problems):
-    if not isinstance(value, str) or not value or not pattern.match(value) or len(value) > 253:
+    if not isinstance(value, str) or not value or not pattern.fullmatch(value) or len(value) > 253:
         problems.append("%s: %s is not %s" % (var, _q(value), what))
         return False
     return True
 
 
+def _check_input(value, var, validator, problems):
+    """``validator`` of common/inputs on ``value``; its refusal as a problem of ``var``."""
+    try:
+        validator(value)
+    except inputs.Invalid as exc:
+        problems.append("%s: %s is not %s" % (var, _q(value), exc.expected))
+
+
+def chart_repo_url(url):
+    """Whether ``url`` is a whole chart repository URL (http, https or oci, printable ASCII, no whitespace)."""
+    try:
+        return bool(inputs.url(url, schemes=("http", "https", "oci")))
+    except inputs.Invalid:
+        return False
+
+
 def _check_namespace(value, var, problems):
-    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.match(value):
+    if not isinstance(value, str) or len(value) > 63 or not _DNS_LABEL.fullmatch(value):
         problems.append(
             "%s: %s is not a namespace name (expected a DNS label: lower-case alphanumerics and "
             "'-', at most 63 characters)" % (var, _q(value))
@@ -216,7 +234,7 @@ def _check_namespace(value, var, problems):
 
 
 def _check_duration(value, var, problems):
-    if not isinstance(value, str) or not _DURATION.match(value):
+    if not isinstance(value, str) or not _DURATION.fullmatch(value):
         problems.append("%s: %s is not a duration (expected e.g. 10m or 900s)" % (var, _q(value)))
 
 
@@ -231,6 +249,11 @@ def discovered_gpus(facts):
         "smi": [
             {"name": g.get("name"), "mig_capable": bool(g.get("mig_capable")), "memory_total_mib": g.get("memory_total_mib")}
             for g in smi.get("gpus") or [] if isinstance(g, dict)
+        ],
+        # What the PCI bus says of each GPU, for when nvidia-smi does not answer.
+        "pci": [
+            {"name": g.get("name"), "device_id": g.get("device_id"), "mig_capable": gpu_table.mig_capable(g.get("device_id") or "")}
+            for g in facts.get("gpus") or [] if isinstance(g, dict)
         ],
     }
 
@@ -289,10 +312,24 @@ def fleet_nodes(hosts, hostvars, role, run=None):
 
 def _run_lookup(run):
     """The run's record with sets for its hosts, looked up once per node (its lists would make
-    the lookups quadratic in the fleet's size)."""
-    if isinstance(run, dict) and run.get("discovered"):
-        return {"discovered": True, "hosts": set(run.get("hosts") or []), "reached": set(run.get("reached") or [])}
-    return run
+    the lookups quadratic in the fleet's size): ``hosts`` and ``reached`` (discovery), ``failed``
+    (nodes whose host layer failed in this run) and ``moved`` (nodes moved from the operator's
+    driver to the host's before the host layers)."""
+    if not isinstance(run, dict):
+        return run
+    found = dict(run)
+    for key in ("hosts", "reached", "failed", "moved"):
+        found[key] = set(run.get(key) or [])
+    return found
+
+
+def _held(host, run):
+    """``(held, moved_back)``: the node's host layer failed in this run, so the parts of the
+    cluster change that rely on it are held back; a node that was moving from the operator's
+    driver to the host's goes back to the operator's."""
+    if not isinstance(run, dict) or host not in run.get("failed", ()):
+        return False, False
+    return True, host in run.get("moved", ())
 
 
 def _fleet_node(host, raw, where, run, seen, problems):
@@ -304,6 +341,9 @@ def _fleet_node(host, raw, where, run, seen, problems):
     name = _node_name(hv.get("gpufleet_node_name") or host, host, where, seen, problems)
     method = _driver_method(hv, where, problems)
     host_toolkit = to_bool(hv.get("container_toolkit_enabled", method != "operator"), "%s: container_toolkit_enabled" % where, problems)
+    held, moved_back = _held(host, run)
+    if moved_back:
+        method, host_toolkit = "operator", False
     runtime = hv.get("container_toolkit_runtime", "containerd")
     if runtime not in RUNTIMES:
         problems.append(
@@ -325,6 +365,9 @@ def _fleet_node(host, raw, where, run, seen, problems):
         "gpus": plain(discovered_gpus(host_fact(raw, "gpufleet_nvidia"))),
         "runtime_version": discovered_runtime_version(host_fact(raw, "gpufleet_nvidia"), runtime),
         "cdi_ready": _cdi_ready(hv, where, problems),
+        "operator_driver": ((host_fact(raw, "gpufleet_nvidia") or {}).get("driver") or {}).get("source") == "operator",
+        "held": held,
+        "moved_back": moved_back,
     }
 
 
@@ -340,7 +383,7 @@ def _cdi_ready(hv, where, problems):
 
 def _node_name(name, host, where, seen, problems):
     """The node's name in the cluster, checked, and recorded in ``seen`` (name -> host)."""
-    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
         problems.append(
             "%s: gpufleet_node_name %s is not a Kubernetes node name (expected lower-case "
             "alphanumerics, '-' and '.'; set gpufleet_node_name to the node's name in the cluster)"
@@ -372,7 +415,7 @@ def _driver_method(hv, where, problems):
 
 
 def _check_label_value(value, var, problems):
-    if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value)):
+    if value and (not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value)):
         problems.append(
             "%s %s is not a label value (expected at most 63 alphanumerics, '-', '_' or '.', "
             "starting and ending with an alphanumeric)" % (var, _q(value))
@@ -439,7 +482,7 @@ def _named_plugin_config(name, entry, mig_strategy, prefix, problems, extra_flag
     """The config document of one entry of ``<prefix>_sharing_configs``, or None when it cannot be built."""
     var = prefix + "_sharing_configs"
     where = "%s.%s" % (var, name)
-    if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE.match(name) or not name:
+    if not isinstance(name, str) or len(name) > 63 or not _LABEL_VALUE.fullmatch(name) or not name:
         problems.append(
             "%s: %s is not a config name (expected a label value: at most 63 alphanumerics, '-', "
             "'_' or '.', starting and ending with an alphanumeric)" % (var, _q(name))
@@ -538,7 +581,7 @@ def _shared_resources(entry, where, mig_strategy, prefix, problems):
 
 
 def _resource_problem(resource, seen, mig_strategy, prefix):
-    if not isinstance(resource, str) or not _RESOURCE.match(resource):
+    if not isinstance(resource, str) or not _RESOURCE.fullmatch(resource):
         return "is not a GPU resource name (expected nvidia.com/gpu or nvidia.com/mig-<profile>, e.g. nvidia.com/mig-1g.10gb)"
     if resource.startswith("nvidia.com/mig-") and mig_strategy != "mixed":
         return "is only advertised with MIG strategy 'mixed' (%s_mig_strategy is %s; expected nvidia.com/gpu)" % (prefix, _q(mig_strategy))
@@ -603,7 +646,7 @@ def registry_secret(settings, prefix, problems):
 
 def _image_registry(settings, prefix, problems):
     registry = settings.get("image_registry") or ""
-    if registry and (not isinstance(registry, str) or not _REGISTRY.match(registry)):
+    if registry and (not isinstance(registry, str) or not _REGISTRY.fullmatch(registry)):
         problems.append(
             "%s_image_registry: %s is not a registry prefix (expected host[:port][/path] without a scheme, "
             "e.g. registry.example.com:5000/nvidia)" % (prefix, _q(registry))
@@ -644,15 +687,16 @@ def namespace_object(name, pod_security):
 def _chart(settings, prefix, name, problems):
     path = settings.get("chart_path") or ""
     if path:
+        _check_input(path, prefix + "_chart_path", inputs.chart_path, problems)
         return {"ref": path, "check_values": True}
     version = settings.get("chart_version")
-    if not isinstance(version, str) or not _CHART_VERSION.match(version):
+    if not isinstance(version, str) or not _CHART_VERSION.fullmatch(version):
         problems.append(
             "%s_chart_version: %s is not a chart version (expected e.g. %s)"
             % (prefix, _q(version), operator_releases.DEFAULT if prefix == "gpu_operator" else "0.20.0")
         )
     url = settings.get("chart_repo_url") or ""
-    if not isinstance(url, str) or not re.match(r"^(https?|oci)://", url):
+    if not chart_repo_url(url):
         problems.append(
             "%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., "
             "or %s_chart_path for a chart on the control host)" % (prefix, _q(url), prefix)
@@ -662,10 +706,7 @@ def _chart(settings, prefix, name, problems):
 
 def _common(settings, prefix, problems):
     _check_namespace(settings.get("namespace"), prefix + "_namespace", problems)
-    _check_name(
-        settings.get("release_name"), prefix + "_release_name", _DNS_LABEL,
-        "a release name (expected lower-case alphanumerics and '-')", problems,
-    )
+    _check_input(settings.get("release_name"), prefix + "_release_name", inputs.release_name, problems)
     _check_duration(settings.get("wait_timeout"), prefix + "_wait_timeout", problems)
     level = settings.get("namespace_pod_security") or ""
     if level not in POD_SECURITY_LEVELS:
@@ -682,14 +723,15 @@ def _label_plan(nodes, wanted, removable):
     plan = []
     for node in nodes:
         labels = wanted(node)
-        plan.append(
-            {
-                "host": node["host"],
-                "name": node["name"],
-                "labels": dict(sorted(labels.items())),
-                "remove": dict((k, sorted(v)) for k, v in sorted(removable.items()) if k not in labels),
-            }
-        )
+        entry = {
+            "host": node["host"],
+            "name": node["name"],
+            "labels": dict(sorted(labels.items())),
+            "remove": dict((k, sorted(v)) for k, v in sorted(removable.items()) if k not in labels),
+        }
+        if node.get("held") and not node.get("moved_back"):
+            entry["hold"] = True  # its host layer failed: its labels stay as they are
+        plan.append(entry)
     return plan
 
 
@@ -743,7 +785,22 @@ def gpu_operator_plan(fleet, settings):
         node_labels=_label_plan(nodes, functools.partial(_operator_node_labels, deploys), removable),
         summary=_operator_summary(nodes, deploys, runtime, sharing["data"], mig, release),
         warnings=(release or {}).get("warnings") or [],
+        driver_sides=[{"host": n["host"], "name": n["name"], "host_driver": n["host_driver"],
+                       "operator_driver": n["operator_driver"]} for n in nodes],
+        held=_held_back(nodes),
     )
+
+
+def _held_back(nodes):
+    """What of the change is held back for the nodes whose host layer failed in this run."""
+    held = []
+    for node in nodes:
+        if node.get("moved_back"):
+            held.append("%s: its host layer failed while it moved from the GPU Operator's driver to the host's: it goes "
+                        "back to the operator's driver (planned as driver_method operator), and stays cordoned" % node["host"])
+        elif node.get("held"):
+            held.append("%s: its host layer failed: its node labels are left as they are" % node["host"])
+    return held
 
 
 # --- GPU Operator: container runtime ------------------------------------------------------------
@@ -825,7 +882,7 @@ def _driver_version(version, precompiled, problems):
     if not version:
         return ""
     version = str(version)
-    if not _DRIVER_VERSION.match(version):
+    if not _DRIVER_VERSION.fullmatch(version):
         problems.append(
             "gpu_operator_driver_version: %s is not a driver version (expected a branch such as 580 or "
             "a release such as 580.95.05)" % _q(version)
@@ -876,7 +933,7 @@ def _operator_toolkit(settings, enabled, runtime, problems):
     env_dict = dict(env)
     order = [item[0] for item in env] + sorted(k for k in extra_env if k not in env_dict)
     for key, value in extra_env.items():
-        if not isinstance(key, str) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
+        if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             problems.append("gpu_operator_toolkit_env: %s is not an environment variable name" % _q(key))
         env_dict[key] = _env_value(value)
     if env_dict and enabled:
@@ -987,21 +1044,32 @@ def _check_mig_fit(node, mig_configs, problems, notes):
         notes.append("host %s: MIG config %s not checked against its GPUs: this run did not discover the node"
                      % (_q(node["host"]), _q(name)))
         return
-    if not gpus["smi"]:
+    smi = gpus["smi"] or _pci_mig(gpus.get("pci"))
+    if not smi:
         if any(isinstance(e, dict) and e.get("mig-enabled") for e in entries):
-            notes.append("host %s: MIG config %s not checked against its GPUs: nvidia-smi did not answer there"
-                         % (_q(node["host"]), _q(name)))
+            notes.append("host %s: MIG config %s not checked against its GPUs: nvidia-smi did not answer there, and "
+                         "their PCI device ids are not in the collection's table" % (_q(node["host"]), _q(name)))
         return
-    for problem in mig_fit.fit(name, entries, gpus["smi"]):
+    for problem in mig_fit.fit(name, entries, smi):
         problems.append("gpu_operator: host %s: gpufleet_mig_config: %s (expected a config whose profiles the "
                         "node's GPUs have, or no gpufleet_mig_config)" % (_q(node["host"]), problem))
+
+
+def _pci_mig(pci):
+    """The GPUs as the PCI bus names them, where nvidia-smi did not answer: whether each can do MIG
+    from its device id (no memory size, so no profile is sized); None when one is unknown."""
+    if not pci or any(g.get("mig_capable") is None for g in pci):
+        return None
+    return [{"name": g.get("name"), "mig_capable": g["mig_capable"], "memory_total_mib": None,
+             "mig_why": "its PCI device id %s is not a MIG chip (discovery read it; nvidia-smi did not answer)" % g.get("device_id")}
+            for g in pci]
 
 
 def _check_mig_configs(configs, problems):
     names = set()
     for name in sorted(configs, key=str):
         where = "gpu_operator_mig_configs.%s" % name
-        if not isinstance(name, str) or not name or len(name) > 63 or not _LABEL_VALUE.match(name):
+        if not isinstance(name, str) or not name or len(name) > 63 or not _LABEL_VALUE.fullmatch(name):
             problems.append("gpu_operator_mig_configs: %s is not a config name (expected a label value)" % _q(name))
             continue
         names.add(name)
@@ -1220,6 +1288,7 @@ def device_plugin_plan(fleet, settings):
         objects=objects,
         node_labels=_label_plan(nodes, _device_plugin_node_labels, {LABEL_PLUGIN_CONFIG: list(data)}),
         summary=summary,
+        held=_held_back(nodes),
     )
 
 

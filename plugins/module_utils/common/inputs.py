@@ -32,6 +32,8 @@ __all__ = [
     "Invalid",
     "absolute_path",
     "boolean",
+    "chart_path",
+    "chart_ref",
     "check",
     "checked",
     "debian_package",
@@ -43,6 +45,7 @@ __all__ = [
     "name",
     "one_of",
     "optional",
+    "release_name",
     "rpm_package",
     "rpm_version",
     "url",
@@ -52,6 +55,8 @@ __all__ = [
 _DEBIAN_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+", re.ASCII)
 _DEBIAN_VERSION = re.compile(r"(?:[0-9]+:)?[0-9][A-Za-z0-9.+~:-]*", re.ASCII)
 _VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+~:_-]*", re.ASCII)
+#: Helm's own rule for a release name (``pkg/chartutil`` / ``pkg/release``), at most 53 characters.
+_RELEASE_NAME = re.compile(r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*", re.ASCII)
 _OCTAL = re.compile(r"(?:0o)?[0-7]{1,4}", re.ASCII)
 
 NO_SPACE = "no whitespace or control characters"
@@ -175,6 +180,38 @@ def name(value, what="a name"):
     if not text or unsafe(text) or text.startswith("-"):
         raise Invalid(expected)
     return text
+
+
+def release_name(value):
+    """A Helm release name as helm itself takes it: lower-case DNS labels joined by ``.``, at most 53
+    characters (so never an option: ``--post-renderer=...`` in its place runs a program on the control host)."""
+    expected = "a Helm release name (lower-case ASCII letters, digits, '-' and '.', starting and ending with a letter or digit; " \
+               "at most 53 characters)"
+    text = _text(value, expected)
+    if len(text) > 53 or not _RELEASE_NAME.fullmatch(text):
+        raise Invalid(expected)
+    return text
+
+
+def chart_ref(value):
+    """A chart as helm takes it in the place of its chart argument: a name, ``repo/name``, a path or a
+    URL, of printable ASCII, never starting with ``-`` (helm would read it as an option)."""
+    expected = "a chart reference (a chart name, repo/name, a path or a URL; %s, not starting with '-')" % NO_SPACE
+    text = _plain(value, expected)
+    if text.startswith("-"):
+        raise Invalid(expected)
+    return text
+
+
+def chart_path(value):
+    """A chart on the control host (a ``.tgz`` archive or a folder): an absolute, normalized path, or empty (not set)."""
+    if value == "":
+        return value
+    try:
+        return absolute_path(value)
+    except Invalid:
+        raise Invalid("a chart path on the control host (an absolute, normalized path of a .tgz or a chart folder; %s), "
+                      "or empty" % NO_SPACE)
 
 
 def rpm_package(value):

@@ -2,13 +2,18 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one way the collection writes a file (after community.crypto's ``_io``).
 
-The new content goes to a temporary file in the target's own directory, under a name that no
-runtime, apt, dnf or systemd reads as configuration (a dotfile ending in ``.gpufleet-partial``:
-containerd's ``conf.d/*.toml`` glob matches dotfiles, apt and dnf read only their own
-extensions), is flushed to disk, and is renamed over the target (``AnsibleModule.atomic_move``
-in a module, :func:`os.replace` on the control host): readers see the old file or the new one,
-never half of one, and an interrupted write leaves at most that inert partial file. The
-directory is flushed after the rename. An existing file keeps its mode, owner and SELinux
+The new content goes to a temporary file in the folder above the target's (same file system;
+beside the target only where that folder is another mount), under a name that no runtime, apt,
+dnf or systemd reads as configuration (``.<folder>.<name>.XXXX.gpufleet-partial``), is flushed to
+disk, and is renamed over the target (``AnsibleModule.atomic_move`` in a module,
+:func:`os.replace` on the control host): readers see the old file or the new one, never half of
+one. The target's own folder never holds it: CRI-O reads every file under ``crio.conf.d``,
+dotfiles and sub-folders included, and will not start on a partial TOML file; containerd's
+``conf.d/*.toml`` glob matches dotfiles. A write killed mid-way leaves at most that inert file
+one folder up; the next write or removal of the same target takes it away (and any partial an
+older version left beside the target: :func:`leftover_partials`). The directory is flushed
+after the rename. A backup (``backup=True``) goes one folder up too, as ``<folder>.<name>.<pid>.<date>~``:
+beside the file, CRI-O would read it after the new one. An existing file keeps its mode, owner and SELinux
 context; a new one gets ``mode`` (0644) and missing parent directories 0755. A symbolic link
 is written through: its target gets the content, the link stays a link.
 
@@ -20,12 +25,13 @@ is refused, naming the file, rather than written as bytes no parser accepts.
 from __future__ import annotations
 
 import errno
+import fnmatch
 import os
 import tempfile
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
-__all__ = ["PARTIAL_SUFFIX", "encode", "read_file", "remove_file", "replace_file", "write_file"]
+__all__ = ["PARTIAL_SUFFIX", "encode", "leftover_partials", "partial_patterns", "read_file", "remove_file", "replace_file", "write_file"]
 
 #: The suffix of a temporary file beside its target (see the module's docstring).
 PARTIAL_SUFFIX = ".gpufleet-partial"
@@ -55,10 +61,67 @@ def _make_parent(directory):
         os.makedirs(directory, 0o755)
 
 
-def _partial_beside(target, data):
-    """A flushed temporary file holding ``data`` in ``target``'s directory; returns its path."""
-    directory = os.path.dirname(target) or "."
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target)[:64] + ".", suffix=PARTIAL_SUFFIX, dir=directory)
+def _partial_place(target):
+    """``(folder, prefix)`` of ``target``'s temporary files: the folder above its own, when on the same device."""
+    folder = os.path.dirname(os.path.abspath(target))
+    above = os.path.dirname(folder)
+    try:
+        same = os.stat(above).st_dev == os.stat(folder).st_dev
+    except OSError:
+        same = False
+    if not same or above == folder:
+        return folder, "." + os.path.basename(target)[:64] + "."
+    return above, ".%s.%s." % (os.path.basename(folder)[:64], os.path.basename(target)[:64])
+
+
+def partial_patterns(target):
+    """``[(folder, glob)]``: where the temporary files of writes of ``target`` may lie, one folder up and
+    beside it (where earlier versions of the collection wrote them, and where a mount point puts them)."""
+    folder = os.path.dirname(target)
+    name = os.path.basename(target)[:64]
+    beside = (folder, ".%s.*%s" % (name, PARTIAL_SUFFIX))
+    above = os.path.dirname(folder)
+    if above == folder:
+        return [beside]
+    return [(above, ".%s.%s.*%s" % (os.path.basename(folder)[:64], name, PARTIAL_SUFFIX)), beside]
+
+
+def leftover_partials(target):
+    """The temporary files that writes of ``target`` killed mid-way left (see :func:`partial_patterns`)."""
+    found = []
+    for folder, pattern in partial_patterns(os.path.abspath(target)):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        found.extend(os.path.join(folder, n) for n in sorted(names) if fnmatch.fnmatchcase(n, pattern))
+    return found
+
+
+def _clean_partials(target):
+    for path in leftover_partials(target):
+        _discard(path)
+
+
+def _backup(module, target):
+    """``AnsibleModule.backup_local``'s copy of ``target``, moved one folder up as ``<folder>.<name>.<pid>.<date>~``
+    (beside the file, CRI-O would read it after the new one, its old settings winning); its path ('' when
+    there was nothing to copy, a dangling link)."""
+    made = module.backup_local(target)
+    folder = _partial_place(target)[0]
+    if not made or folder == os.path.dirname(os.path.abspath(made)):
+        return made  # the target's folder is a mount point: the copy stays beside it
+    suffix = os.path.basename(made)[len(os.path.basename(target)):]
+    dest = os.path.join(folder, "%s.%s%s" % (os.path.basename(os.path.dirname(os.path.abspath(target))),
+                                           os.path.basename(target), suffix))
+    os.rename(made, dest)
+    return dest
+
+
+def _partial_near(target, data):
+    """A flushed temporary file holding ``data`` near ``target`` (see :func:`_partial_place`); returns its path."""
+    directory, prefix = _partial_place(target)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=PARTIAL_SUFFIX, dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -110,8 +173,9 @@ def write_file(module, path, content, backup=False, mode=0o644):
     try:
         _make_parent(os.path.dirname(target) or ".")
         if existed and backup:
-            backup_file = module.backup_local(target)
-        tmp = _partial_beside(target, data)
+            backup_file = _backup(module, target)
+        _clean_partials(target)
+        tmp = _partial_near(target, data)
         module.add_cleanup_file(tmp)
         if existed:
             _keep_attributes(tmp, target)
@@ -136,7 +200,8 @@ def replace_file(path, content, mode=None):
     data = encode(path, content)
     _make_parent(os.path.dirname(target) or ".")
     existed = os.path.exists(target)
-    tmp = _partial_beside(target, data)
+    _clean_partials(target)
+    tmp = _partial_near(target, data)
     try:
         if existed:
             _keep_attributes(tmp, target)
@@ -152,11 +217,12 @@ def replace_file(path, content, mode=None):
 def remove_file(module, path, backup=False):
     """Remove ``path`` if it exists (a symbolic link itself, not its target); returns the backup path (or None)."""
     backup_file = None
+    _clean_partials(_target(path))
     if not os.path.lexists(path):
         return None
     try:
         if backup:
-            backup_file = module.backup_local(path)
+            backup_file = _backup(module, path)
         os.remove(path)
         _sync_directory(os.path.dirname(path))
     except (IOError, OSError) as exc:

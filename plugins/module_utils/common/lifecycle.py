@@ -24,7 +24,7 @@ PRODUCTION = "production branch"
 NEW_FEATURE = "new-feature branch"
 
 # When the table was last compared with its sources, and the sources.
-READ_ON = "2026-12-01"
+READ_ON = "2026-12-03"
 SOURCES = (
     # Table 2 "CUDA and Drivers": R580 LTSB June 2028, R595 production March 2027, R620 LTSB
     # September 2029; "New Feature Branches are short-lived and do not have an end-of-life date".
@@ -35,6 +35,13 @@ SOURCES = (
     # Branch types and the older pages' dates (R570 production February 2026, R580 August 2028),
     # and the branches whose end of life passed before these tables (R550, R560, R565, R575).
     "https://docs.nvidia.com/datacenter/tesla/drivers/index.html (Driver Lifecycle)",
+    # R550 end of life June 2025: NVIDIA/gpu-driver-container#381 ("R550 has EOL'ed as of June
+    # 2025", citing the table above), read 2026-12-03.
+    "https://github.com/NVIDIA/gpu-driver-container/pull/381",
+    # R615: its Linux data-center driver 615.71.09 in NVIDIA's September 2026 driver bulletin
+    # (the Tesla rows of CVE-2026-47595), read 2026-12-03; new-feature branch per NVIDIA's
+    # releases.json as quoted in NVIDIA/gpu-operator#2883 (not read here).
+    "https://github.com/NVIDIA/product-security/tree/main/2026/5861",
 )
 
 # A branch whose end of life passed before the tables above, with no month recorded here.
@@ -43,7 +50,7 @@ PAST = "past"
 # branch -> (type or None where not recorded, end of life (year, month) / PAST / None, note)
 BRANCHES = {
     535: (LONG_TERM, (2026, 6), "CUDA 12 at most"),
-    550: (None, PAST, ""),
+    550: (None, (2025, 6), ""),
     560: (None, PAST, ""),
     565: (None, PAST, ""),
     570: (PRODUCTION, (2026, 2), ""),
@@ -52,6 +59,7 @@ BRANCHES = {
     590: (NEW_FEATURE, None, "short-lived"),
     595: (PRODUCTION, (2027, 3), ""),
     610: (NEW_FEATURE, (2026, 8), ""),
+    615: (NEW_FEATURE, None, "short-lived; 615.71.09 released 2026-09-09"),
     620: (LONG_TERM, (2029, 9), ""),
 }
 

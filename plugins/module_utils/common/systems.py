@@ -15,13 +15,13 @@ __all__ = ["PACKAGE_OS", "PACKAGE_OS_NAMES", "package_release", "package_support
 PACKAGE_OS = {
     "debian": ("12", "13"),
     "ubuntu": ("22.04", "24.04"),
-    "rhel": ("8", "9"),
-    "rocky": ("8", "9"),
-    "almalinux": ("8", "9"),
+    "rhel": ("8", "9", "10"),
+    "rocky": ("8", "9", "10"),
+    "almalinux": ("8", "9", "10"),
 }
 MAJOR_ONLY = ("debian", "rhel", "rocky", "almalinux")
 # The table as a person names it.
-PACKAGE_OS_NAMES = "Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9"
+PACKAGE_OS_NAMES = "Debian 12/13, Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9/10"
 
 
 def package_release(os_facts):

@@ -683,11 +683,24 @@ def gather_driver(host, probes, dpkg):
         "source": "absent",
         "package": None,
         "packages": _driver_packages(dpkg),
+        "operator_root": _operator_driver_root(host),
     }
     owned = _with_targets(host, [facts["nvidia_smi"]["path"], facts["libcuda"]])
     facts["package"] = _driver_package(host, probes, dpkg, owned)
     facts["source"] = _driver_source(facts)
     return facts
+
+
+# The GPU Operator's driver container shares its root with the host at /run/nvidia/driver (the
+# chart's hostPaths.driverInstallDir, NVIDIA GPU Operator docs "Alternative driver root"): its
+# nvidia-smi there says that the operator's driver, not the host's, serves the node.
+OPERATOR_DRIVER_ROOT = "/run/nvidia/driver"
+
+
+def _operator_driver_root(host):
+    """The GPU Operator's driver root when its driver container runs on the host, else None."""
+    smi = OPERATOR_DRIVER_ROOT + "/usr/bin/nvidia-smi"
+    return OPERATOR_DRIVER_ROOT if host.exists(smi) else None
 
 
 def _loaded_modules(host, probes):
@@ -769,9 +782,12 @@ def _dpkg_driver_package(host, probes, dpkg, owned):
 
 
 def _driver_source(facts):
-    """``package`` (a package owns it), ``preinstalled`` (a driver is there all the same) or ``absent``."""
+    """``package`` (a package owns it), ``operator`` (the GPU Operator's driver container serves
+    the node), ``preinstalled`` (a driver is there all the same) or ``absent``."""
     if facts["package"]:
         return "package"
+    if facts.get("operator_root"):
+        return "operator"
     present = (
         facts["loaded"]
         or facts["nvidia_smi"]["path"] is not None

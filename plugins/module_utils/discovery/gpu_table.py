@@ -99,6 +99,29 @@ GPUS = {
     0x31C2: ("GB110", "GB300", "Blackwell"),
 }
 
+# Chips whose GPUs can do MIG: the "Supported GPUs" table of NVIDIA's Multi-Instance GPU User
+# Guide (docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html, read 2026-12-03:
+# A100 and A30 on GA100, H100 / H200 / H20 / GH200 on GH100, B200 / GB200 on GB100, RTX PRO
+# 6000 / 5000 Blackwell on GB202, RTX PRO 4500 Blackwell on GB203) and its "Deployment
+# Considerations" page (B300 and GB300, GB110). Every other chip of the table cannot: the guide
+# says MIG starts with compute capability 8.0 and lists no other data-center chip.
+MIG_CHIPS = ("GA100", "GH100", "GB100", "GB110", "GB202", "GB203")
+
+
+def mig_capable(device_id):
+    """Whether the GPU of PCI device id ``device_id`` (an int, or text such as ``0x27b8``) can do
+    MIG, from its chip; None when the table does not know the device."""
+    if isinstance(device_id, str):
+        try:
+            device_id = int(device_id, 16)
+        except ValueError:
+            return None
+    row = GPUS.get(device_id)
+    if row is None:
+        return None
+    return any(row[0].startswith(chip) for chip in MIG_CHIPS)
+
+
 # (device, subsystem vendor, subsystem device) -> name, where one device id is several products
 # (pci.ids comment on 25b6: "A16 - 25B6 10DE 14A9 / A2 - 25B6 10DE 157E").
 SUBSYSTEM_NAMES = {

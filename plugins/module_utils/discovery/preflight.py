@@ -12,7 +12,7 @@ after the user's waivers. Nothing here touches the host.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table as table
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, security_floor
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -27,6 +27,7 @@ RULES = (
     ("driver_missing", "driver_method preinstalled finds a working driver"),
     ("driver_not_package_owned", "driver_method package finds no driver installed by other means"),
     ("driver_drift", "the pre-installed driver is the declared version and flavour"),
+    ("operator_driver", "the GPU Operator's driver container does not serve a node prepared on the host"),
     ("gpu_open_modules", "the driver flavour can drive every GPU"),
     ("gpu_driver_branch", "the driver branch supports every GPU"),
     ("cuda_driver", "the driver runs every CUDA release asked for"),
@@ -40,7 +41,7 @@ RULES = (
     ("fabric_manager_missing", "a host with NVSwitches gets the fabric manager, and it runs"),
     ("fabric_manager_version", "the fabric manager is at the driver's version on a host with NVSwitches"),
 )
-RULES = RULES + day2.PREFLIGHT_RULES
+RULES = RULES + security_floor.PREFLIGHT_RULES + day2.PREFLIGHT_RULES
 RULE_IDS = tuple(rule[0] for rule in RULES)
 
 # Rules about the GPUs themselves, skipped on a host without one.
@@ -198,12 +199,37 @@ def _check_driver_presence(report, facts, method, declared, declared_flavor):
     """driver_missing, driver_not_package_owned and driver_drift: the driver there is, against the method."""
     source = (facts.get("driver") or {}).get("source") or "absent"
     where = _driver_whereabouts(facts.get("driver") or {})
+    _check_operator_driver(report, method, source, (facts.get("driver") or {}).get("operator_root"))
     if method == "package":
         _check_driver_for_package(report, source, where)
     elif method == "operator":
         _check_driver_for_operator(report, source, where)
+    elif source == "operator":
+        report.skip("driver_not_package_owned", "driver_method preinstalled keeps the driver there is")
+        report.skip("driver_missing", "the GPU Operator's driver serves the node now (rule operator_driver)")
+        report.skip("driver_drift", "the GPU Operator's driver serves the node now (rule operator_driver)")
     else:
         _check_preinstalled_driver(report, facts, source, where, declared, declared_flavor)
+
+
+def _check_operator_driver(report, method, source, root):
+    """operator_driver: the GPU Operator's driver container on a node declared prepared on the host
+    (a node moving from the operator to the host): the cluster layer moves the operator off first."""
+    if method == "operator":
+        report.skip("operator_driver", "driver_method operator: the GPU Operator's driver is the one wanted")
+        return
+    if source != "operator":
+        report.passed("operator_driver", "no GPU Operator driver container on the node")
+        return
+    report.problem(
+        "operator_driver",
+        WARNING,
+        "the GPU Operator's driver container serves this node (driver root %s) and driver_method is %s" % (root, method),
+        "The node moves from the operator's driver to the host's: both must never hold the GPUs at once.",
+        "site.yml's gpu_operator layer labels the node nvidia.com/gpu.deploy.driver=false, drains its GPU pods and "
+        "waits until the operator's driver pod has left before the driver layer runs; with another cluster layer, "
+        "take the operator's driver off this node first (label it so, and wait for its driver pod to go).",
+    )
 
 
 def _driver_whereabouts(driver):
@@ -223,6 +249,9 @@ def _driver_whereabouts(driver):
 def _check_driver_for_package(report, source, where):
     report.skip("driver_missing", "driver_method package installs the driver")
     report.skip("driver_drift", "driver_method package manages the version")
+    if source == "operator":
+        report.passed("driver_not_package_owned", "driver source: the GPU Operator's container (rule operator_driver)")
+        return
     if source != "preinstalled":
         report.passed("driver_not_package_owned", "driver source: %s" % source)
         return
@@ -243,18 +272,20 @@ def _check_driver_for_operator(report, source, where):
     # not what the node runs.
     report.skip("driver_missing", "driver_method operator: the GPU Operator deploys the driver")
     report.skip("driver_drift", "driver_method operator: the GPU Operator manages the version")
-    if source == "absent":
-        report.passed("driver_not_package_owned", "no host driver for the GPU Operator's to fight with")
+    if source in ("absent", "operator"):
+        report.passed("driver_not_package_owned", "no host driver for the GPU Operator's to fight with (driver source: %s)" % source)
         return
     report.problem(
         "driver_not_package_owned",
-        WARNING,
+        BLOCKING,
         "a host driver is present (%s) and driver_method is operator" % where,
         "The GPU Operator finds the host driver, labels the node "
         "nvidia.com/gpu.deploy.driver=pre-installed and does not deploy its own: the node runs "
-        "the host's driver, not the declared one.",
-        "Remove the host driver so the operator deploys its own, or set driver_method: "
-        "preinstalled for this node.",
+        "the host's driver, not the declared one, and the collection does not remove a driver under "
+        "running GPU pods.",
+        "Move the node to the operator in steps: drain it (kubectl drain, or the upgrade playbook's "
+        "gpu_drain), remove the host driver (its packages, or nvidia-uninstall for a .run install) and "
+        "reboot, then run again; or keep driver_method: package / preinstalled for this node.",
     )
 
 
@@ -911,16 +942,22 @@ def evaluate(
     waive=None,
     driver_lifecycle="warn",
     today=None,
+    security_floors="warn",
+    kubernetes_version=None,
+    toolkit_version=None,
 ):
     """Every problem of the desired state on the host that ``facts`` describes.
 
     ``today`` (a date or ``YYYY-MM-DD``) is what the driver branches' end of life is compared
-    with; without it the driver_lifecycle rule is skipped. Returns ``{'ok', 'msg', 'gpu_count',
-    'problems', 'checks', 'blocking_count', 'warning_count', 'resolved', 'lifecycle'}``; ``ok``
-    is False while a blocking problem is not waived.
+    with; without it the driver_lifecycle rule is skipped (security_floor counts every bulletin
+    then, and judges no runtime line's end of life). ``kubernetes_version`` is the cluster's, for
+    the Kubernetes / containerd pairing; ``toolkit_version`` the Container Toolkit to install. Returns ``{'ok', 'msg', 'gpu_count', 'problems', 'checks',
+    'blocking_count', 'warning_count', 'resolved', 'lifecycle', 'security'}``; ``ok`` is False
+    while a blocking problem is not waived.
     """
     _check_facts(facts)
     _check_waive(waive)
+    security_floor.check_mode(security_floors)
     today = _lifecycle_inputs(driver_lifecycle, today)
     report = Report(waive)
     declared, cudas = _check_format(report, driver_version, cuda_versions)
@@ -941,12 +978,15 @@ def evaluate(
     _check_gpu_rules(report, facts, gpus, driver_method, flavor, compared, label, cudas)
     _check_cuda(report, cudas, compared, label)
     judged = _check_lifecycle(report, facts, driver_method, declared, today, driver_lifecycle, gpus)
+    floors = security_floor.check_preflight(report, _lifecycle_subjects(facts, driver_method, declared), facts,
+                                            {"toolkit": toolkit_version, "kubernetes": kubernetes_version}, today,
+                                            security_floors)
     _check_secure_boot(report, facts, driver_method)
     _check_headers(report, facts, driver_method)
     _check_runtime(report, facts, container_runtime)
     _check_fabric_manager(report, facts, driver_method, compared, label)
     day2.check_preflight(report, facts)
-    return dict(_result(report, len(gpus), resolved), lifecycle=judged)
+    return dict(_result(report, len(gpus), resolved), lifecycle=judged, security=floors)
 
 
 def _check_waive(waive):
@@ -1017,6 +1057,9 @@ ARGUMENT_SPEC = dict(
     container_runtime=dict(type="str", choices=["containerd", "crio", "docker", "k3s", "rke2", "none"], default="containerd"),
     waive=dict(type="list", elements="str", choices=list(RULE_IDS), default=[]),
     driver_lifecycle=dict(type="str", choices=list(LIFECYCLE_MODES), default="warn"),
+    security_floors=dict(type="str", choices=list(security_floor.MODES), default="warn"),
+    kubernetes_version=dict(type="str"),
+    toolkit_version=dict(type="str"),
     today=dict(type="str"),
     facts=dict(type="dict"),
     host_root=dict(type="path", default="/"),
@@ -1040,6 +1083,9 @@ def run(facts, params, today):
         waive=params["waive"],
         driver_lifecycle=params["driver_lifecycle"],
         today=params.get("today") or today,
+        security_floors=params.get("security_floors") or "warn",
+        kubernetes_version=params.get("kubernetes_version"),
+        toolkit_version=params.get("toolkit_version"),
     )
     return enforce(result)
 

@@ -1,12 +1,13 @@
 # Copyright: (c) 2026, gpufleet.nvidia maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NVIDIA driver from NVIDIA's CUDA repository on RHEL, Rocky Linux and AlmaLinux 8 and 9.
+"""The NVIDIA driver from NVIDIA's CUDA repository on RHEL, Rocky Linux and AlmaLinux 8, 9 and 10.
 
 NVIDIA's driver installation guide for these releases: the CUDA repository
 (``cuda-rhel<major>.repo``), a module stream of ``nvidia-driver`` per branch and flavour
 (``<branch>-dkms`` for the proprietary kernel modules, ``<branch>-open`` for the open ones) and,
 for a compute-only ("headless") node, ``nvidia-driver-cuda`` with ``kmod-nvidia-latest-dkms`` or
-``kmod-nvidia-open-dkms``. The backend
+``kmod-nvidia-open-dkms``. On RHEL 10 the repository has no module: the packages are installed and
+version-locked alone (the same guide's RHEL 10 rows). The backend
 
 - adds the repository when no enabled repository points at it, and lists its versions through
   ``--repofrompath`` before that, so that a version the repository does not carry fails first;
@@ -59,7 +60,18 @@ COMMON = (
 # What tells that a driver came from these packages (method preinstalled).
 DRIVER_RPMS = ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms", "kmod-nvidia-open-dkms"]
 STREAM_SUFFIX = {"proprietary": "dkms", "open": "open"}
+# The releases whose CUDA repository holds the driver in module streams (RHEL 10's has none).
+MODULAR_MAJORS = ("8", "9")
 RPM_QF = "%{NAME}\\t%{EPOCH}:%{VERSION}-%{RELEASE}\\n"
+# What needs no repository: listing and deleting version locks (the plugin's local file) and leaving
+# a stream (dnf's local module state). Without --disablerepo, dnf 4 loads the metadata of every
+# enabled repository first, and one that cannot be reached (any of the node's) failed them, so that
+# state absent failed where `dnf remove` itself works (seen with the real dnf 4.14: scenario el9,
+# fixtures el9-standin/*-unreachable-repo).
+OFFLINE = ["dnf", "--disablerepo=*"]
+LOCKS_LIST = ["dnf", "-q", "--disablerepo=*", "versionlock", "list"]
+LOCKS_DELETE = OFFLINE + ["versionlock", "delete"]
+STREAM_RESET = OFFLINE + ["module", "reset", "-y", "nvidia-driver"]
 # rpm -qa patterns matching every name of fabric_manager.FAMILY on RHEL.
 FABRIC_MANAGER_GLOBS = ["nvidia-fabric*", "libnvidia-nscq*", "cuda-drivers-fabricmanager*"]
 
@@ -245,6 +257,10 @@ class DnfBackend(object):
         self.repo_id = "cuda-rhel%s-%s" % (self.major, self.arch)
         self.repo_file = posixpath.join(REPO_DIR, "cuda-rhel%s.repo" % self.major)
         self.repo_options = []
+        # NVIDIA's CUDA repository for RHEL 10 has no nvidia-driver module (RHEL 10 carries no modular
+        # content): there `dnf module list nvidia-driver` exits 1, "No matching Modules to list" (the
+        # real dnf 4, scenario el10), and the branch is held by the version locks alone.
+        self.modular = str(self.major) in MODULAR_MAJORS
 
     @staticmethod
     def _arch(kernel):
@@ -281,9 +297,7 @@ class DnfBackend(object):
         configured = [r for r in repos if r[3] and r[2] == self.baseurl]
         locks = {}
         if VERSIONLOCK_PLUGIN in installed:
-            locks = parse_versionlock(
-                run_checked(self.system, ["dnf", "-q", "versionlock", "list"], "list the version locks")
-            )
+            locks = parse_versionlock(run_checked(self.system, LOCKS_LIST, "list the version locks"))
         return {
             "installed": installed,
             "repo_configured": bool(configured),
@@ -346,7 +360,9 @@ class DnfBackend(object):
         if not current["repo_configured"]:
             self.repo_options = ["--repofrompath=%s,%s" % (self.repo_id, self.baseurl),
                                  "--setopt=%s.gpgcheck=0" % self.repo_id]
-        streams = parse_module_list(self._dnf(["module", "list", "nvidia-driver"], "list the nvidia-driver streams"))
+        streams = {}
+        if self.modular:
+            streams = parse_module_list(self._dnf(["module", "list", "nvidia-driver"], "list the nvidia-driver streams"))
         fm_names, fm_other = [], []
         if self.fm_required:
             fm_names = fabric_manager.packages("cuda-rpm", declared.branch)
@@ -373,7 +389,9 @@ class DnfBackend(object):
             raise GpuFleetError("nvidia_driver: " + exc.msg, **exc.details)
 
     def _stream(self, declared, flavor, streams):
-        """The module stream of the branch and flavour; fails when the repository has none."""
+        """The module stream of the branch and flavour (None on RHEL 10: no module); fails when the repository has none."""
+        if not self.modular:
+            return None
         stream = "%d-%s" % (declared.branch, STREAM_SUFFIX[flavor])
         if stream not in streams:
             raise GpuFleetError(
@@ -426,11 +444,13 @@ class DnfBackend(object):
 
     @staticmethod
     def _plan_stream(plan, locks, stale, streams, stream):
-        """Release the locks of what moves, then follow the branch's stream (leaving another one first)."""
+        """Release the locks of what moves, then follow the branch's stream (leaving another one first), if any."""
         if stale:
             held = _specs(dict((n, locks[n]) for n in stale), "dnf versionlock delete")
-            plan.run("versionlock", ["dnf", "versionlock", "delete"] + held, "release the locks of what moves",
+            plan.run("versionlock", LOCKS_DELETE + held, "release the locks of what moves",
                      undo=["dnf", "versionlock", "add"] + held)
+        if stream is None:
+            return
         enabled = [s for s, flags in streams.items() if "e" in flags]
         if enabled != [stream]:
             reset = ["dnf", "module", "reset", "-y", "nvidia-driver"]
@@ -460,11 +480,12 @@ class DnfBackend(object):
         locked = sorted(n for n in current["locks"] if n in names)
         if locked:
             held = _specs(dict((n, current["locks"][n]) for n in locked), "dnf versionlock delete")
-            plan.run("versionlock", ["dnf", "versionlock", "delete"] + held, "release the driver's locks",
+            plan.run("versionlock", LOCKS_DELETE + held, "release the driver's locks",
                      undo=["dnf", "versionlock", "add"] + held)
         if ours:
             plan.run("packages", ["dnf", "remove", "-y"] + _names("dnf remove", ours), "remove the driver's packages")
-            plan.run("stream", ["dnf", "module", "reset", "-y", "nvidia-driver"], "leave the driver's stream")
+            if self.modular:
+                plan.run("stream", STREAM_RESET, "leave the driver's stream")
         return {
             "version": None,
             "available_versions": [],

@@ -591,6 +591,14 @@ def read_preinstalled(system):
     probes = gpu_facts.Probes()
     dpkg = gpu_facts.gather_dpkg(system, probes)
     driver = gpu_facts.gather_driver(system, probes, dpkg)
+    if driver["source"] == "operator":
+        raise GpuFleetError(
+            "method preinstalled: the driver on this host is the GPU Operator's (its container's root at %s), not the "
+            "host's; nothing is installed with method preinstalled (expected the operator's driver moved off the node "
+            "first: site.yml's gpu_operator layer does it, or driver_method operator)" % driver.get("operator_root"),
+            method="preinstalled",
+            driver=driver,
+        )
     if driver["source"] == "absent":
         raise GpuFleetError(
             "method preinstalled: no NVIDIA driver on this host (no nvidia module loaded or installed, no "

@@ -6,7 +6,8 @@
 the validation results, the declared versions, where a run stopped) and returns the report: run
 details, a summary (nodes, GPU nodes, GPUs, how many are ok, drifted, failed, without GPU, not
 validated), the cluster's state, one row per node with its driver branches' type and end of life
-(common/lifecycle.py, on the report's date), the fleet's branches with their hosts, and plain
+(common/lifecycle.py, on the report's date), the fleet's branches with their hosts, each node's
+security floors and the fleet's bulletins with their hosts (report/floors.py), and plain
 statements of what was not checked and why. :func:`render_html` turns it into one self-contained
 page (no script, no external asset) that is also well-formed XML. Nothing here touches a host.
 """
@@ -17,12 +18,14 @@ import html
 import json
 import re
 import textwrap
+import unicodedata
 
 from collections.abc import Mapping
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import floors
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 SCHEMA = 1
@@ -39,6 +42,7 @@ HOST_VARS = (
     "container_toolkit_runtime",  # declared runtime, idem
     "gpufleet_sharing_config",  # sharing config of the node, idem
     "dra_driver_node",  # the dra_driver role's validation of the node (GPUs published in ResourceSlices, its claim)
+    "discover_kubernetes_version",  # the cluster's Kubernetes, for the security floors' Kubernetes / containerd pairing
 )
 
 STATUSES = ("failed", "not_validated", "drift", "ok", "no_gpu")
@@ -235,6 +239,7 @@ def build_row(host, hv, cluster, today=None):
     gpus = _row_gpus(facts, val)
     failed, drifted, not_checked = _row_messages(val, cnode, cluster, stopped)
     status, not_checked = _row_status(facts, val, cnode, stopped, gpus["count"], not_checked)
+    driver, toolkit = _row_driver(facts, val, hv, today), _row_toolkit(facts, val, hv)
     return {
         "host": host,
         "node": expect.get("node") or (cnode or {}).get("node") or host,
@@ -242,8 +247,9 @@ def build_row(host, hv, cluster, today=None):
         "os": _os_text(facts),
         "kernel": _dig(facts, "kernel", "release"),
         "gpus": gpus,
-        "driver": _row_driver(facts, val, hv, today),
-        "toolkit": _row_toolkit(facts, val, hv),
+        "driver": driver,
+        "toolkit": toolkit,
+        "security": floors.row_security(driver, toolkit, facts, hv, today),
         "runtime": _row_runtime(val, hv),
         "cdi": {"enabled": _dig(val, "cdi", "enabled"), "specs": [s.get("path") for s in _dig(val, "cdi", "specs") or []]},
         "cuda_host": _dig(val, "cuda", "passed"),
@@ -495,6 +501,7 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
         "cluster": _cluster_summary(cluster, fleet_failed),
         "not_checked": _fleet_not_checked(cluster) + _grouped_not_checked(rows),
         "lifecycle": _fleet_lifecycle(rows),
+        "security": floors.fleet_security(rows),
         "nodes": rows,
     }
 
@@ -653,6 +660,8 @@ def _row_html(row):
     if d.get("cuda"):
         driver_note += (", " if driver_note else "") + "CUDA " + str(d["cuda"])
     branches = "".join(_branch_html(entry) for entry in d.get("lifecycle") or [])
+    branches += "".join('<span class="branch past">below a security floor: %s</span>' % _e(line)
+                        for line in floors.row_lines(row.get("security")))
     t = row["toolkit"]
     toolkit = _or_none(t["installed"], "none")
     if t.get("declared"):
@@ -745,6 +754,7 @@ _PAGE = (
     "<section><h2>Cluster</h2><ul class=\"msgs\">{cluster}</ul></section>\n"
     "<section><h2>Nodes</h2>\n<table>\n<thead>{header}</thead>\n<tbody>\n{rows}\n</tbody>\n</table></section>\n"
     '<section><h2>Driver branches</h2><ul class="msgs">{lifecycle}</ul></section>\n'
+    '<section><h2>Security floors</h2><ul class="msgs">{security}</ul></section>\n'
     '<section><h2>Not checked, and why</h2><ul class="msgs">{not_checked}</ul></section>\n'
     "<footer>gpufleet.nvidia fleet report, schema {schema}; the same data is in the JSON file beside this page.</footer>\n"
     "</body>\n</html>\n"
@@ -765,6 +775,8 @@ def render_html(report):
         header=_TABLE_HEADER,
         rows=rows,
         lifecycle=_lifecycle_html(report),
+        security="".join("<li>%s %s</li>" % (_badge_text("drift", "below"), _e(line)) for line in floors.fleet_lines(report))
+        or "<li>no node below a security floor</li>",
         not_checked=_not_checked_html(report),
         schema=_e(report.get("schema")),
     )
@@ -790,6 +802,7 @@ def _cards(report):
     s = report["summary"]
     # nodes with a declared or installed driver branch past its end of life
     past = len(set(h for item in report.get("lifecycle") or [] if item["state"] == "past" for h in item["hosts"]))
+    below = len(set(h for item in report.get("security") or [] for h in item["hosts"]))
     return [
         _card(STATUS_TITLES.get(report["status"], report["status"]).upper(), "fleet", report["status"]),
         _card(s["nodes"], "nodes"),
@@ -801,6 +814,7 @@ def _cards(report):
         _card(s.get("without_gpu", s["no_gpu"]), "without GPU"),
         _card(s["not_validated"], "not validated"),
         _card(past, "past end of life", "drift" if past else ""),
+        _card(below, "below a security floor", "drift" if below else ""),
     ]
 
 
@@ -871,6 +885,8 @@ def _fleet_text(report):
     for item in report.get("lifecycle") or []:
         if item["state"] in ("past", "unknown"):
             lines += _wrapped("branch", "%s (%s)" % (item["msg"], ", ".join(item["hosts"])))
+    for line in floors.fleet_lines(report):
+        lines += _wrapped("security", line)
     return lines
 
 
@@ -901,6 +917,8 @@ def _row_text(row):
     title = STATUS_TITLES.get(row["status"], row["status"]).upper()
     lines = ["", "%s  %s%s" % (row["host"], title, "  (node %s)" % row["node"] if row["node"] != row["host"] else "")]
     lines += _wrapped("GPUs", row["gpus"]["text"]) + _driver_text(row["driver"])
+    for line in floors.row_lines(row.get("security")):
+        lines += _wrapped("security", "below a floor: " + line)
     guards = "; ".join("%s: %s" % (g["title"], DAY2_STATUS.get(g["status"], "not checked")) for g in row.get("day2") or [])
     if guards:
         lines += _wrapped("day-2", guards)
@@ -910,9 +928,24 @@ def _row_text(row):
     return lines
 
 
+def _terminal_safe(value):
+    """``value`` (a report, or any part of one) with every control and format character of its strings
+    written as its Python escape (``\\x1b``, ``\\x9b``, ``\\u202e``): the text goes to a terminal, where
+    an ESC or a C1 CSI read from a node would move the cursor, retitle the window or hide lines."""
+    if isinstance(value, str):
+        return "".join(ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Cf") else ch
+                       for ch in value)
+    if isinstance(value, dict):
+        return {_terminal_safe(k): _terminal_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_terminal_safe(v) for v in value]
+    return value
+
+
 def render_text(report):
     """The report as plain text: the fleet, then one block per node, long reasons wrapped at
-    :data:`TEXT_WIDTH` columns (never cut)."""
+    :data:`TEXT_WIDTH` columns (never cut); no control character of the report reaches it (:func:`_terminal_safe`)."""
+    report = _terminal_safe(report)
     lines = _fleet_text(report)
     for row in report["nodes"]:
         lines += _row_text(row)

@@ -19,11 +19,12 @@ import shutil
 import stat
 import tempfile
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio, docker
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
+    OWNER_MARK,
     FileChange,
     Plan,
     get_path,
@@ -104,11 +105,6 @@ def _which(host, name):
     return module.get_bin_path(name) if module is not None else host.which(name)
 
 
-def _names(host, pattern) -> list:
-    """The files matching ``pattern``, without hidden ones (as the shell's glob lists them)."""
-    return [p for p in host.glob(pattern) if not os.path.basename(p).startswith(".")]
-
-
 def _containerd_binary(params, host):
     """``(path, version)`` of the containerd binary to use (``(None, None)``: none)."""
     wanted = params.get("containerd_binary")
@@ -161,7 +157,57 @@ def build_plan(params: dict, host):
         set_as_default=params.get("set_as_default"),
     )
     context = {"runtime": runtime}
-    return _PLANNERS[runtime](params, host, common, context), context
+    plan = _PLANNERS[runtime](params, host, common, context)
+    _keep_foreign_dropin(plan, host, context.get("dropin_path"))
+    _take_away_partials(plan, host)
+    return plan, context
+
+
+def _foreign(host, path, text):
+    """Why the file at ``path`` is not the module's (None: it is): the module writes regular files that
+    start with its mark."""
+    if text is None:
+        return None
+    if hasattr(host, "islink") and host.islink(path):
+        return "is a symbolic link"
+    if OWNER_MARK not in text:
+        return "has no %r line" % OWNER_MARK
+    return None
+
+
+def _keep_foreign_dropin(plan, host, path) -> None:
+    """A drop-in at ``path`` that the module did not write is never overwritten (a refusal, before
+    anything is written) nor deleted (left as it is, with a warning): its settings are the site's."""
+    change = plan.file(path) if path else None
+    why = _foreign(host, path, change.before) if change is not None and change.changed else None
+    if why is None:
+        return
+    if change.after is not None:
+        raise GpuFleetError(
+            "%s was not written by gpufleet.nvidia (it %s): the module does not overwrite a file it does not own; "
+            "nothing was written (expected no file there: move its settings into the main file or another "
+            "drop-in, or set dropin_path to another file)" % (path, why), path=path)
+    change.after = change.before
+    plan.warnings.append("%s was not written by gpufleet.nvidia (it %s): left as it is, its settings still apply" % (path, why))
+
+
+def _take_away_partials(plan, host) -> None:
+    """Plan the removal of the partial files that writes of the plan's files killed mid-way left: CRI-O
+    reads every file of ``crio.conf.d``, dotfiles included, and does not start on one; a run that
+    changes nothing else takes them away too."""
+    planned = {f.path for f in plan.files}
+    for change in list(plan.files):
+        for folder, pattern in safe_io.partial_patterns(change.path):
+            for path in host.glob(posixpath.join(folder, pattern)):
+                if path in planned:
+                    continue
+                planned.add(path)
+                try:
+                    text = read_text(host, path) or ""
+                except GpuFleetError:
+                    text = "(not UTF-8 text)\n"
+                plan.files.append(FileChange(path, text, None))
+                plan.warnings.append("%s is the partial file of a write of %s killed mid-way: removed" % (path, change.path))
 
 
 def _plan_docker(params, host, common, context):
@@ -182,9 +228,10 @@ def _plan_crio(params, host, common, context):
     dropin_path = params.get("dropin_path") or crio.DEFAULT_DROPIN
     others = [
         (p, read_text(host, p))
-        for p in _names(host, os.path.join(os.path.dirname(dropin_path), "*"))
-        if p != dropin_path
+        for p in _crio_dropins(host, os.path.dirname(dropin_path))
+        if p != dropin_path and not p.endswith(safe_io.PARTIAL_SUFFIX)
     ]
+    context.update(dropin_path=dropin_path)
     opts = crio.CrioOptions(
         mode=mode,
         binary_name=params.get("binary_name") or crio.DEFAULT_BINARY,
@@ -192,6 +239,21 @@ def _plan_crio(params, host, common, context):
         **common
     )
     return crio.plan_crio(main_path, read_text(host, main_path), read_text(host, dropin_path), others, opts)
+
+
+def _crio_dropins(host, folder) -> list:
+    """Every file CRI-O reads from its drop-in ``folder``, in its order (``filepath.Walk``: names sorted,
+    dotfiles included, a sub-folder's files in its place; a link to a folder is not followed)."""
+    if not hasattr(host, "names"):  # a host that lists its files by pattern (a test's)
+        return sorted(host.glob(posixpath.join(folder, "*")), key=crio.read_order)
+    found = []
+    for name in host.names(folder):
+        path = posixpath.join(folder, name)
+        if host.isdir(path) and not host.islink(path):
+            found.extend(_crio_dropins(host, path))
+        elif host.isfile(path):
+            found.append(path)
+    return found
 
 
 def _containerd_options(params, host, common, context) -> dict:
@@ -413,8 +475,8 @@ def validate_plan(plan, params: dict, context: dict, host) -> dict:
     binary = context["containerd_binary"]
     workdir = tempfile.mkdtemp(prefix="gpufleet-ctd-", dir=host.tmpdir)
     try:
-        argv = [binary, "--config", _write_candidate(plan, context, workdir), "config", "dump"]
-        rc, out, err = host.run(argv)
+        rc, out, err = host.run([binary, "--config", _write_candidate(plan, context, workdir), "config", "dump"])
+        before = host.run([binary, "--config", _write_current(plan, context, workdir), "config", "dump"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report = {
@@ -424,7 +486,90 @@ def validate_plan(plan, params: dict, context: dict, host) -> dict:
         "command": "%s --config <candidate> config dump" % binary,
     }
     _check_dump(rc, out, err, params, context, report)
+    _check_effective(before, out, params, context, report)
     return report
+
+
+def _write_current(plan, context, workdir) -> str:
+    """The main file as it is now, its imports made absolute, in ``workdir``; its path (containerd reads the
+    imported files where they are)."""
+    text = plan.file(context["main_path"]).before if plan.file(context["main_path"]) else None
+    doc = parse_toml(text or "", context["main_path"])
+    main_dir = os.path.dirname(context["main_path"])
+    if "imports" in doc:
+        doc["imports"] = [e if os.path.isabs(e) else os.path.join(main_dir, e) for e in plain(doc["imports"]) or []]
+    path = os.path.join(workdir, "current.toml")
+    with open(path, "w") as handle:
+        handle.write(doc.as_string())
+    return path
+
+
+#: Go's zero values: containerd decodes a missing key as its zero value, so the two mean the same.
+_ZERO = ("", 0, False, [], {})
+
+
+def _flat(tree, prefix=()) -> dict:
+    """``{key path: value}`` of the leaves of a plain ``tree`` that containerd reads as set (a zero value
+    is the same as no key; an empty runtime ``sandbox_mode`` is ``podsandbox``, which containerd 1.7's CRI
+    plugin fills in when it checks its configuration, after ``config dump`` printed it)."""
+    leaves = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            leaves.update(_flat(value, prefix + (key,)))
+        elif key == "sandbox_mode" and value == "podsandbox" and prefix[-2:-1] == ("runtimes",):
+            continue
+        elif not any(value == zero and type(value) is type(zero) for zero in _ZERO):
+            leaves[prefix + (key,)] = value
+    return leaves
+
+
+def _handler_keys(params, cri) -> list:
+    """The key paths of a ``config dump`` that the module may change: the handler, and what its options ask."""
+    name = params.get("runtime_name") or "nvidia"
+    allowed = [("imports",), ("version",), ("plugins", cri, "containerd", "runtimes", name)]
+    absent = (params.get("state") or "present") == "absent"
+    if params.get("set_as_default") or absent:
+        allowed.append(("plugins", cri, "containerd", "default_runtime_name"))
+    if params.get("enable_cdi") is not None or absent:
+        allowed += [("plugins", cri, "enable_cdi"), ("plugins", cri, "cdi_spec_dirs")]
+    if params.get("enable_cri") or absent:
+        allowed.append(("disabled_plugins",))
+    return allowed
+
+
+def effective_changes(before_text, after_text, params) -> list:
+    """The settings of containerd's merged view (``config dump``) that change outside the module's keys,
+    as ``key: before -> after``."""
+    before, after = _flat(toml_data(before_text)), _flat(toml_data(after_text))
+    cri = {2: "io.containerd.grpc.v1.cri"}.get(toml_data(after_text).get("version"), "io.containerd.cri.v1.runtime")
+    allowed = _handler_keys(params, cri)
+    changed = []
+    for key in sorted(set(before) | set(after), key=lambda k: tuple(str(p) for p in k)):
+        if before.get(key) == after.get(key) or any(key[:len(a)] == a for a in allowed):
+            continue
+        changed.append("%s: %s -> %s" % (".".join(str(p) for p in key), _shown(key, before), _shown(key, after)))
+    return changed
+
+
+def _shown(key, leaves):
+    return repr(leaves[key]) if key in leaves else "(unset)"
+
+
+def _check_effective(before, after_text, params, context, report) -> None:
+    """Refuse a candidate whose merged view changes a setting outside the handler (the dumps of now and after)."""
+    rc, out, err = before
+    report["compared"] = rc == 0
+    if rc != 0:
+        report["not_compared"] = "containerd does not load the current configuration: %s" % (err or out).strip()[-500:]
+        return
+    changes = effective_changes(out, after_text, params)
+    if changes:
+        raise GpuFleetError(
+            "containerd %s: the new configuration would change settings outside the %s runtime, as containerd "
+            "config dump prints them (%s); nothing was written (expected only the handler's keys to change)"
+            % (context.get("containerd_version") or report["binary"], params.get("runtime_name") or "nvidia",
+               "; ".join(changes[:20]) + ("; and %d more" % (len(changes) - 20) if len(changes) > 20 else "")),
+            validation=dict(report, changes=changes), changes=changes)
 
 
 def _why_not_validated(plan, params, context):

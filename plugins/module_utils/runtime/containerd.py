@@ -37,12 +37,13 @@ from __future__ import annotations
 import collections
 import copy
 import os
+import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
+    checked_record,
     OWNER_MARK,
-    STATE_MARK,
     UNDO_KEY,
     FileChange,
     GoTemplateMask,
@@ -340,33 +341,6 @@ def get_plain(tree, keys):
     return tree
 
 
-def _valid_record_entry(entry) -> bool:
-    return isinstance(entry, dict) and isinstance(entry.get("path"), list) and bool(entry["path"]) and all(
-        isinstance(k, str) for k in entry["path"]
-    ) and isinstance(entry.get("raw"), (str, type(None)))
-
-
-def _valid_paths(value) -> bool:
-    return isinstance(value, list) and all(isinstance(p, list) and all(isinstance(k, str) for k in p) for p in value)
-
-
-def checked_record(record, path):
-    """``record`` (a state comment the module wrote), or a refusal naming ``path`` when it is damaged."""
-    if record is None:
-        return None
-    fine = isinstance(record, dict) and isinstance(record.get("keys", []), list)
-    fine = fine and all(_valid_record_entry(e) for e in record.get("keys", []))
-    fine = fine and all(_valid_paths(record.get(k, [])) for k in ("created", "headered"))
-    if not fine:
-        raise GpuFleetError(
-            "%s: the state comment of gpufleet.nvidia.container_runtime (%s) is damaged; put the file "
-            "back from a backup, or remove the comment and what the module added; the file was left untouched"
-            % (path, STATE_MARK),
-            path=path,
-        )
-    return record
-
-
 def check_default_table(cri: dict, path, cri_path, opts) -> None:
     """Refuse ``set_as_default`` while a ``containerd.default_runtime`` table names a runtime:
     containerd 1.x uses that (deprecated) table as the default, whatever ``default_runtime_name`` says."""
@@ -397,6 +371,25 @@ def _edit_top(doc, version, version_source, opts, record, style, warnings, with_
     _edit_disabled_plugins(doc, written, opts, record, style, warnings)
     if with_import:
         _add_import(doc, opts, record, style)
+
+
+#: A plugin's URI as containerd 1.6 / 1.7 take it in a version 2 file's disabled_plugins / required_plugins.
+_PLUGIN_URI = re.compile(r"io\.containerd\.[A-Za-z0-9_-]+\.v[0-9]+\.[A-Za-z0-9_.-]+")
+
+
+def _check_plugin_uris(main) -> None:
+    """Refuse, before the module writes a version into a file that had none, a plugin name that version 2 does
+    not take (version 1 takes any name; "cri" is given its full name)."""
+    if main.source in ("file", "v1"):
+        return
+    for key in ("disabled_plugins", "required_plugins"):
+        names = plain(main.doc.get(key)) or []
+        for name in names if isinstance(names, list) else []:
+            if name != "cri" and not (isinstance(name, str) and _PLUGIN_URI.fullmatch(name)):
+                raise GpuFleetError(
+                    "%s: %s entry %r is not a plugin URI (expected e.g. io.containerd.grpc.v1.cri): the file has no "
+                    "version, and containerd refuses that name once the module writes version = %s; nothing was written"
+                    % (main.path, key, name, main.version), path=main.path, key=key, value=name)
 
 
 def _edit_disabled_plugins(doc, version_written, opts, record, style, warnings) -> None:
@@ -725,6 +718,7 @@ def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOpti
     if opts.state == "absent":
         return _plan_absent(main, dropin_text, dropin_record, opts, warnings)
     check_version_fits(main_path, main.version, main.source, opts)
+    _check_plugin_uris(main)
     with refusing_tomlkit_errors(main_path, main.doc, list(main.cri_path) + ["containerd", "runtimes", name]):
         if opts.mode == "inplace":
             origin = _origin(main, opts)
@@ -807,6 +801,8 @@ def _removed_from_main(main, dropin_text, dropin_record, opts, warnings):
     new_main = _render(main.doc, main.text)
     if created_file and new_main is not None and not new_main.strip():
         return None  # the module created the file: remove it again
+    if dropin_record.get("no_final_newline") is True and new_main and new_main.endswith("\n"):
+        return new_main[:-1]
     return new_main
 
 
@@ -831,6 +827,8 @@ def _handler_in_dropin(main, dropin_record, opts, others, warnings):
     record.setdefault("keys", [])
     if main.text is None:
         record["created_file"] = True
+    elif main.text and not main.text.endswith("\n") and not dropin_record:
+        record["no_final_newline"] = True  # the edit adds one: state=absent takes it out again
     _edit_top(main.doc, main.version, main.source, opts, record, main.style, warnings, with_import=True)
     tree = _effective_cri(main.doc, main.cri_path, opts, others, warnings)
     source_name = _edit_plain_tree(tree, opts)

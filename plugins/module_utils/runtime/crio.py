@@ -34,6 +34,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
     add_table,
     apply_undo,
     check_edited_toml,
+    checked_record,
     delete_path,
     dump_toml,
     ensure_tables,
@@ -87,13 +88,37 @@ class CrioOptions:
 
 
 def merged_config(texts) -> dict:
-    """CRI-O's view of several files applied in order (later keys win, tables merge)."""
+    """CRI-O's view of several files applied in order (later keys win, tables merge); each file's
+    tables on the way to a runtime handler checked (:func:`check_shape`)."""
     merged = {}
     for path, text in texts:
         if text is None:
             continue
-        merged = deep_merge(merged, plain(parse_toml(text, path)))
+        merged = deep_merge(merged, check_shape(path, plain(parse_toml(text, path))))
     return merged
+
+
+def check_shape(path: str, data: dict) -> dict:
+    """``data`` (one file of CRI-O's) when ``crio``, ``crio.runtime``, ``crio.runtime.runtimes`` and each
+    handler in it are tables (or absent); else a refusal naming the file, the key and what it holds."""
+    node, where = data, []
+    for key in RUNTIMES_PATH:
+        where.append(key)
+        node = node.get(key) if isinstance(node, dict) else None
+        if node is None:
+            return data
+        _table_or_refuse(path, where, node)
+    for name, entry in node.items():
+        _table_or_refuse(path, list(RUNTIMES_PATH) + [name], entry)
+    return data
+
+
+def _table_or_refuse(path, where, value) -> None:
+    if not isinstance(value, dict):
+        raise GpuFleetError(
+            "%s: %s is not a table (found %s %r; expected [%s]); the file was left untouched"
+            % (path, ".".join(where), type(value).__name__, value, ".".join(where)),
+            path=path, key=".".join(where))
 
 
 def desired_runtime(merged: dict, opts: CrioOptions, record=None) -> tuple:
@@ -145,12 +170,12 @@ def _dropin_text(table: dict, opts: CrioOptions) -> str:
 DEFAULT_PATH = ["crio", "runtime", "default_runtime"]
 
 
-def _handler(doc, name):
-    """``(runtimes table, record)``; ``(None, {})`` when the file has no runtimes."""
+def _handler(doc, name, path):
+    """``(runtimes table, record)``; ``(None, {})`` when the file has no runtimes; a damaged record is refused."""
     runtimes = lookup(doc, RUNTIMES_PATH)
     if runtimes is None or name not in runtimes or not is_table(runtimes[name]):
         return runtimes, {}
-    return runtimes, record_comment(runtimes[name])[1] or {}
+    return runtimes, checked_record(record_comment(runtimes[name])[1], path) or {}
 
 
 def _remove_handler(doc, main_text, runtimes, name, record, warnings):
@@ -180,12 +205,13 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
     name = opts.runtime_name
     warnings = []
     doc = parse_toml(main_text, main_path)
+    check_shape(main_path, plain(doc))
     if dropin_text is not None:
-        parse_toml(dropin_text, opts.dropin_path)
+        check_shape(opts.dropin_path, plain(parse_toml(dropin_text, opts.dropin_path)))
     others = [(p, t) for p, t in other_dropins if p != opts.dropin_path]
     merged = merged_config([(main_path, main_text)] + others)
     facts = {"runtime_table": "crio.runtime.runtimes.%s" % name}
-    runtimes, record = _handler(doc, name)
+    runtimes, record = _handler(doc, name, main_path)
     with refusing_tomlkit_errors(main_path, doc, list(RUNTIMES_PATH) + [name]):
         if opts.state == "absent":
             new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
@@ -193,6 +219,7 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
             files = [FileChange(main_path, main_text, exact if exact is not None else new_main), FileChange(opts.dropin_path, dropin_text, None)]
             return Plan(files, msg=_message(files, "removed", name), warnings=warnings, **facts)
         source_name, table = desired_runtime(merged, opts, record)
+        _refuse_overriding_default(others, main_path, opts)
         if opts.mode == "dropin":
             new_main = main_text
             if record:
@@ -200,7 +227,6 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
                 new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
             files = [FileChange(opts.dropin_path, dropin_text, _dropin_text(table, opts)), FileChange(main_path, main_text, new_main)]
         else:
-            _refuse_overriding_default(others, main_path, opts)
             origin = recover_origin(main_text, _absent_text(main_path, main_text, name) if record else None, record.get(UNDO_KEY))
             _handler_in_place(doc, main_text, record or {"keys": []}, table, opts, warnings)
             _note_undo(main_path, doc, name, origin)
@@ -212,7 +238,7 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
 def _absent_text(path, text, name):
     """crio.conf's ``text`` as ``state=absent`` leaves it by settings (before the byte-exact undo)."""
     doc = parse_toml(text, path)
-    runtimes, record = _handler(doc, name)
+    runtimes, record = _handler(doc, name, path)
     return _remove_handler(doc, text, runtimes, name, record, [])
 
 
@@ -224,16 +250,28 @@ def _note_undo(path, doc, name, origin) -> None:
     keep_undo_note(item, record, undo_note(_absent_text(path, doc.as_string(), name), origin, toml_settings))
 
 
+def read_order(path: str) -> list:
+    """The key that sorts the files of ``crio.conf.d`` as CRI-O reads them (``filepath.Walk``: by name,
+    folder by folder)."""
+    return path.split("/")
+
+
 def _refuse_overriding_default(others, main_path, opts) -> None:
-    """set_as_default cannot work in crio.conf when a drop-in (read after it) sets another default."""
+    """set_as_default cannot work when a file CRI-O reads after the one that sets it (crio.conf in place,
+    the drop-in) sets another default."""
+    if not opts.set_as_default:
+        return
+    mine = main_path if opts.mode == "inplace" else opts.dropin_path
     overriding = [
         p for p, t in others
-        if opts.set_as_default and get_path(plain(parse_toml(t, p)), DEFAULT_PATH) not in (None, opts.runtime_name)
+        if (opts.mode == "inplace" or read_order(p) > read_order(mine))
+        and get_path(plain(parse_toml(t, p)), DEFAULT_PATH) not in (None, opts.runtime_name)
     ]
     if overriding:
         raise GpuFleetError(
-            "%s sets crio.runtime.default_runtime, which overrides %s: set_as_default cannot "
-            "work in place; use config_mode=dropin" % (", ".join(overriding), main_path),
+            "%s sets crio.runtime.default_runtime, which overrides %s (CRI-O reads it later): set_as_default cannot "
+            "work; %s (nothing was written)" % (", ".join(overriding), mine, "use config_mode=dropin" if opts.mode == "inplace"
+                                                else "remove the setting from it, or give dropin_path a name read last"),
             overriding=overriding,
         )
 

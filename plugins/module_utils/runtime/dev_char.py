@@ -32,6 +32,7 @@ import os
 import posixpath
 import stat
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, toolkit_config
@@ -59,6 +60,32 @@ CONTAINERD_FILES = {
 CRIO_FILES = ("/etc/crio/crio.conf", "/etc/crio/crio.conf.d/*.conf")
 DOCKER_FILE = "/etc/docker/daemon.json"
 CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
+
+
+def rule_file(value):
+    """The udev rule file: an absolute, normalized path ending in ``.rules`` (udev reads no other name)."""
+    text = inputs.absolute_path(value)
+    if not text.endswith(".rules"):
+        raise inputs.Invalid("a udev rules file (an absolute, normalized path ending in .rules; %s)" % inputs.NO_SPACE)
+    return text
+
+
+def program_path(value):
+    """The path of a program: an absolute, normalized path that names a file (not ``/``), without
+    what ends or changes a ``RUN+=`` value (``"``, ``\\``) or what udev substitutes (``$``, ``%``)."""
+    text = inputs.absolute_path(value, forbid='"\\$%')
+    if text == "/":
+        raise inputs.Invalid("a program's path (absolute, normalized, not /; %s, no '\"', '\\\\', '$' or '%%')" % inputs.NO_SPACE)
+    return text
+
+
+#: The options that reach the rule, a program systemd-udevd runs as root on every device add: in
+#: ``RUN+="..."`` a ``"`` ends the value, a newline the rule, a space the program's path, and
+#: udev substitutes ``$name`` and ``%c`` (``udev(7)``) before it runs it.
+PARAM_RULES = {
+    "rule_path": rule_file,
+    "nvidia_ctk_path": program_path,
+}
 
 
 def rule_text(nvidia_ctk: str = NVIDIA_CTK) -> str:
@@ -265,6 +292,7 @@ def plan(host, params: dict, found: dict, numbers=device_numbers) -> dict:
 
 def converge(host, params: dict, check_mode: bool = False, want_diff: bool = False, numbers=device_numbers) -> dict:
     """Assess, plan, apply (unless check mode), check; the module's result."""
+    inputs.check("dev_char_symlinks", PARAM_RULES, params)
     found = exposure(host, params) if params["state"] == "auto" else {
         "affected": params["state"] == "present", "reasons": ["state=%s" % params["state"]],
         "cgroup_driver": None, "toolkit_mode": None}

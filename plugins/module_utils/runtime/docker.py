@@ -125,7 +125,21 @@ def read_config(text, path: str) -> dict:
             "%s: %s holds a lone surrogate (a \\u escape of half a character: not Unicode); the file was left untouched"
             % (path, where), path=path, key=where,
         )
+    _check_objects(config, path)
     return config
+
+
+def _check_objects(config: dict, path: str) -> None:
+    """Refuse a ``runtimes``, ``features`` or runtime entry that is not a JSON object, naming the file, key and value."""
+    runtimes = config.get("runtimes")
+    found = [(k, config[k]) for k in ("runtimes", "features") if config.get(k) is not None and not isinstance(config[k], dict)]
+    if isinstance(runtimes, dict):
+        found += [("runtimes.%s" % n, e) for n, e in runtimes.items() if not isinstance(e, dict)]
+    if found:
+        key, value = found[0]
+        raise GpuFleetError("%s: %s must be a JSON object, found %s; the file was left untouched"
+                            % (path, key, json.dumps(value)[:200] if not isinstance(value, str) else repr(value)),
+                            path=path, key=key)
 
 
 def _not_unicode(text) -> bool:
@@ -314,12 +328,10 @@ def _record(entry: dict, config: dict, opts: DockerOptions, created: bool) -> di
 
 
 def _object(config: dict, key: str) -> dict:
-    """``config[key]``, a new object when there is none; anything but an object is refused."""
+    """``config[key]``, a new object when there is none (:func:`read_config` refused any other value)."""
     value = config.get(key)
     if value is None:
         value = config[key] = {}
-    if not isinstance(value, dict):
-        raise GpuFleetError("daemon.json: %s must be an object, found %s" % (key, type(value).__name__))
     return value
 
 

@@ -259,12 +259,59 @@ def _repair_header_indents(doc, text: str) -> None:
     walk(doc, ())
 
 
+#: How deep a JSON file the editors take: Docker's daemon.json nests four levels; the editors' own walks
+#: over the tree recurse once a level.
+JSON_DEPTH = 64
+
+
+class _NotJson(ValueError):
+    """A value Python's json takes and a strict JSON reader does not (NaN, Infinity, a number out of range)."""
+
+    def __init__(self, msg):
+        super().__init__(msg)
+        self.msg = msg
+
+
+def _refuse_constant(name):
+    raise _NotJson("%s is not a JSON value" % name)
+
+
+def _finite(text):
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _NotJson("a number out of range (%s)" % text)
+    return value
+
+
+def json_depth(text: str) -> int:
+    """How deeply the arrays and objects of a JSON ``text`` nest (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            in_string, escaped = (ch != '"' or escaped), (ch == "\\" and not escaped)
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_json(text, path: str):
-    """Parse JSON text (``None`` or blank: ``{}``) or raise with line and column."""
+    """Parse JSON text (``None`` or blank: ``{}``) or raise with line and column; NaN, Infinity, a number
+    out of range and nesting deeper than :data:`JSON_DEPTH` are refused (Python's json takes them)."""
     if text is None or not text.strip():
         return {}
+    if json_depth(text) > JSON_DEPTH:
+        raise GpuFleetError("%s is not valid JSON for the editor: nested deeper than %d levels; the file was left untouched"
+                            % (path, JSON_DEPTH), path=path)
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+    except _NotJson as exc:
+        raise GpuFleetError("%s is not valid JSON: %s; the file was left untouched" % (path, exc.msg), path=path)
     except ValueError as exc:
         line = getattr(exc, "lineno", None)
         col = getattr(exc, "colno", None)
@@ -362,6 +409,41 @@ def find_record_in_text(text):
         if record is not None:
             return record
     return {}
+
+
+def _valid_record_entry(entry) -> bool:
+    return isinstance(entry, dict) and isinstance(entry.get("path"), list) and bool(entry["path"]) and all(
+        isinstance(k, str) for k in entry["path"]
+    ) and isinstance(entry.get("raw"), (str, type(None)))
+
+
+def _valid_paths(value) -> bool:
+    return isinstance(value, list) and all(isinstance(p, list) and all(isinstance(k, str) for k in p) for p in value)
+
+
+def checked_record(record, path, owner="gpufleet.nvidia.container_runtime", mark=STATE_MARK, created="paths"):
+    """``record`` (a state comment the module wrote), or a refusal naming ``path`` when it is damaged.
+
+    ``created``: what the record's ``created`` is, ``paths`` (the key paths the module added, as the
+    runtime editors record them) or ``flag`` (a boolean: the module created the file)."""
+    if record is None:
+        return None
+    fine = isinstance(record, dict) and isinstance(record.get("keys", []), list)
+    fine = fine and all(_valid_record_entry(e) for e in record.get("keys", []))
+    if created == "paths":
+        fine = fine and all(_valid_paths(record.get(k, [])) for k in ("created", "headered"))
+    else:
+        fine = fine and isinstance(record.get("created", False), bool)
+    if not fine:
+        raise GpuFleetError(
+            "%s: the state comment of %s (%s) is damaged (expected a JSON object whose keys is a list of "
+            "{path: [key, ...], raw}, %s; found %s); put the file back from a backup, or remove the comment and "
+            "what the module added; the file was left untouched"
+            % (path, owner, mark, "created and headered lists of key paths" if created == "paths" else "created a boolean",
+               json.dumps(record)[:200]),
+            path=path,
+        )
+    return record
 
 
 # --------------------------------------------------------------------------------------
@@ -1123,7 +1205,7 @@ def restore_entry(doc, entry: dict, warnings: list) -> bool:
     path = entry["path"]
     parent = lookup(doc, path[:-1]) if len(path) > 1 else doc
     key = path[-1]
-    if parent is None or key not in parent:
+    if parent is None or not hasattr(parent, "keys") or key not in parent:
         return False
     if not same(parent[key], entry.get("set")):
         warnings.append(

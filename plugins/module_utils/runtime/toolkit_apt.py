@@ -78,7 +78,21 @@ def check_params(params):
             raise GpuFleetError("%s %r is not a list of Debian package names" % (option, value), value=value)
         for index, item in enumerate(value):
             inputs.checked("%s[%d]" % (option, index), validator, item)
+    _check_distinct_files(params)
     return params
+
+
+def _check_distinct_files(params):
+    """The keyring, the source file and the pin file are three files: apt would read one as the other."""
+    seen = {}
+    for option in ("keyring", "source_file", "pin_file"):
+        path = params.get(option)
+        if path in seen:
+            raise GpuFleetError(
+                "%s %r is also %s: the keyring, the source file and the pin file are three files (expected three "
+                "different paths); nothing was changed" % (option, path, seen[path]), option=option, value=path)
+        if path is not None:
+            seen[path] = option
 
 
 def full_version(version):

@@ -84,7 +84,7 @@ def _decode_record(line: str):
         value = json.loads(body[len(RECORD_MARK):].strip())
     except ValueError:
         return None
-    return value if isinstance(value, dict) and isinstance(value.get("keys"), list) else None
+    return value if isinstance(value, dict) else None
 
 
 def _without_record(text: str) -> str:
@@ -116,7 +116,8 @@ def plan_isolation(text, path: str, state: str) -> tuple:
     if state == "absent" and text is None:
         return None, []
     doc = edit.parse_toml(_without_record(text or ""), path)
-    record = read_record(text)
+    record = edit.checked_record(read_record(text), path, owner="gpufleet.nvidia.toolkit_config", mark=RECORD_MARK,
+                                 created="flag")
     record.setdefault("keys", [])
     warnings = []
     if state == "present":
@@ -172,9 +173,9 @@ def converge(host, params: dict, check_mode: bool = False, want_diff: bool = Fal
     else:
         after, warnings = plan_isolation(before, path, "present" if params["isolate_unprivileged"] else "absent")
     change = edit.FileChange(path, before, after)
+    data = edit.plain(edit.parse_toml(after, path)) if after else {}
     if change.changed and not check_mode:
         _write(host, path, after)
-    data = edit.toml_data(after) if after else {}
     result = {
         "changed": change.changed,
         "path": path,
@@ -189,11 +190,16 @@ def converge(host, params: dict, check_mode: bool = False, want_diff: bool = Fal
     return result
 
 
-def _write(host, path: str, text: str) -> None:
+def _write(host, path: str, text) -> None:
+    """Write ``text`` to ``path``; None removes the file (the module created it for the keys alone)."""
     try:
-        host.write(path, text, mode=0o644)
+        if text is None:
+            host.remove(path)
+        else:
+            host.write(path, text, mode=0o644)
     except (GpuFleetError, OSError) as exc:
-        raise GpuFleetError("toolkit_config: cannot write %s: %s" % (path, getattr(exc, "msg", exc)), path=path)
+        raise GpuFleetError("toolkit_config: cannot %s %s: %s" % ("remove" if text is None else "write", path,
+                                                                  getattr(exc, "msg", exc)), path=path)
 
 
 def _message(change, wanted, data) -> str:

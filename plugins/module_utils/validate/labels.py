@@ -10,6 +10,9 @@ prefix, so that a scheduler, a dashboard or ``kubectl get nodes -L`` sees them:
   none (and without a driver), ``unknown`` for a branch the table does not have;
 - ``gpufleet.nvidia/driver-flavor``: ``open`` or ``proprietary`` kernel modules, ``unknown``
   where the facts could not tell, ``none`` without a driver;
+- ``gpufleet.nvidia/security-floor``: the bulletins the node's driver, toolkit or containerd is
+  below (common.security), NVIDIA's by their number: ``5861.containerd-eol``; ``ok`` where it is
+  at or above every floor, ``none`` where no version could be judged;
 - ``gpufleet.nvidia/validation``: the node's last validation, the worse of its host checks and
   its node's cluster checks: ``ok``, ``drift``, ``failed`` (``skipped`` where nothing was checked).
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import node_labels
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, security, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import DRIFT, FAILED, OK, RANK, SKIPPED
 
@@ -34,7 +37,8 @@ BRANCH = PREFIX + "driver-branch"
 EOL = PREFIX + "driver-eol"
 FLAVOR = PREFIX + "driver-flavor"
 VALIDATION = PREFIX + "validation"
-KEYS = (BRANCH, EOL, FLAVOR, VALIDATION)
+SECURITY = PREFIX + "security-floor"
+KEYS = (BRANCH, EOL, FLAVOR, SECURITY, VALIDATION)
 COMPONENT = "validate"
 ROLE = "validate"
 FLAVORS = ("open", "proprietary")
@@ -72,11 +76,23 @@ def _end_of_life(branch, today):
     return judged["end_of_life"] or "none"
 
 
+def _security(facts, validation, version, today):
+    """The security-floor label: the node's driver, installed toolkit and containerd on ``today``."""
+    containerd = dig(facts, "container", "containerd") or {}
+    judged = security.judge(
+        driver=str(version) if version else None,
+        toolkit=dig(validation, "toolkit", "installed") or dig(facts, "container", "toolkit", "version"),
+        containerd=containerd.get("version") if containerd.get("installed") else None,
+        today=today)
+    return security.label_value(judged)
+
+
 def node_values(facts, validation, cluster_status, today):
     """``{key: value}`` of one GPU node's labels."""
     version = _driver(facts, validation)
     status = max((validation.get("status") or SKIPPED, cluster_status or SKIPPED), key=lambda s: RANK.get(s, 0))
-    values = {VALIDATION: status if status in (OK, DRIFT, FAILED) else SKIPPED}
+    values = {VALIDATION: status if status in (OK, DRIFT, FAILED) else SKIPPED,
+              SECURITY: _security(facts, validation, version, today)}
     if version is None:
         values.update({BRANCH: "none", EOL: "none", FLAVOR: "none"})
     else:

@@ -41,6 +41,7 @@ CORE = {
          "verbs": ["create", "get", "list", "patch", "update", "watch"]},
         {"name": "secrets", "singularName": "secret", "namespaced": True, "kind": "Secret",
          "verbs": ["create", "get", "list", "patch", "update", "watch"]},
+        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["get", "list", "watch"]},
     ],
 }
 NODE_API = {
@@ -167,9 +168,11 @@ class FakeCluster(object):
 
     # --- what the tests read -----------------------------------------------------------------
     def writes(self):
-        """Every change made: API writes and helm calls that change a release."""
+        """Every write request: API writes (a PATCH that changes nothing too: the real API server's
+        audit log records it as a write) and helm calls that change a release; not dry runs."""
         return [e for e in self.timeline
-                if (e[0] == "api" and e[1] in ("POST", "PATCH", "PUT", "DELETE")) or (e[0] == "helm" and e[1] in ("upgrade", "rollback", "install"))]
+                if (e[0] == "api" and e[1].split(" (no change)")[0] in ("POST", "PATCH", "PUT", "DELETE"))
+                or (e[0] == "helm" and e[1] in ("upgrade", "rollback", "install"))]
 
     def labels(self, name):
         return dict(self.nodes[name]["metadata"].get("labels") or {})
@@ -193,7 +196,7 @@ class FakeCluster(object):
         if not rest:
             return None
         kinds = {"nodes": "Node", "namespaces": "Namespace", "configmaps": "ConfigMap", "secrets": "Secret", "runtimeclasses": "RuntimeClass",
-                 "customresourcedefinitions": "CustomResourceDefinition"}
+                 "customresourcedefinitions": "CustomResourceDefinition", "pods": "Pod"}
         return kinds.get(rest[0]), namespace, rest[1] if len(rest) > 1 else None
 
     def answer(self, method, path, body):  # pylint: disable=too-many-return-statements
@@ -215,6 +218,9 @@ class FakeCluster(object):
             if method == "PATCH":
                 _merge(self.nodes[name], body or {})
             return 200, copy.deepcopy(self.nodes[name])
+        if name is None and method == "GET":
+            items = [copy.deepcopy(o) for (k, ns, n), o in sorted(self.objects.items()) if k == kind and namespace in (None, ns)]
+            return 200, {"kind": kind + "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
         if kind == "Namespace" and name is None and method == "POST":
             name = body["metadata"]["name"]
         key = (kind, namespace, name or (body or {}).get("metadata", {}).get("name"))
@@ -256,14 +262,20 @@ class FakeCluster(object):
         if self.unreachable:
             return self._err(UNREACHABLE)
         namespace = self._opt(argv, "--namespace")
-        name = argv[2] if verb == "get values" else argv[1]
+        name = argv[2] if verb.startswith("get ") else argv[1]
         release = self.releases.get((namespace, name))
-        if verb in ("status", "get values") and release is None:
+        if verb in ("status", "get values", "get metadata") and release is None:
             return self._err("Error: release: not found\n")
+        # The shapes of Helm 3.18's answers, captured against a real API server
+        # (tests/unit/fixtures/helm/README.md): status names no chart, get metadata does.
         if verb == "status":
             return self._out(json.dumps({"name": name, "namespace": namespace, "version": release["revision"],
                                          "info": {"status": release["status"], "description": release["description"]},
-                                         "chart": {"metadata": {"name": "gpu-operator", "version": release["chart_version"]}}}))
+                                         "config": release["values"], "manifest": ""}))
+        if verb == "get metadata":
+            return self._out(json.dumps({"name": name, "chart": "gpu-operator", "version": release["chart_version"],
+                                         "appVersion": release["chart_version"], "namespace": namespace,
+                                         "revision": release["revision"], "status": release["status"]}))
         if verb == "get values":
             return self._out(json.dumps(release["values"]))
         if verb == "upgrade":

@@ -436,3 +436,60 @@ def test_the_readmes_resourceclaimtemplate_and_pod_are_valid_and_ask_for_the_dri
     request = docs[0]["spec"]["spec"]["devices"]["requests"][0]
     assert request["exactly"]["deviceClassName"] == "gpu.nvidia.com"
     assert docs[1]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] == docs[0]["metadata"]["name"]
+
+
+# --- the chart from an OCI registry, DeviceClasses serving an extended resource ------------------
+OCI = "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"
+
+
+def test_the_standalone_chart_from_its_oci_reference():
+    planned = plan("dra-standalone-mixed", dra_driver_chart_ref=OCI, dra_driver_chart_version="0.5.0")
+    assert planned["problems"] == []
+    assert planned["chart"] == {"ref": OCI, "version": "0.5.0", "check_values": True}  # no --repo for an OCI chart
+
+
+@pytest.mark.parametrize("name, extra, fragment", [
+    ("dra-standalone-mixed", {"dra_driver_chart_ref": "oci://registry.k8s.io/dra-driver-nvidia/charts/other"},
+     "dra_driver_chart_ref: 'oci://registry.k8s.io/dra-driver-nvidia/charts/other' is not an OCI reference of the "
+     "dra-driver-nvidia-gpu chart"),
+    ("dra-standalone-mixed", {"dra_driver_chart_ref": "https://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"},
+     "is not an OCI reference"),
+    ("dra-standalone-mixed", {"dra_driver_chart_ref": OCI, "dra_driver_chart_version": "latest"},
+     "dra_driver_chart_version: 'latest' is not a chart version"),
+    ("dra-r580", {"dra_driver_chart_ref": OCI}, "the GPUCluster path installs the gpu-operator chart"),
+    ("dra-standalone-mixed", {"dra_driver_chart_repo_url": "oci://registry.k8s.io/dra-driver-nvidia/charts"},
+     "expected dra_driver_chart_ref: oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu"),
+])
+def test_a_chart_reference_that_cannot_work_is_refused_by_name(name, extra, fragment):
+    problems = plan(name, **extra)["problems"]
+    assert len(problems) == 1 and fragment in problems[0], problems
+
+
+H200_CLASS = {"name": "h200.gpu.example.com", "expression": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H200'"}
+
+
+@pytest.mark.parametrize("name, resource", [("dra-r580", "nvidia.com/gpu"), ("dra-standalone-mixed", "example.com/h200")])
+def test_a_site_class_serves_an_extended_resource_and_is_valid_kubernetes(name, resource):
+    planned = plan(name, dra_driver_device_classes=[dict(H200_CLASS, extended_resource_name=resource)])
+    assert planned["problems"] == []
+    (cls,) = [o for o in planned["objects"] if o["kind"] == "DeviceClass"]
+    assert cls["spec"]["extendedResourceName"] == resource
+    for version in ("1.36.0", "1.37.0"):  # resource.k8s.io/v1 DeviceClassSpec.extendedResourceName
+        kubernetes_validate.validate(cls, version, strict=True)
+    assert "extendedResourceName" not in [o for o in plan(name, dra_driver_device_classes=[H200_CLASS])["objects"]
+                                          if o["kind"] == "DeviceClass"][0]["spec"]
+
+
+@pytest.mark.parametrize("name, classes, fragment", [
+    ("dra-standalone-mixed", [dict(H200_CLASS, extended_resource_name="nvidia.com/gpu")],
+     "'nvidia.com/gpu' is already served by the chart's own gpu.nvidia.com class"),
+    ("dra-r580", [dict(H200_CLASS, extended_resource_name="nvidia.com/gpu"),
+                  {"name": "l40s.gpu.example.com", "expression": "true", "extended_resource_name": "nvidia.com/gpu"}],
+     "'nvidia.com/gpu' is already served by h200.gpu.example.com (dra_driver_device_classes[0])"),
+    ("dra-r580", [dict(H200_CLASS, extended_resource_name="gpu")], "'gpu' is not an extended resource name"),
+    ("dra-r580", [dict(H200_CLASS, extended_resource_name="example.kubernetes.io/gpu")], "is not an extended resource name"),
+    ("dra-r580", [dict(H200_CLASS, extendedResourceName="nvidia.com/gpu")], "is not {name, expression, extended_resource_name}"),
+])
+def test_an_extended_resource_that_cannot_work_is_refused_by_name(name, classes, fragment):
+    problems = plan(name, dra_driver_device_classes=classes)["problems"]
+    assert len(problems) == 1 and fragment in problems[0], problems

@@ -10,6 +10,7 @@ def test_defaults_make_a_host_prepared_on_containerd():
         "nodes": [{
             "host": "gpu-1", "name": "gpu-1", "driver_method": "package", "host_driver": True, "host_toolkit": True,
             "runtime": "containerd", "sharing_config": "", "mig_config": "", "gpus": None, "runtime_version": None, "cdi_ready": "enable_cdi",
+            "operator_driver": False, "held": False, "moved_back": False,
         }],
         "problems": [],
     }
@@ -40,7 +41,7 @@ def test_discovery_facts_give_the_gpus_the_plan_checks_mig_against():
     facts = {"gpu_count": 1, "driver": {"nvidia_smi": {"gpus": [
         {"name": "NVIDIA H200", "mig_capable": True, "memory_total_mib": 143771, "uuid": "GPU-x"}]}}}
     node, = gpu_fleet_nodes(["a"], {"a": {"nvidia_driver_method": "preinstalled", "gpufleet_nvidia": facts}}, "gpu_operator")["nodes"]
-    assert node["gpus"] == {"count": 1, "smi": [{"name": "NVIDIA H200", "mig_capable": True, "memory_total_mib": 143771}]}
+    assert node["gpus"] == {"count": 1, "smi": [{"name": "NVIDIA H200", "mig_capable": True, "memory_total_mib": 143771}], "pci": []}
 
 
 def test_operator_method_leaves_the_toolkit_to_the_operator_unless_asked():

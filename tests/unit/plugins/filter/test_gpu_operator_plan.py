@@ -522,3 +522,34 @@ def test_the_host_runtime_must_hand_over_the_cdi_devices_the_operator_names(vers
     assert problems == expected.get(refused, [])
     # Without CDI in the operator there is nothing to agree on.
     assert F.plan(fleet, "gpu_operator", {"gpu_operator_cdi_enabled": False})["problems"] == []
+
+
+def _smi_failing_facts(device_id=None):
+    """The facts of the captured H200 host whose nvidia-smi fails (tests/unit/fixtures/hosts/README.md);
+    with ``device_id``, the same host with another GPU on its PCI bus (derived: only the id and name changed)."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import fixture_facts
+    facts = fixture_facts("ubuntu2404-h200-smi-failing")
+    if device_id:
+        for gpu in facts["gpus"]:
+            gpu["device_id"], gpu["name"] = device_id, gpu_table.lookup(int(device_id, 16))[0]
+    return facts
+
+
+def test_mig_capability_comes_from_the_pci_id_where_nvidia_smi_does_not_answer():
+    # An L4 (10de:27b8, AD104: no MIG) was accepted with a MIG config because nvidia-smi could not be
+    # read, although discovery knew its PCI id; the H200 (10de:2335, GH100) can do MIG.
+    fleet = F.load("mig")
+    fleet["hosts"]["gpu-h200-mig-01"] = dict(fleet["hosts"]["gpu-h200-mig-01"], gpufleet_nvidia=_smi_failing_facts())
+    fleet["hosts"]["gpu-h200-mig-02"] = dict(fleet["hosts"]["gpu-h200-mig-02"], gpufleet_nvidia=_smi_failing_facts("0x27b8"))
+    planned = F.plan(fleet, "gpu_operator")
+    assert planned["problems"] == [
+        "gpu_operator: host 'gpu-h200-mig-02': gpufleet_mig_config: MIG config 'balanced': GPU 0 (AD104GL [L4]) cannot do MIG "
+        "(its PCI device id 0x27b8 is not a MIG chip (discovery read it; nvidia-smi did not answer)) (expected a config whose "
+        "profiles the node's GPUs have, or no gpufleet_mig_config)"]
+
+
+def test_the_mig_chips_of_the_gpu_table():
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
+    assert [gpu_table.mig_capable(i) for i in ("0x27b8", "0x2335", 0x20B7, 0x2901, "0x26b9", "0x9999", "zz")] == [
+        False, True, True, True, False, None, None]

@@ -83,7 +83,50 @@ def test_a_node_name_is_checked_and_taken_once():
 
 def test_the_runs_record_is_looked_up_in_sets():
     run = P._run_lookup({"discovered": True, "hosts": ["a", "b"], "reached": ["a"]})
-    assert run == {"discovered": True, "hosts": {"a", "b"}, "reached": {"a"}}
-    assert P._run_lookup({"discovered": False}) == {"discovered": False}
+    assert run == {"discovered": True, "hosts": {"a", "b"}, "reached": {"a"}, "failed": set(), "moved": set()}
+    assert P._run_lookup({"discovered": False}) == {"discovered": False, "hosts": set(), "reached": set(), "failed": set(),
+                                                    "moved": set()}
+    assert P._run_lookup(None) is None
     assert P._run_problem("b", "gpufleet: host 'b'", run).startswith("gpufleet: host 'b': failed or was unreachable")
     assert P._run_problem("a", "gpufleet: host 'a'", run) is None
+
+
+# --- the inputs that reach helm's argv or an API object: the whole value, a final newline included --------
+
+
+@pytest.mark.parametrize("check", [
+    lambda problems: P._check_namespace("gpu-operator\n", "gpu_operator_namespace", problems),
+    lambda problems: P._check_duration("10m\n", "gpu_operator_wait_timeout", problems),
+    lambda problems: P._check_name("gpu-operator\n", "gpu_operator_release_name", P._DNS_LABEL, "a release name", problems),
+    lambda problems: P._check_label_value("ts-2\n", "gpufleet_sharing_config", problems),
+    lambda problems: P._image_registry({"image_registry": "registry.example.com\n"}, "gpu_operator", problems),
+    lambda problems: problems.append(P._resource_problem("nvidia.com/gpu\n", set(), "single", "device_plugin") and "'\\n'"),
+    lambda problems: P._driver_version("580\n", True, problems),
+    lambda problems: P._chart({"chart_version": "v26.7.0\n", "chart_repo_url": "https://helm.ngc.nvidia.com/nvidia"},
+                              "gpu_operator", "gpu-operator", problems),
+])
+def test_a_final_newline_is_refused(check):
+    problems = []
+    check(problems)
+    assert [p for p in problems if p] and all("\\n" in p for p in problems if p)
+
+
+@pytest.mark.parametrize("url", ["https://helm.ngc.nvidia.com/nvidia\n--post-renderer=/tmp/x", "https://x y", "oci://"])
+def test_a_chart_repository_url_is_a_whole_url(url):
+    problems = []
+    P._chart({"chart_version": "v26.7.0", "chart_repo_url": url}, "gpu_operator", "gpu-operator", problems)
+    assert problems and problems[0].startswith("gpu_operator_chart_repo_url: %r is not" % url)
+
+
+@pytest.mark.parametrize("path", ["--post-renderer=/tmp/x", "charts/gpu-operator", "/srv/../tmp/x", "/srv/chart\n"])
+def test_a_chart_path_is_an_absolute_path(path):
+    problems = []
+    P._chart({"chart_path": path}, "gpu_operator", "gpu-operator", problems)
+    assert problems == ["gpu_operator_chart_path: %r is not %s" % (path, problems[0].split(" is not ", 1)[1])]
+    assert "an absolute, normalized path" in problems[0]
+
+
+def test_a_release_name_is_helms():
+    problems = []
+    P._common({"namespace": "gpu-operator", "release_name": "a" * 54, "wait_timeout": "10m"}, "gpu_operator", problems)
+    assert problems and problems[0].startswith("gpu_operator_release_name: ")

@@ -225,3 +225,29 @@ def test_no_device_nodes_writes_the_rule_and_runs_nothing(tmp_path):
     node = exposed(tmp_path, nodes=())
     done = dc.converge(node.host, params(), numbers=numbers)
     assert done["changed"] and done["rule_action"] == "create" and done["links"] == {} and node.ran == []
+
+
+# --- what reaches the udev rule (a root-run hook) -----------------------------------------------
+
+
+@pytest.mark.parametrize("option, value", [
+    ("nvidia_ctk_path", '/usr/bin/nvidia-ctk" RUN+="/bin/sh -c id'),
+    ("nvidia_ctk_path", "/usr/bin/nvidia-ctk\nACTION==\"add\", RUN+=\"/tmp/x\""),
+    ("nvidia_ctk_path", "/usr/bin/nvidia ctk"),
+    ("nvidia_ctk_path", "/usr/bin/$kernel"),
+    ("nvidia_ctk_path", "/usr/bin/%k"),
+    ("nvidia_ctk_path", "/usr/bin/nvidia-ctk\\"),
+    ("nvidia_ctk_path", "nvidia-ctk"),
+    ("nvidia_ctk_path", "/usr/bin/../../tmp/x"),
+    ("nvidia_ctk_path", "/"),  # a folder, not a program (found by the property suite)
+    ("rule_path", "71-nvidia-dev-char.rules"),
+    ("rule_path", "/etc/udev/rules.d/../../../tmp/71.rules"),
+    ("rule_path", "/etc/udev/rules.d/71-nvidia-dev-char.rules\n"),
+    ("rule_path", "/etc/udev/rules.d/71-nvidia-dev-char.conf"),
+])
+def test_a_value_that_would_change_the_rule_is_refused_before_anything_is_written(tmp_path, option, value):
+    node = exposed(tmp_path)
+    with pytest.raises(GpuFleetError) as error:
+        dc.converge(node.host, params(**{option: value}), numbers=numbers)
+    assert "dev_char_symlinks: %s %r is not" % (option, value) in error.value.msg
+    assert node.ran == [] and not os.path.exists(node.root + dc.RULE_PATH) and not os.path.exists(node.root + "/tmp")

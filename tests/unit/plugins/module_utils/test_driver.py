@@ -51,6 +51,8 @@ MUTATING = (
     ("dnf", "module", "reset"),
     ("dnf", "versionlock", "add"),
     ("dnf", "versionlock", "delete"),
+    ("dnf", "--disablerepo=*", "versionlock", "delete"),
+    ("dnf", "--disablerepo=*", "module", "reset"),
     ("systemctl", "enable"),
     ("systemctl", "start"),
     ("systemctl", "restart"),

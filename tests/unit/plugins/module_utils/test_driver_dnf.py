@@ -155,7 +155,7 @@ def test_rocky9_move_to_580_open(tmp_path):
     locked = sorted(COMMON + ["kmod-nvidia-latest-dkms"])
     names = sorted(COMMON + ["kmod-nvidia-open-dkms"])
     assert plan_of(result) == [
-        " ".join(["dnf", "versionlock", "delete"] + specs(locked, old)),
+        " ".join(["dnf", "'--disablerepo=*'", "versionlock", "delete"] + specs(locked, old)),
         "dnf module reset -y nvidia-driver",
         "dnf module enable -y nvidia-driver:580-open",
         " ".join(["dnf", "install", "-y", "--allowerasing"] + specs(names, new)),
@@ -176,9 +176,9 @@ def test_rocky9_absent(tmp_path):
     result = run(Replay(INSTALLED, tmp_path), state="absent")
     names = sorted(COMMON + ["kmod-nvidia-latest-dkms"])
     assert plan_of(result) == [
-        " ".join(["dnf", "versionlock", "delete"] + specs(names, "3:570.172.08-1.el9")),
+        " ".join(["dnf", "'--disablerepo=*'", "versionlock", "delete"] + specs(names, "3:570.172.08-1.el9")),
         " ".join(["dnf", "remove", "-y"] + names),
-        "dnf module reset -y nvidia-driver",
+        "dnf '--disablerepo=*' module reset -y nvidia-driver",
         "remove /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf (nouveau no longer blacklisted by this module)",
     ]
     assert result["reboot_required"] is False
@@ -187,7 +187,7 @@ def test_rocky9_absent(tmp_path):
 # --- the fabric manager from NVIDIA's CUDA repository (DERIVED hosts, see fixtures/driver/hgx) -------
 
 RPM_QA_FM = json.dumps(["rpm", "-qa", "--qf", dnf.RPM_QF] + dnf.FABRIC_MANAGER_GLOBS)
-VERSIONLOCK = json.dumps(["dnf", "-q", "versionlock", "list"])
+VERSIONLOCK = json.dumps(dnf.LOCKS_LIST)
 FM_570 = ["libnvidia-nscq-570", "nvidia-fabric-manager"]
 FM_580 = ["libnvidia-nscq", "nvidia-fabricmanager"]
 
@@ -253,7 +253,7 @@ def test_rocky9_move_to_580_renames_the_fabric_manager(tmp_path):
     locked = sorted(COMMON + ["kmod-nvidia-latest-dkms"] + FM_570)
     names = sorted(COMMON + ["kmod-nvidia-open-dkms"])
     assert plan_of(result) == [
-        " ".join(["dnf", "versionlock", "delete"] + sorted(
+        " ".join(["dnf", "'--disablerepo=*'", "versionlock", "delete"] + sorted(
             specs(sorted(COMMON + ["kmod-nvidia-latest-dkms"]), "3:570.172.08-1.el9") + specs(FM_570, "0:570.172.08-1"))),
         "dnf module reset -y nvidia-driver",
         "dnf module enable -y nvidia-driver:580-open",
@@ -274,7 +274,7 @@ def test_rocky9_absent_removes_the_fabric_manager(tmp_path):
     result = run(rocky_hgx(tmp_path, old), state="absent")
     names = sorted(COMMON + ["kmod-nvidia-latest-dkms"] + FM_570)
     assert plan_of(result)[:2] == [
-        " ".join(["dnf", "versionlock", "delete"]
+        " ".join(["dnf", "'--disablerepo=*'", "versionlock", "delete"]
                  + ["%s-%s" % (n, "0:570.172.08-1" if n in FM_570 else "3:570.172.08-1.el9") for n in names]),
         " ".join(["dnf", "remove", "-y"] + names),
     ]

@@ -324,10 +324,10 @@ def test_rocky9_failed_move_locks_the_old_packages_again(tmp_path):
     replay = Failing(ROCKY_INSTALLED, tmp_path, ["dnf", "install", "-y", "--allowerasing"])
     with pytest.raises(GpuFleetError):
         run(replay, check_mode=False, version="580", flavor="open")
-    delete = next(c for c in replay.calls if c[:3] == ["dnf", "versionlock", "delete"])
+    delete = next(c for c in replay.calls if c[:4] == ["dnf", "--disablerepo=*", "versionlock", "delete"])
     # newest first: off the new stream, back on the old one, the old packages locked again
     assert replay.calls[-3:] == [
         ["dnf", "module", "reset", "-y", "nvidia-driver"],
         ["dnf", "module", "enable", "-y", "nvidia-driver:570-dkms"],
-        ["dnf", "versionlock", "add"] + delete[3:],
+        ["dnf", "versionlock", "add"] + delete[4:],
     ]

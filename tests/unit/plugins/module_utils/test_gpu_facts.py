@@ -1118,3 +1118,19 @@ def test_deeply_nested_json_and_toml_are_error_probes(tmp_path):
     assert facts["probes"]["docker_config"]["detail"].startswith("/etc/docker/daemon.json is not valid JSON: maximum recursion depth")
     assert facts["probes"]["containerd_config"]["state"] == "error"
     assert facts["probes"]["containerd_config"]["detail"].startswith("/etc/containerd/config.toml is not valid TOML")
+
+
+def test_the_gpu_operators_driver_container_is_told_from_a_host_driver(tmp_path):
+    # The captured pre-installed H200 host, plus what the operator's driver container leaves on the
+    # host: its root shared at /run/nvidia/driver (derived: that file is the only change).
+    import shutil
+    host = CaptureHost("ubuntu2404-h200-preinstalled")
+    assert gf.gather_driver(host, gf.Probes(), None)["operator_root"] is None
+    root = str(tmp_path / "root")
+    shutil.copytree(host.root, root, symlinks=True)
+    host.root = host.kernel_root = root
+    smi = os.path.join(root, "run", "nvidia", "driver", "usr", "bin", "nvidia-smi")
+    os.makedirs(os.path.dirname(smi))
+    open(smi, "w").close()
+    driver = gf.gather_driver(host, gf.Probes(), None)
+    assert (driver["operator_root"], driver["source"]) == ("/run/nvidia/driver", "operator")

@@ -122,3 +122,45 @@ def test_helm_4_waits_with_a_strategy_and_helm_3_with_a_switch():
         helm.major = major
         helm.upgrade("r", "ns", {"ref": "c", "repo_url": "https://x", "version": "v1.0.0"}, "/v.json", True, "5m")
     assert "--wait" in calls[0] and "--wait=watcher" in calls[1]
+
+
+FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "helm")
+
+
+def _fixture(name):
+    import json
+    with open(os.path.join(FIXTURES, name)) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize("major", ["helm3", "helm4"])
+def test_the_release_state_is_read_from_what_real_helm_prints(major):
+    # helm status -o json has no chart key (tests/unit/fixtures/helm/README.md): reading the chart
+    # version from it gave None, every install was reported failed and every run upgraded again.
+    status = _fixture("%s-status.json" % major)
+    assert "chart" not in status
+    state = helm_lib.release_state(status, _fixture("%s-get-metadata.json" % major), {"a": 1})
+    assert state == {"status": "deployed", "revision": 1, "chart": "nvidia-device-plugin", "chart_version": "0.20.0",
+                     "description": "Install complete", "values": {"a": 1}}
+    assert helm_lib.decide(state, "0.20.0", {"a": 1}, "r")[0] == "none"
+
+
+def test_the_release_is_read_with_status_metadata_and_values():
+    answers = {"status": _fixture("helm3-status.json"), "metadata": _fixture("helm3-get-metadata.json"), "values": {"a": 1}}
+
+    def run(argv):
+        import json
+        verb = argv[2] if argv[1] == "get" else argv[1]
+        return 0, json.dumps(answers[verb]), ""
+
+    assert helm_lib.read_release(helm_lib.Helm(run, "helm"), "cap-helm", "cap-helm")["chart_version"] == "0.20.0"
+
+
+def test_the_cluster_capabilities_are_given_to_helm_template():
+    caps = helm_lib.capabilities("v1.36.2", {"resource.k8s.io/v1": {"DeviceClass": {}, "ResourceSlice": {}}, "v1": {"Node": {}}})
+    assert caps == {"kube_version": "v1.36.2", "api_versions": [
+        "resource.k8s.io/v1", "resource.k8s.io/v1/DeviceClass", "resource.k8s.io/v1/ResourceSlice", "v1", "v1/Node"]}
+    calls = []
+    helm = helm_lib.Helm(lambda argv: (calls.append(argv), (0, "", ""))[1], "helm")
+    helm.template("r", "ns", {"ref": "./c"}, "/v.json", caps)
+    assert calls[0][-4:] == ["--kube-version", "v1.36.2", "--api-versions", ",".join(caps["api_versions"])]

@@ -206,3 +206,55 @@ def test_checked_one_value():
         inputs.checked("pin: package", inputs.debian_package, "a b", after="; nothing was written")
     assert raised.value.msg.startswith("pin: package 'a b' is not a Debian package name (")
     assert raised.value.msg.endswith("; nothing was written")
+
+
+@pytest.mark.parametrize("value, ok", [
+    ("gpu-operator", True),
+    ("nvidia-device-plugin", True),
+    ("a.b-c", True),
+    ("a" * 53, True),
+    ("a" * 54, False),  # helm refuses a name longer than 53
+    ("gpu-operator\n", False),  # what re.match(r"...$") takes
+    ("--post-renderer=/tmp/x", False),
+    ("-x", False),
+    ("Gpu-operator", False),
+    ("gpu_operator", False),
+    ("gpu-", False),
+    ("", False),
+    (None, False),
+])
+def test_release_name(value, ok):
+    assert (inputs.release_name(value) == value) if ok else refuses(inputs.release_name, value)
+
+
+@pytest.mark.parametrize("value, ok", [
+    ("gpu-operator", True),
+    ("nvidia/gpu-operator", True),
+    ("oci://ghcr.io/nvidia/k8s-dra-driver-gpu", True),
+    ("https://helm.ngc.nvidia.com/nvidia/charts/gpu-operator-v26.7.0.tgz", True),
+    ("/srv/charts/gpu-operator-v26.7.0.tgz", True),
+    ("./charts/gpu-operator", True),
+    ("--post-renderer=/tmp/x", False),
+    ("-", False),
+    ("gpu-operator\n", False),
+    ("gpu operator", False),
+    ("gpu-operator\u00e9", False),
+    ("", False),
+    (1, False),
+])
+def test_chart_ref(value, ok):
+    assert (inputs.chart_ref(value) == value) if ok else refuses(inputs.chart_ref, value)
+
+
+@pytest.mark.parametrize("value, ok", [
+    ("", True),  # not set: the repository's chart
+    ("/srv/charts/gpu-operator-v26.7.0.tgz", True),
+    ("/srv/charts/gpu-operator", True),
+    ("charts/gpu-operator", False),  # relative to whatever folder helm runs in
+    ("--post-renderer=/tmp/x", False),
+    ("/srv/charts/../../tmp/x", False),
+    ("/srv/charts/gpu-operator\n", False),
+    (None, False),
+])
+def test_chart_path(value, ok):
+    assert (inputs.chart_path(value) == value) if ok else refuses(inputs.chart_path, value)

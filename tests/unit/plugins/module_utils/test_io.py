@@ -39,13 +39,14 @@ class Module(object):
         return backup
 
 
-def test_the_temporary_file_lies_beside_the_target_under_a_name_no_runtime_imports(tmp_path):
+def test_the_temporary_file_lies_outside_the_targets_folder_under_a_name_no_runtime_imports(tmp_path):
     conf_d = tmp_path / "conf.d"
     module = Module(tmp_path / "elsewhere")
     safe_io.write_file(module, str(conf_d / "99-nvidia.toml"), "version = 2\n")
     (src, dest), = module.moves
-    assert os.path.dirname(src) == str(conf_d) and dest == str(conf_d / "99-nvidia.toml")
-    assert src.endswith(safe_io.PARTIAL_SUFFIX) and os.path.basename(src).startswith(".")
+    # CRI-O reads every file under crio.conf.d, dotfiles and sub-folders included: the partial is one folder up
+    assert os.path.dirname(src) == str(tmp_path) and dest == str(conf_d / "99-nvidia.toml")
+    assert src.endswith(safe_io.PARTIAL_SUFFIX) and os.path.basename(src).startswith(".conf.d.99-nvidia.toml.")
     # containerd's import glob, which matches dotfiles, apt's and dnf's extensions: none reads it
     for pattern in ("*.toml", ".*.toml", "*.list", "*.sources", "*.repo", "*.conf", "*.pref"):
         assert not glob.fnmatch.fnmatch(os.path.basename(src), pattern)
@@ -53,16 +54,36 @@ def test_the_temporary_file_lies_beside_the_target_under_a_name_no_runtime_impor
     assert oct(os.stat(str(conf_d / "99-nvidia.toml")).st_mode & 0o777) == "0o644"
 
 
-def test_an_interrupted_write_leaves_the_old_file_and_only_an_inert_partial(tmp_path):
-    target = tmp_path / "config.toml"
+def test_an_interrupted_write_leaves_nothing_in_the_folder_a_runtime_reads(tmp_path):
+    conf_d = tmp_path / "crio.conf.d"
+    conf_d.mkdir()
+    target = conf_d / "99-nvidia.toml"
     target.write_text("old\n")
     module = Module(tmp_path, fail_move=True)
     with pytest.raises(KeyboardInterrupt):
         safe_io.write_file(module, str(target), "new\n")
-    assert target.read_text() == "old\n"
-    left = [p for p in os.listdir(str(tmp_path)) if p != "config.toml"]
+    assert target.read_text() == "old\n" and os.listdir(str(conf_d)) == ["99-nvidia.toml"]
+    left = [p for p in os.listdir(str(tmp_path)) if p != "crio.conf.d"]
     assert all(p.endswith(safe_io.PARTIAL_SUFFIX) for p in left) and module.cleanup == [str(tmp_path / left[0])]
-    assert glob.glob(str(tmp_path / "*.toml")) == [str(target)]
+
+
+@pytest.mark.parametrize("change", ["write", "remove"])
+def test_the_next_write_or_removal_takes_away_the_partials_of_an_interrupted_one(tmp_path, change):
+    conf_d = tmp_path / "crio.conf.d"
+    conf_d.mkdir()
+    target = conf_d / "99-nvidia.toml"
+    target.write_text("old\n")
+    (conf_d / (".99-nvidia.toml.k2j4" + safe_io.PARTIAL_SUFFIX)).write_text("ha")  # a killed write of before
+    (tmp_path / (".crio.conf.d.99-nvidia.toml.x7q1" + safe_io.PARTIAL_SUFFIX)).write_text("ha")
+    (conf_d / (".10-crio.conf.aaaa" + safe_io.PARTIAL_SUFFIX)).write_text("another file's")
+    if change == "write":
+        safe_io.write_file(Module(tmp_path), str(target), "new\n")
+    else:
+        safe_io.remove_file(Module(tmp_path), str(target))
+    assert sorted(os.listdir(str(conf_d))) == sorted([".10-crio.conf.aaaa" + safe_io.PARTIAL_SUFFIX] + (
+        ["99-nvidia.toml"] if change == "write" else []))
+    assert os.listdir(str(tmp_path)) == ["crio.conf.d"]
+    assert safe_io.leftover_partials(str(target)) == []
 
 
 def test_a_symlinked_config_is_written_through_and_stays_a_link(tmp_path):
@@ -113,3 +134,20 @@ def test_removing_a_link_removes_the_link_only(tmp_path):
     assert safe_io.remove_file(Module(tmp_path), str(link)) is None
     assert not os.path.lexists(str(link)) and real.read_text() == "x"
     assert safe_io.remove_file(Module(tmp_path), str(link)) is None
+
+
+@pytest.mark.parametrize("change", ["write", "remove"])
+def test_a_backup_lies_outside_the_folder_a_runtime_reads(tmp_path, change):
+    """AnsibleModule.backup_local puts the copy beside the file: in crio.conf.d, CRI-O would read it after the new
+    drop-in (``99-nvidia.toml.<pid>.<date>~`` sorts after ``99-nvidia.toml``), its old settings winning."""
+    conf_d = tmp_path / "crio.conf.d"
+    conf_d.mkdir()
+    target = conf_d / "99-nvidia.toml"
+    target.write_text("old\n")
+    if change == "write":
+        backup = safe_io.write_file(Module(tmp_path), str(target), "new\n", backup=True)
+    else:
+        backup = safe_io.remove_file(Module(tmp_path), str(target), backup=True)
+    assert os.listdir(str(conf_d)) == (["99-nvidia.toml"] if change == "write" else [])
+    assert os.path.dirname(backup) == str(tmp_path) and os.path.basename(backup) == "crio.conf.d.99-nvidia.toml.bak"
+    assert open(backup).read() == "old\n"

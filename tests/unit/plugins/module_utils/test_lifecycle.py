@@ -18,7 +18,7 @@ TODAY = datetime.date(2026, 12, 1)
     "branch, kind, end, state",
     [
         (535, "long-term support branch", "2026-06", "past"),
-        (550, None, "past", "past"),
+        (550, None, "2025-06", "past"),
         (560, None, "past", "past"),
         (565, None, "past", "past"),
         (570, "production branch", "2026-02", "past"),
@@ -27,6 +27,7 @@ TODAY = datetime.date(2026, 12, 1)
         (590, "new-feature branch", None, "no_end_date"),
         (595, "production branch", "2027-03", "supported"),
         (610, "new-feature branch", "2026-08", "past"),
+        (615, "new-feature branch", None, "no_end_date"),
         (620, "long-term support branch", "2029-09", "supported"),
     ],
 )
@@ -45,7 +46,8 @@ def test_the_texts_say_type_end_and_notes():
         "for Maxwell, Pascal and Volta; an older NVIDIA page gives August 2028"
     )
     assert L.judge(590, TODAY)["text"] == "R590: new-feature branch, no end of life published; short-lived"
-    assert L.judge(550, TODAY)["text"] == "R550: branch type not recorded, end of life passed"
+    assert L.judge(550, TODAY)["text"] == "R550: branch type not recorded, end of life June 2025 (past on 2026-12-01)"
+    assert L.judge(560, TODAY)["text"] == "R560: branch type not recorded, end of life passed"
 
 
 @pytest.mark.parametrize(
@@ -56,13 +58,13 @@ def test_the_end_of_life_month_is_the_last_supported_one(today, state):
     assert L.judge(535, today)["state"] == state
 
 
-@pytest.mark.parametrize("branch", [470, 525, 545, 630])
+@pytest.mark.parametrize("branch", [470, 525, 545, 625, 630])
 def test_a_branch_not_in_the_table_says_so_and_guesses_nothing(branch):
     judged = L.judge(branch, TODAY)
     assert judged["known"] is False and judged["state"] == "unknown"
     assert judged["type"] is None and judged["end_of_life"] is None
     assert judged["text"] == (
-        "R%d: not in the collection's driver lifecycle table (read 2026-12-01): its support and end of life are unknown"
+        "R%d: not in the collection's driver lifecycle table (read 2026-12-03): its support and end of life are unknown"
         % branch
     )
 
@@ -72,7 +74,7 @@ def test_without_a_date_the_end_of_life_is_given_not_compared():
     assert judged["state"] == "not_compared"
     assert judged["text"] == "R595: production branch, end of life March 2027"
     # what needs no date keeps its state
-    assert L.judge(550, None)["state"] == "past" and L.judge(590, None)["state"] == "no_end_date"
+    assert L.judge(560, None)["state"] == "past" and L.judge(590, None)["state"] == "no_end_date"
 
 
 @pytest.mark.parametrize(
@@ -108,7 +110,8 @@ def test_the_table_is_well_formed_and_cites_its_sources():
         assert end in (None, L.PAST) or (len(end) == 2 and 1 <= end[1] <= 12), branch
         assert isinstance(note, str)
     assert L.parse_today(L.READ_ON)
-    assert all(source.startswith("https://docs.nvidia.com/") for source in L.SOURCES)
+    # NVIDIA's pages and NVIDIA's own repositories (its bulletins, its driver container)
+    assert all(source.startswith(("https://docs.nvidia.com/", "https://github.com/NVIDIA/")) for source in L.SOURCES)
 
 
 def test_nothing_reads_the_clock():

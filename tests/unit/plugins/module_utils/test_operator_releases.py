@@ -27,8 +27,11 @@ def _plan(fleet="all-prepared", **extra):
 def test_an_end_of_support_release_is_planned_with_a_warning():
     planned = _plan(chart_version="v25.10.0")
     assert planned["problems"] == []
-    assert planned["warnings"] == ["gpu_operator_chart_version: v25.10.0 is of the 25.10 line: end of support (NVIDIA supports "
-                                   "only the 26.x line); upgrade to v26.7.0, one release line at a time"]
+    assert planned["warnings"] == [
+        "gpu_operator_chart_version: v25.10.0 is of the 25.10 line: end of support (NVIDIA supports only the 26.x line); "
+        "upgrade to v26.7.0, one release line at a time",
+        "gpu_operator_chart_version: GPU Operator v25.10.0 is below its security floor 26.3.2: NVIDIA security bulletin 5850 "
+        "(Container Toolkit, June 2026: CVE-2026-24260); plan 26.3.2 or later"]
     assert planned["summary"]["release"]["line"] == "25.10"
 
 
@@ -124,3 +127,12 @@ def test_an_older_line_and_an_unknown_line_are_refused():
     with pytest.raises(GpuFleetError, match="24.9 is not one of the release lines 25.10, 26.3, 26.7"):
         H.check_release_line(LINES, _installed("v24.9.2"), "v26.7.0", "gpu-operator")
     H.check_release_line([], _installed("v24.9.2"), "v26.7.0", "gpu-operator")  # no rule: the device plugin
+
+
+@pytest.mark.parametrize("version, floor", [("v26.3.1", True), ("v26.3.3", False)])
+def test_the_26_3_line_is_deprecated_and_below_26_3_2_under_the_toolkit_bulletins_floor(version, floor):
+    warnings = _plan(chart_version=version)["warnings"]
+    assert warnings[0] == ("gpu_operator_chart_version: %s is of the 26.3 line: deprecated (maintenance only since 26.7: "
+                           "critical bug and CVE fixes); upgrade to v26.7.0, one release line at a time" % version)
+    assert any("NVIDIA security bulletin 5850" in w and "plan 26.3.2 or later" in w for w in warnings) == floor
+    assert _plan(chart_version="v26.7.0")["warnings"] == []

@@ -74,10 +74,15 @@ def test_matching_desired_state_has_no_blocking_problem(name):
     assert pf.enforce(result) is result
 
 
-def test_h200_capture_passes_cleanly():
+def test_h200_capture_passes_cleanly_but_for_its_security_floor():
     result = run(H200, **GOOD[H200])
-    assert result["problems"] == []
-    assert result["msg"] == "1 GPU: 0 blocking, 0 warnings, 0 waived"
+    # the lent machine's 580.159.04 (2026-11-29) is below the floor of NVIDIA's September 2026 bulletin
+    assert [(p["rule"], p["severity"], p["message"][:77]) for p in result["problems"]] == [
+        ("security_floor", "warning", "installed driver 580.159.04 is below R580's security floor 580.178.04: NVIDIA")]
+    assert "NVIDIA security bulletin 5861" in result["problems"][0]["message"]
+    assert "install 580.178.04 or later of the branch" in result["problems"][0]["message"]
+    assert result["problems"][0]["fix"].startswith("Declare that release or a later one in nvidia_driver_version")
+    assert result["msg"] == "1 GPU: 0 blocking, 1 warning, 0 waived"
     assert result["resolved"] == {
         "driver_method": "preinstalled",
         "driver_flavor": "open",
@@ -107,7 +112,10 @@ def test_no_gpu_still_fails_a_desired_state_that_cannot_work():
     # What the molecule scenario `discover` runs on its Debian containers.
     result = run(NOGPU, driver_version="535.261.03", driver_method="preinstalled", cuda_versions=["12.4", "13.0"])
     assert result["ok"] is False
-    assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 2 blocking, 1 warning, 0 waived"
+    assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 2 blocking, 2 warnings, 0 waived"
+    # Debian 12's 535.261.03 is below the floor of NVIDIA's May 2026 driver bulletin
+    assert [m[:73] for dummy, m in problems(result, "security_floor")] == [
+        "declared driver 535.261.03 is below R535's security floor 535.309.01: NVI"]
     assert problems(result, "driver_missing") == [
         ("blocking", "driver_method is preinstalled but no NVIDIA driver is installed or loaded")
     ]
@@ -167,7 +175,7 @@ def test_os_supported():
         (
             "blocking",
             "driver_method package is not supported on Ubuntu 20.04.6 LTS (supported: Debian 12/13, "
-            "Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9)",
+            "Ubuntu 22.04/24.04, RHEL/Rocky/AlmaLinux 8/9/10)",
         )
     ]
     # any OS will do for a pre-installed driver
@@ -584,16 +592,39 @@ def test_operator_method_on_a_host_without_driver_passes():
     )
 
 
-def test_operator_method_warns_about_a_host_driver():
+def test_operator_method_refuses_a_host_driver():
+    # A node moving from the host to the operator: the collection does not remove a driver under
+    # running GPU pods, so the change is refused with the steps to take (waivable).
     result = run(H200, driver_version="580", driver_method="operator", container_runtime="none")
     assert problems(result, "driver_not_package_owned") == [
         (
-            "warning",
+            "blocking",
             "a host driver is present (nvidia-smi at /usr/local/nvidia/bin/nvidia-smi, kernel module "
             "580.159.04 loaded) and driver_method is operator",
         )
     ]
-    assert result["ok"] is True
+    assert result["ok"] is False
+    assert "remove the host driver" in [p for p in result["problems"] if p["rule"] == "driver_not_package_owned"][0]["fix"]
+
+
+def _operator_container(facts):
+    facts["driver"].update(source="operator", operator_root="/run/nvidia/driver", package=None)
+
+
+@pytest.mark.parametrize("method", ["package", "preinstalled"])
+def test_the_operators_driver_container_on_a_host_prepared_node_is_named(method):
+    # A node moving from the operator to the host: the operator's driver serves it until the
+    # cluster layer moves it off; nothing blocks, the warning says the order.
+    result = run(H200, _operator_container, driver_version="580", driver_method=method, container_runtime="none")
+    assert problems(result, "operator_driver") == [
+        ("warning", "the GPU Operator's driver container serves this node (driver root /run/nvidia/driver) and "
+                    "driver_method is %s" % method)]
+    assert problems(result, "driver_not_package_owned") == [] and problems(result, "driver_missing") == []
+
+
+def test_the_operators_own_driver_on_an_operator_node_passes():
+    result = run(H200, _operator_container, driver_version="580", driver_method="operator", container_runtime="none")
+    assert problems(result, "driver_not_package_owned") == [] and outcome(result, "operator_driver") == "skipped"
 
 
 def test_operator_method_blocks_on_nouveau():
@@ -843,7 +874,7 @@ def test_cuda_13_runs_on_the_b200():
 
 def test_b200_host_passes_with_its_open_driver():
     result = run(B200, driver_version="580", driver_method="preinstalled", container_runtime="none")
-    assert result["problems"] == []
+    assert [p["rule"] for p in result["problems"]] == ["security_floor"]  # 580.159.04: bulletin 5861
     assert result["resolved"]["driver_flavor"] == "open"
     assert result["checks"]["gpu_driver_branch"]["detail"] == "the installed driver 580.159.04 supports the 1 GPU"
 
@@ -964,7 +995,7 @@ def test_driver_lifecycle_fail_blocks_past_branches_only():
     assert problems(unknown, "driver_lifecycle") == [
         (
             "warning",
-            "driver_version 630: R630: not in the collection's driver lifecycle table (read 2026-12-01): its support "
+            "driver_version 630: R630: not in the collection's driver lifecycle table (read 2026-12-03): its support "
             "and end of life are unknown",
         )
     ]
@@ -1026,6 +1057,48 @@ def test_driver_lifecycle_refuses_a_bad_mode_and_a_bad_date():
 def test_warning_lines_are_the_warnings_not_waived():
     result = run(NOGPU, driver_version="535", today=TODAY, cuda_versions=["12.4"])
     lines = pf.warning_lines(result)
-    assert [line.split("]")[0] for line in lines] == ["preflight [cuda_driver", "preflight [driver_lifecycle"]
-    waived = run(NOGPU, driver_version="535", today=TODAY, waive=["driver_lifecycle"])
+    assert [line.split("]")[0] for line in lines] == [
+        "preflight [cuda_driver", "preflight [driver_lifecycle", "preflight [security_floor"]
+    # Debian 12's containerd 1.6.20~ds1: the 1.6 line's end of life was 2025-08-23
+    assert "installed containerd 1.6.20~ds1: the 1.6 line's end of life was 2025-08-23" in lines[2]
+    waived = run(NOGPU, driver_version="535", today=TODAY, waive=["driver_lifecycle", "security_floor"])
     assert pf.warning_lines(waived) == []
+
+
+# --- security_floor: the table of common/security.py on the same date ----------------------------
+
+
+def test_security_floor_passes_naming_what_it_judged_and_refuses_an_unknown_mode():
+    result = run(H200, driver_version="580.178.04", driver_method="package", container_runtime="none", today=TODAY,
+                 waive=["driver_not_package_owned", "driver_drift"])
+    assert result["checks"]["security_floor"] == {
+        "outcome": "pass",
+        "detail": "declared 580.178.04: at or above every security floor (table read 2026-12-03)",
+    }
+    assert [e["state"] for e in result["security"]] == ["ok"]
+    with pytest.raises(GpuFleetError, match="security_floors: 'loud' is not a mode \\(expected warn or fail\\)"):
+        run(H200, **dict(GOOD[H200], security_floors="loud"))
+
+
+def test_security_floor_is_skipped_with_nothing_to_judge():
+    result = run(NOGPU, driver_version="580", driver_method="package", container_runtime="none",
+                 edit=lambda facts: facts["container"]["containerd"].update(installed=False))
+    assert result["checks"]["security_floor"] == {
+        "outcome": "skipped",
+        "detail": "no driver release (a branch alone installs its newest), toolkit or containerd version to judge",
+    }
+
+
+def test_security_floor_judges_the_declared_toolkit_instead_of_the_installed_one():
+    l40s = "debian12-l40s-x2-package"  # toolkit 1.17.8-1 installed
+    args = dict(driver_version="580", driver_method="package", container_runtime="docker", today=TODAY,
+                waive=["driver_not_package_owned", "kernel_headers"])
+    installed = [e for e in run(l40s, **args)["security"] if e["versions"] == ["1.17.8-1"]]
+    assert [(e["of"], e["bulletins"]) for e in installed] == [("installed", ["nvidia-5850"])]
+    declared = run(l40s, toolkit_version="1.20.0-1", **args)["security"]
+    assert [(e["of"], e["versions"], e["state"]) for e in declared if e["versions"] == ["1.20.0-1"]] == [
+        ("declared", ["1.20.0-1"], "ok")]
+    old = [p["message"] for p in run(l40s, toolkit_version="1.17.7-1", **args)["problems"] if p["rule"] == "security_floor"]
+    assert old[0].startswith("declared Container Toolkit 1.17.7-1 is below its security floor 1.19.1: NVIDIA security "
+                             "bulletin 5659 (Container Toolkit, July 2025: CVE-2025-23266, CVE-2025-23267); NVIDIA security "
+                             "bulletin 5850 (Container Toolkit, June 2026: CVE-2026-24260); install 1.19.1 or later")

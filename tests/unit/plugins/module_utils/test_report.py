@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -78,6 +79,8 @@ def example_hostvars(cluster=True):
         "gpu-down-01": {},
     }
     hv["gpu-l40s-01"]["gpufleet_sharing_config"] = "ts-2"
+    # the cluster is on Kubernetes 1.36: lab-debian12's containerd 1.6 is below the pairing floor too
+    hv["lab-debian12"]["discover_kubernetes_version"] = "1.36.2"
     validated = ["gpu-h200-01", "lab-debian12", "gpu-l40s-01", "gpu-h200-02"]
     if cluster:
         nodes = [
@@ -312,7 +315,7 @@ def test_html_is_well_formed_with_one_row_per_node():
     assert [r.find("td[2]").text for r in rows] == ["gpu-h100-01", "gpu-h200-02", "gpu-down-01", "gpu-l40s-01", "gpu-h200-01", "lab-debian12"]
     cards = dict((c.find("span[2]").text, c.find("span[1]").text) for c in tree.findall(".//div[@class='cards']/div"))
     assert cards == {"fleet": "FAILED", "nodes": "6", "GPU nodes": "4", "GPUs": "12", "ok": "1", "drifted": "1", "failed": "2",
-                     "without GPU": "1", "not validated": "1", "past end of life": "2"}
+                     "without GPU": "1", "not validated": "1", "past end of life": "2", "below a security floor": "3"}
     # self-contained: no script, no external resource
     assert "<script" not in page and "http://" not in page and "https://" not in page and "<link" not in page
     assert "check mode" not in page.split("</header>")[0]
@@ -535,10 +538,10 @@ def test_the_lab_debian12_row_says_its_535_driver_is_past_its_end_of_life():
     text = "R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most"
     assert entry["text"] == text
     (debian13,) = row(report, "lab-debian13")["driver"]["lifecycle"]
-    assert (debian13["version"], debian13["state"], debian13["text"]) == ("550", "past", "R550: branch type not recorded, end of life passed")
+    assert (debian13["version"], debian13["state"], debian13["text"]) == ("550", "past", "R550: branch type not recorded, end of life June 2025 (past on 2026-12-01)")
     assert report["lifecycle"] == [
         {"branch": 535, "state": "past", "msg": text, "hosts": ["lab-debian12"]},
-        {"branch": 550, "state": "past", "msg": "R550: branch type not recorded, end of life passed", "hosts": ["lab-debian13"]},
+        {"branch": 550, "state": "past", "msg": "R550: branch type not recorded, end of life June 2025 (past on 2026-12-01)", "hosts": ["lab-debian13"]},
     ]
     # the status is the validation's: an old branch is said, not counted as a failure
     assert row(report, "lab-debian12")["status"] == "no_gpu"
@@ -561,7 +564,7 @@ def test_the_report_roles_summary_line_names_the_branches_past_their_end_of_life
     assert all(len(line) <= R.TEXT_WIDTH for line in msg[:-1])
     said = " ".join(" ".join(msg).split())  # the wrapped lines joined again: nothing was cut
     assert "branch R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most (lab-debian12)" in said
-    assert "branch R550: branch type not recorded, end of life passed (lab-debian13)" in said
+    assert "branch R550: branch type not recorded, end of life June 2025 (past on 2026-12-01) (lab-debian13)" in said
 
 
 @pytest.mark.parametrize(
@@ -600,7 +603,7 @@ def test_an_unknown_branch_is_marked_on_the_page():
     report = R.build_report(["n"], {"n": {"nvidia_driver_version": "470"}}, today="2026-12-01")
     page = R.render_html(report)
     assert ('<span class="branch unknown">declared 470 - R470: not in the collection\'s driver lifecycle table (read '
-            '2026-12-01): its support and end of life are unknown</span>') in page.replace("&#x27;", "'")
+            '2026-12-03): its support and end of life are unknown</span>') in page.replace("&#x27;", "'")
     assert '<div class="card "><span class="n">0</span><span class="l">past end of life</span></div>' in page
     supported = R.render_html(R.build_report(["m"], {"m": {"nvidia_driver_version": "580"}}, today="2026-12-01"))
     assert '<span class="branch">declared 580 - R580: long-term support branch, end of life June 2028 (supported on 2026-12-01)' in supported
@@ -712,3 +715,38 @@ def test_without_a_module_the_flavour_is_the_installed_packages_as_the_driver_ro
     report = R.build_report(["n"], {"n": {"gpufleet_nvidia": {"gpu_count": 0, "driver": driver}}})
     found = report["nodes"][0]["driver"]
     assert found["flavor"] == flavor and "installed packages" in found["flavor_why"]
+
+
+# --- security floors ----------------------------------------------------------------------------
+
+
+def test_the_example_fleet_has_a_node_below_each_kind_of_floor_each_line_naming_its_bulletin():
+    report = example_report()
+    kinds = dict((f["kind"], r["host"]) for r in report["nodes"] for f in r["security"]["findings"])
+    assert kinds == {"driver": "gpu-h200-01", "toolkit": "gpu-l40s-01", "runtime": "lab-debian12", "pairing": "lab-debian12"}
+    assert [(i["bulletin"], i["hosts"]) for i in report["security"]] == [
+        ("nvidia-5850", ["gpu-l40s-01"]), ("nvidia-5861", ["gpu-h200-01"]),
+        ("containerd-eol", ["gpu-l40s-01", "lab-debian12"]), ("k8s-containerd", ["lab-debian12"])]
+    text = " ".join(R.render_text(report).split())
+    assert ("security below a floor: driver 580.159.04 is below R580's security floor 580.178.04: NVIDIA security "
+            "bulletin 5861 (GPU Display Driver, September 2026: CVE-2026-47587 and more); install 580.178.04 or later") in text
+    assert "Container Toolkit 1.17.8-1 is below its security floor 1.19.1: NVIDIA security bulletin 5850" in text
+    page = R.render_html(report)
+    assert "<h2>Security floors</h2>" in page and "below a security floor: driver 580.159.04" in page
+
+
+def test_a_fleet_at_its_floors_says_so():
+    report = R.build_report(["n"], {"n": {"nvidia_driver_version": "580"}}, today="2026-12-03")
+    assert report["nodes"][0]["security"]["state"] == "not_judged" and report["security"] == []
+    assert "<li>no node below a security floor</li>" in R.render_html(report)
+
+
+@pytest.mark.parametrize("hostile", ["\x1b[2J\x1b]0;owned\x07", "\x9b2J", "\x9d0;owned\x9c", "a\rb", "\u202eevil", "\x00\x7f"])
+def test_the_text_report_passes_no_terminal_control_through(hostile):
+    """A reason read from a node reaches the terminal of whoever reads the role's output: an ESC or a C1
+    CSI (U+009B) there would move the cursor, retitle the window or hide lines."""
+    hv = {"n" + hostile: {"gpufleet_nvidia_validation": {"status": "failed", "gpu_count": 1, "failed": ["bad " + hostile],
+                                                          "checks": []}}}
+    text = R.render_text(R.build_report(["n" + hostile], hv))
+    assert not any(ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
+    assert "bad " + hostile.encode("unicode_escape").decode("ascii") in text.replace("\n" + " " * 14, " ")

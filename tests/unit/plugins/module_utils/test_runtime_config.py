@@ -358,6 +358,10 @@ class FakeHost:
         self.binaries = dict(binaries or {})
         self.tmpdir = tmpdir
         self.writes = []
+        self.links = set()
+
+    def islink(self, path):
+        return path in self.links
 
     def read_bytes(self, path):
         if path not in self.files:
@@ -471,14 +475,6 @@ def test_the_flow_finds_containerd_as_the_module_does(tmp_path):
     assert rc._which(FakeHost(binaries={"containerd": "/usr/bin/containerd"}), "containerd") == "/usr/bin/containerd"
 
 
-def test_the_flow_lists_no_hidden_files(tmp_path):
-    (tmp_path / "conf.d").mkdir()
-    for name in ("10-a.toml", ".20-editor-swap.toml", "30-b.toml"):
-        (tmp_path / "conf.d" / name).write_text("")
-    host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
-    assert rc._names(host, "/conf.d/*.toml") == ["/conf.d/10-a.toml", "/conf.d/30-b.toml"]
-
-
 def test_every_runtime_has_a_planner():
     assert tuple(rc._PLANNERS) == rc.RUNTIMES == tuple(rc.ARGUMENT_SPEC["runtime"]["choices"])
 
@@ -528,3 +524,98 @@ def test_a_key_ending_in_a_newline_is_quoted_not_written_bare():
     assert edit.toml_key("runc") == "runc"
     assert edit.toml_key("runc\n") == '"runc\\n"'
     assert tomllib.loads("[%s]\n" % edit.toml_key("runc\n")) == {"runc\n": {}}
+
+
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_partial_file_of_a_killed_write_in_the_crio_folder_is_taken_away_by_the_next_run(tmp_path, state):
+    """CRI-O reads every file of crio.conf.d, dotfiles included, and does not start on a partial TOML file."""
+    host = FakeHost(files={"/etc/crio/crio.conf": "[crio.runtime]\n"}, tmpdir=str(tmp_path))
+    rc.configure({"runtime": "crio"}, host)
+    partial = "/etc/crio/crio.conf.d/.99-nvidia.toml.k2j4.gpufleet-partial"
+    host.files[partial] = "[crio.runtime.runtimes.nvi"
+    host.writes = []
+    result = rc.configure({"runtime": "crio", "state": state}, host)
+    assert result["changed"] and partial not in host.files and ("remove", partial) in host.writes
+    assert {"path": partial, "action": "delete"} in result["files"]
+    assert not rc.configure({"runtime": "crio", "state": state}, host)["changed"]
+
+
+FOREIGN_DROPIN = ('# the site\'s own\nversion = 2\n[plugins."io.containerd.grpc.v1.cri"]\n'
+                  'sandbox_image = "registry.example.com/pause:3.9"\n')
+
+
+@pytest.mark.parametrize("runtime, dropin, main", [
+    ("containerd", "/etc/containerd/conf.d/99-nvidia.toml", ("/etc/containerd/config.toml", "containerd-1.6.20-default.toml")),
+    ("crio", "/etc/crio/crio.conf.d/99-nvidia.toml", ("/etc/crio/crio.conf", None)),
+])
+def test_a_dropin_the_module_did_not_write_is_never_overwritten(tmp_path, runtime, dropin, main):
+    host = FakeHost(files={main[0]: fixture_text(main[1]) if main[1] else "[crio.runtime]\n", dropin: FOREIGN_DROPIN},
+                    tmpdir=str(tmp_path))
+    with pytest.raises(GpuFleetError) as error:
+        rc.configure({"runtime": runtime, "validate": False}, host)
+    assert error.value.msg.startswith("%s was not written by gpufleet.nvidia" % dropin)
+    assert host.writes == [] and host.files[dropin] == FOREIGN_DROPIN
+
+
+@pytest.mark.parametrize("runtime, dropin, main", [
+    ("containerd", "/etc/containerd/conf.d/99-nvidia.toml", ("/etc/containerd/config.toml", "containerd-1.6.20-default.toml")),
+    ("crio", "/etc/crio/crio.conf.d/99-nvidia.toml", ("/etc/crio/crio.conf", None)),
+])
+@pytest.mark.parametrize("params", [{"config_mode": "inplace"}, {"state": "absent"}])
+def test_a_dropin_the_module_did_not_write_is_never_deleted(tmp_path, runtime, dropin, main, params):
+    host = FakeHost(files={main[0]: fixture_text(main[1]) if main[1] else "[crio.runtime]\n", dropin: FOREIGN_DROPIN},
+                    tmpdir=str(tmp_path))
+    result = rc.configure(dict(params, runtime=runtime, validate=False), host)
+    assert host.files[dropin] == FOREIGN_DROPIN and ("remove", dropin) not in host.writes
+    assert {"path": dropin, "action": "unchanged"} in result["files"]
+    assert any("%s was not written by gpufleet.nvidia" % dropin in w for w in result["warnings"])
+
+
+def test_a_link_at_the_dropins_path_is_not_the_modules(tmp_path):
+    host = FakeHost(files={"/etc/containerd/config.toml": fixture_text("containerd-1.6.20-default.toml")}, tmpdir=str(tmp_path))
+    rc.configure({"runtime": "containerd", "validate": False}, host)
+    host.links = {"/etc/containerd/conf.d/99-nvidia.toml"}  # the same text, through a link to a file of another owner
+    host.writes = []
+    result = rc.configure({"runtime": "containerd", "state": "absent", "validate": False}, host)
+    assert ("remove", "/etc/containerd/conf.d/99-nvidia.toml") not in host.writes
+    assert any(w.startswith("/etc/containerd/conf.d/99-nvidia.toml was not written by gpufleet.nvidia (it is a symbolic link)")
+               for w in result["warnings"])
+
+
+@pytest.mark.parametrize("text", ["version = 2", "# c", "version = 3", 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  x = 1'])
+@pytest.mark.parametrize("set_as_default", [False, True])
+def test_absent_in_dropin_mode_gives_back_a_main_file_without_a_final_newline(tmp_path, text, set_as_default):
+    host = FakeHost(files={"/etc/containerd/config.toml": text}, tmpdir=str(tmp_path))
+    params = {"runtime": "containerd", "validate": False, "set_as_default": set_as_default}
+    rc.configure(params, host)
+    rc.configure(dict(params, state="absent"), host)
+    assert host.files["/etc/containerd/config.toml"] == text
+
+
+@pytest.mark.parametrize("mode, later", [
+    ("dropin", "/etc/crio/crio.conf.d/99-zz.conf"),  # read after 99-nvidia.toml
+    ("dropin", "/etc/crio/crio.conf.d/zz/10-default.conf"),  # CRI-O reads the files of sub-folders, in their place
+    ("inplace", "/etc/crio/crio.conf.d/.zz"),  # and dotfiles, after crio.conf
+    ("inplace", "/etc/crio/crio.conf.d/zz/10-default.conf"),
+])
+def test_crio_set_as_default_is_refused_where_a_file_crio_reads_later_sets_another_default(tmp_path, mode, later):
+    host = FakeHost(files={"/etc/crio/crio.conf": "[crio.runtime]\n",
+                           later: '[crio.runtime]\ndefault_runtime = "crun"\n'}, tmpdir=str(tmp_path))
+    with pytest.raises(GpuFleetError) as error:
+        rc.configure({"runtime": "crio", "set_as_default": True, "config_mode": mode}, host)
+    assert error.value.msg.startswith("%s sets crio.runtime.default_runtime" % later)
+    assert host.writes == []
+
+
+def test_crio_set_as_default_takes_a_default_read_before_its_dropin(tmp_path):
+    host = FakeHost(files={"/etc/crio/crio.conf": "[crio.runtime]\n",
+                           "/etc/crio/crio.conf.d/10-crio.conf": '[crio.runtime]\ndefault_runtime = "crun"\n'}, tmpdir=str(tmp_path))
+    assert rc.configure({"runtime": "crio", "set_as_default": True}, host)["changed"]
+
+
+def test_crio_reads_its_dropins_in_its_own_order(tmp_path):
+    (tmp_path / "d" / "b").mkdir(parents=True)
+    for name in ("a.conf", ".hidden", "b/x.conf", "b-c.conf", "99-nvidia.toml"):
+        (tmp_path / "d" / name).write_text("")
+    host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
+    assert rc._crio_dropins(host, "/d") == ["/d/.hidden", "/d/99-nvidia.toml", "/d/a.conf", "/d/b/x.conf", "/d/b-c.conf"]

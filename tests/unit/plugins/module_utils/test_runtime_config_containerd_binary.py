@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import dump_problems
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
@@ -175,3 +177,60 @@ def test_an_earlier_dropin_survives_the_nvidia_dropin(binary, tmp_path):
         assert cri["registry"]["config_path"] == "/etc/containerd/certs.d"
     else:  # containerd 2.x moved registry to the images plugin
         assert dump["plugins"]["io.containerd.cri.v1.images"]["registry"]["config_path"] == "/etc/containerd/certs.d"
+
+
+SITE_V2 = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "registry.example.com/pause:3.9"\n'
+
+
+def _real_node(tmp_path, main_text, files=()):
+    """A node whose containerd files lie under ``tmp_path`` (absolute paths), its commands run for real."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host, subprocess_runner
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_host import FakeModule
+
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "work").mkdir()
+    for name, text in files:
+        (tmp_path / name).write_text(text)
+    (tmp_path / "config.toml").write_text(main_text.replace("@", str(tmp_path)))
+    return Host("/", runner=subprocess_runner("/"), module=FakeModule(tmp_path / "work"))
+
+
+@pytest.mark.parametrize("binary", [binary_param(v) for v in WANTED_BINARIES if v.startswith("2.")])
+@pytest.mark.parametrize("mode", ["dropin", "inplace"])
+def test_an_effective_setting_outside_the_handler_that_would_change_is_a_refusal(binary, tmp_path, mode):
+    """containerd 2.1: a version 3 main file imports a version 2 file that sets sandbox_image; the drop-in
+    (a version 3 CRI table) set pinned_images.sandbox back to containerd's default. The dumps of before
+    and after are compared: a difference outside the handler is refused, nothing written."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
+
+    host = _real_node(tmp_path, 'version = 3\nimports = ["@/site.toml"]\n', [("site.toml", SITE_V2)])
+    before = {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()}
+    params = {"runtime": "containerd", "config_path": str(tmp_path / "config.toml"), "config_mode": mode,
+              "dropin_path": str(tmp_path / "conf.d" / "99-nvidia.toml"), "containerd_binary": binary}
+    try:
+        result = rc.configure(params, host)
+    except GpuFleetError as error:
+        assert "would change settings outside the nvidia runtime" in error.msg and "pinned_images.sandbox" in error.msg
+        assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.is_file()} == before
+        assert not (tmp_path / "conf.d" / "99-nvidia.toml").exists()
+        return
+    dump = toml_plain(containerd_dump(binary, tmp_path / "work", (tmp_path / "config.toml").read_text()))
+    assert dump["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"] == "registry.example.com/pause:3.9"
+    assert result["validation"]["ran"]
+
+
+@pytest.mark.parametrize("binary", [binary_param(v) for v in WANTED_BINARIES if v.startswith("1.")])
+def test_a_table_version_1_ignored_that_the_written_version_turns_on_is_a_refusal(binary, tmp_path):
+    """Without version, containerd 1.x reads the file as version 1 and ignores a table under a version 2
+    plugin name; the version the module writes turns it on (found by the property suite's long profile)."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
+
+    main = ('[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "crun"\n'
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun]\nruntime_type = "io.containerd.runc.v2"\n')
+    host = _real_node(tmp_path, main)
+    params = {"runtime": "containerd", "config_path": str(tmp_path / "config.toml"),
+              "dropin_path": str(tmp_path / "conf.d" / "99-nvidia.toml"), "containerd_binary": binary}
+    with pytest.raises(GpuFleetError) as error:
+        rc.configure(params, host)
+    assert "default_runtime_name: 'runc' -> 'crun'" in error.value.msg
+    assert (tmp_path / "config.toml").read_text() == main and not (tmp_path / "conf.d" / "99-nvidia.toml").exists()

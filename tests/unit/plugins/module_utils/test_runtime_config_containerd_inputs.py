@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import toml_plain
 
 MAIN = "/etc/containerd/config.toml"
@@ -57,7 +58,7 @@ DAMAGED = ['{"keys": 5}', '{"keys": [5]}', '{"keys": [{"path": "plugins"}]}', '{
 @pytest.mark.parametrize("state", ["present", "absent"])
 @pytest.mark.parametrize("record", DAMAGED)
 def test_a_damaged_state_comment_in_the_dropin_is_a_refusal(record, state):
-    dropin = "%s: x\n# %s %s\nversion = 2\n" % (ctd.OWNER_MARK, ctd.STATE_MARK, record)
+    dropin = "%s: x\n# %s %s\nversion = 2\n" % (ctd.OWNER_MARK, edit.STATE_MARK, record)
     with pytest.raises(GpuFleetError, match="^/etc/containerd/conf.d/99-nvidia.toml: the state comment .* is damaged"):
         ctd.plan_containerd(MAIN, "version = 2\n", dropin, ctd.ContainerdOptions(state=state))
 
@@ -65,7 +66,7 @@ def test_a_damaged_state_comment_in_the_dropin_is_a_refusal(record, state):
 @pytest.mark.parametrize("state", ["present", "absent"])
 def test_a_damaged_state_comment_in_the_main_file_is_a_refusal(state):
     text = 'version = 2\n[%s.containerd.runtimes.nvidia]\n  # %s {"keys": [7]}\n  runtime_type = "io.containerd.runc.v2"\n' % (
-        CRI2, ctd.STATE_MARK)
+        CRI2, edit.STATE_MARK)
     with pytest.raises(GpuFleetError, match="^%s: the state comment .* is damaged" % MAIN):
         ctd.plan_containerd(MAIN, text, None, ctd.ContainerdOptions(state=state, mode="inplace"))
 
@@ -163,3 +164,15 @@ def test_a_character_beyond_the_bmp_is_written_as_utf8(mode):
         break
     else:  # pragma: no cover
         raise AssertionError(os.linesep.join(str(f) for f in plan.files))
+
+
+@pytest.mark.parametrize("key, name", [("disabled_plugins", "."), ("disabled_plugins", "a.b.c"), ("required_plugins", "x.y.z.w")])
+@pytest.mark.parametrize("mode", ["dropin", "inplace"])
+def test_a_plugin_name_version_2_does_not_take_is_refused_when_the_module_writes_the_version(key, name, mode):
+    """A file without version is version 1, where containerd takes any name; once the module writes version = 2,
+    containerd 1.6 and 1.7 refuse one that is no plugin URI ('invalid disabled plugin URI "." expect
+    io.containerd.x.vx', as containerd 1.6.20 says it; found by the property suite)."""
+    with pytest.raises(GpuFleetError) as error:
+        ctd.plan_containerd(MAIN, '%s = ["%s"]\n' % (key, name), None,
+                            ctd.ContainerdOptions(mode=mode, containerd_version="1.6.20"))
+    assert error.value.msg.startswith("%s: %s entry %r is not a plugin URI" % (MAIN, key, name))

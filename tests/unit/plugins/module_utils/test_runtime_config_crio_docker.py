@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import docker
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
     fixture_text,
@@ -296,9 +297,14 @@ def test_docker_bad_json_fails_with_line_and_column(text, line, column):
     assert "daemon.json is not valid JSON (line %d, column %d)" % (line, column) in exc.value.msg
 
 
-def test_docker_runtimes_must_be_an_object():
-    with pytest.raises(GpuFleetError, match="runtimes must be an object, found list"):
-        docker_plan('{"runtimes": []}')
+@pytest.mark.parametrize("text, key, found", [('{"runtimes": []}', "runtimes", "[]"), ('{"runtimes": "x"}', "runtimes", "'x'"),
+                                              ('{"features": 1}', "features", "1"),
+                                              ('{"runtimes": {"nvidia": "x"}}', "runtimes.nvidia", "'x'")])
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_docker_an_object_that_is_none_is_refused_by_file_key_and_value(text, key, found, state):
+    with pytest.raises(GpuFleetError) as error:
+        docker_plan(text, state=state)
+    assert error.value.msg.startswith("%s: %s must be a JSON object, found %s" % (DAEMON, key, found))
 
 
 @pytest.mark.parametrize("text", [None, "{}", '{"debug": true}'])
@@ -413,3 +419,56 @@ def test_docker_absent_leaves_a_default_changed_after_the_module_set_it():
     after["default-runtime"] = "crun"
     gone = json.loads(docker_plan(json.dumps(after), state="absent").files[0].after)
     assert gone == {"default-runtime": "crun"}
+
+
+# --- malformed input: a refusal that names the file, the key and what was expected, never a traceback -----
+
+
+@pytest.mark.parametrize("main, key", [
+    ('[crio.runtime]\nruntimes = "x"\n', "crio.runtime.runtimes"),
+    ('[[crio.runtime.runtimes]]\n', "crio.runtime.runtimes"),
+    ('[crio.runtime.runtimes]\nnvidia = "x"\n', "crio.runtime.runtimes.nvidia"),
+    ('[crio.runtime.runtimes]\nrunc = "x"\n', "crio.runtime.runtimes.runc"),
+    ('crio = "x"\n', "crio"),
+    ('[crio]\nruntime = "x"\n', "crio.runtime"),
+])
+@pytest.mark.parametrize("mode", ["dropin", "inplace"])
+def test_crio_a_table_that_is_not_one_is_refused_by_file_and_key(main, key, mode):
+    with pytest.raises(GpuFleetError) as error:
+        crio_plan(main, [], mode=mode)
+    assert error.value.msg.startswith("%s: %s is not a table" % (CONF, key))
+    with pytest.raises(GpuFleetError) as error:
+        crio_plan(None, [(TEN, main)], mode=mode)
+    assert error.value.msg.startswith("%s: %s is not a table" % (TEN, key))
+
+
+@pytest.mark.parametrize("text, what", [
+    ('{"a": 1e400}', "a number out of range (1e400)"),
+    ('{"a": -1e400}', "a number out of range (-1e400)"),
+    ('{"a": NaN}', "NaN"),
+    ('{"a": Infinity}', "Infinity"),
+    ('{"a":' + '[' * 5000 + ']' * 5000 + '}', "nested deeper than"),
+])
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_docker_json_that_docker_would_not_take_is_refused_by_file(text, what, state):
+    with pytest.raises(GpuFleetError) as error:
+        docker_plan(text, state=state)
+    assert error.value.msg.startswith("%s is not valid JSON" % DAEMON) and what in error.value.msg
+
+
+@pytest.mark.parametrize("record", [{"keys": "x"}, {"keys": None}, {"keys": [1]}, {"keys": {"a": 1}}, {"created": True},
+                                    {"created": [1]}, {"created": "x"}])
+@pytest.mark.parametrize("mode, state", [("dropin", "present"), ("inplace", "present"), ("inplace", "absent")])
+def test_crio_a_damaged_state_comment_is_refused_by_file(record, mode, state):
+    main = ('[crio.runtime.runtimes.nvidia]\n# %s %s\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
+            % (edit.STATE_MARK, json.dumps(record)))
+    with pytest.raises(GpuFleetError) as error:
+        crio_plan(main, [], mode=mode, state=state)
+    assert error.value.msg.startswith("%s: the state comment of gpufleet.nvidia.container_runtime" % CONF)
+    assert "is damaged (expected" in error.value.msg
+
+
+def test_docker_a_null_runtimes_or_features_is_no_object_yet():
+    """Docker decodes null into an empty map: the module adds its entry as it would to a file without the key."""
+    p = docker_plan('{"runtimes": null, "features": null}', enable_cdi=True)
+    assert json.loads(p.files[0].after)["runtimes"]["nvidia"]["path"] == docker.DEFAULT_BINARY

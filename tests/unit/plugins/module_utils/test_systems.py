@@ -16,7 +16,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import syst
         ({"id": "ubuntu", "version_id": "20.04", "version_major": "20"}, "20.04", False),
         ({"id": "rocky", "version_id": "9.5", "version_major": "9"}, "9", True),
         ({"id": "rhel", "version_id": "8.10"}, "8", True),  # the major of VERSION_ID when none is given
-        ({"id": "almalinux", "version_id": "10.0", "version_major": "10"}, "10", False),
+        ({"id": "almalinux", "version_id": "10.0", "version_major": "10"}, "10", True),
+        ({"id": "rocky", "version_id": "11.0", "version_major": "11"}, "11", False),
         ({"id": "fedora", "version_id": "41", "version_major": "41"}, "41", False),
         ({"id": None, "version_id": None, "version_major": None}, "", False),
         ({}, "", False),
@@ -29,7 +30,7 @@ def test_package_supported(os_facts, release, supported):
 
 def test_the_table_in_one_line():
     assert systems.package_supported_list() == (
-        "almalinux 8/9, debian 12/13, rhel 8/9, rocky 8/9, ubuntu 22.04/24.04"
+        "almalinux 8/9/10, debian 12/13, rhel 8/9/10, rocky 8/9/10, ubuntu 22.04/24.04"
     )
 
 

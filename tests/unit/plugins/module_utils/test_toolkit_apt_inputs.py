@@ -113,3 +113,16 @@ def test_a_failed_hold_without_an_install_puts_the_pin_back():
     with pytest.raises(GpuFleetError, match="put back as they were: " + T.PIN_FILE):
         T.converge(system, params(), fetch=system.fetch)
     assert system.files == old
+
+
+@pytest.mark.parametrize("same", [("keyring", "source_file"), ("keyring", "pin_file"), ("source_file", "pin_file")])
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_two_files_at_one_path_are_refused_before_anything_is_read_or_written(same, check_mode):
+    """apt would read the keyring as a source list, or a source list as preferences, and fail on every command."""
+    system = FakeApt()
+    path = "/etc/apt/one-file"
+    with pytest.raises(GpuFleetError) as info:
+        T.converge(system, params(**{same[0]: path, same[1]: path}), check_mode=check_mode, fetch=system.fetch)
+    assert info.value.msg == "%s %r is also %s: the keyring, the source file and the pin file are three files " \
+        "(expected three different paths); nothing was changed" % (same[1], path, same[0])
+    assert system.calls == [] and system.files == {} and system.fetched == []

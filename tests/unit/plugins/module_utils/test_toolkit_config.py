@@ -6,6 +6,7 @@ are derived from it here.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -122,3 +123,49 @@ def test_converge_check_mode_then_real_then_again(tmp_path):
     assert read_only["changed"] is False and read_only["mode"] == "auto" and "not managed" in read_only["msg"]
     undone = tc.converge(host, {"path": tc.CONFIG_PATH, "isolate_unprivileged": False})
     assert undone["changed"] is True and config.read_text() == shipped()
+
+
+def _host(tmp_path):
+    root = tmp_path / "host"
+    (root / "etc" / "nvidia-container-runtime").mkdir(parents=True)
+    (tmp_path / "tmp").mkdir()
+    return root, Host(str(root), runner=lambda argv, env=None: (127, "", ""), kernel_root=str(root),
+                      module=FakeModule(tmp_path / "tmp"))
+
+
+def test_the_undo_of_a_file_the_module_created_removes_it(tmp_path):
+    root, host = _host(tmp_path)
+    assert tc.converge(host, {"path": tc.CONFIG_PATH, "isolate_unprivileged": True})["changed"]
+    undone = tc.converge(host, {"path": tc.CONFIG_PATH, "isolate_unprivileged": False})
+    assert undone["changed"] and not undone["exists"] and not (root / "etc/nvidia-container-runtime/config.toml").exists()
+
+
+@pytest.mark.parametrize("record", [
+    {"keys": [1]},
+    {"keys": [{"path": [], "raw": "x"}]},
+    {"keys": [{"path": [ENVVAR, "a"], "raw": "1", "set": 1}]},
+    {"keys": "x"},
+    {"keys": [{"path": [ENVVAR], "raw": 5}]},
+    {"keys": [], "created": "yes"},
+])
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_a_damaged_record_is_refused_by_file(record, state):
+    text = "# %s %s\n%s = false\n%s = true\n" % (tc.RECORD_MARK, json.dumps(record), ENVVAR, VOLUMES)
+    try:
+        tc.plan_isolation(text, tc.CONFIG_PATH, state)
+    except GpuFleetError as error:
+        assert error.msg.startswith("%s: the state comment of gpufleet.nvidia.toolkit_config" % tc.CONFIG_PATH)
+
+
+@pytest.mark.parametrize("text", [
+    "a = 1\na = 2\n",
+    "[x]\n[x]\n",
+    "x = \"\"\"\n",
+])
+def test_a_file_tomlkit_cannot_read_is_refused_by_file(tmp_path, text):
+    root, host = _host(tmp_path)
+    (root / "etc/nvidia-container-runtime/config.toml").write_text(text)
+    for wanted in (True, False, None):
+        with pytest.raises(GpuFleetError) as error:
+            tc.converge(host, {"path": tc.CONFIG_PATH, "isolate_unprivileged": wanted})
+        assert tc.CONFIG_PATH in error.value.msg

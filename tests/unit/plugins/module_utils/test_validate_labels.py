@@ -18,8 +18,10 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_va
 
 TODAY = "2026-12-01"
 ANNOTATION = "gpufleet.nvidia/validate.labels"
+# the H200's 580.159.04 is below the floor of NVIDIA's September 2026 driver bulletin (5861)
 H200_LABELS = {"gpufleet.nvidia/driver-branch": "580", "gpufleet.nvidia/driver-eol": "2028-06",
-               "gpufleet.nvidia/driver-flavor": "open", "gpufleet.nvidia/validation": "ok"}
+               "gpufleet.nvidia/driver-flavor": "open", "gpufleet.nvidia/security-floor": "5861",
+               "gpufleet.nvidia/validation": "ok"}
 
 
 def labelled(name, labels, recorded=None, **more):
@@ -86,18 +88,29 @@ def test_a_node_no_longer_in_the_fleet_loses_them_and_one_outside_the_play_keeps
                                       "annotations": {ANNOTATION: None}}
 
 
-@pytest.mark.parametrize("driver, flavor, branch, eol, shown", [
-    ("535.288.01", "proprietary", "535", "2026-06", "proprietary"),
-    ("550.163.01", "open", "550", "past", "open"),
-    ("590.44.01", None, "590", "none", "unknown"),
-    ("999.10", "open", "999", "unknown", "open"),
-    (None, None, "none", "none", "none"),
+@pytest.mark.parametrize("driver, flavor, branch, eol, shown, floor", [
+    ("535.288.01", "proprietary", "535", "2026-06", "proprietary", "5821"),
+    ("550.163.01", "open", "550", "2025-06", "open", "ok"),  # no bulletin row for R550: driver-eol says it
+    ("590.44.01", None, "590", "none", "unknown", "ok"),
+    ("999.10", "open", "999", "unknown", "open", "ok"),
+    (None, None, "none", "none", "none", "none"),
 ])
-def test_values_of_other_branches_and_of_a_node_without_driver(driver, flavor, branch, eol, shown):
+def test_values_of_other_branches_and_of_a_node_without_driver(driver, flavor, branch, eol, shown, floor):
     facts = {"gpu_count": 1, "driver": {"version": driver, "flavor": flavor}}
     values = L.node_values(facts, {"status": "failed"}, "ok", TODAY)
     assert values == {"gpufleet.nvidia/driver-branch": branch, "gpufleet.nvidia/driver-eol": eol,
-                      "gpufleet.nvidia/driver-flavor": shown, "gpufleet.nvidia/validation": "failed"}
+                      "gpufleet.nvidia/driver-flavor": shown, "gpufleet.nvidia/security-floor": floor,
+                      "gpufleet.nvidia/validation": "failed"}
+
+
+def test_the_security_floor_label_names_every_bulletin_a_node_is_below():
+    facts = {"gpu_count": 1, "driver": {"version": "580.126.20", "flavor": "open"},
+             "container": {"toolkit": {"version": "1.17.7-1"}, "containerd": {"installed": True, "version": "1.7.24~ds1"}}}
+    values = L.node_values(facts, {"status": "ok"}, "ok", "2026-12-03")
+    assert values["gpufleet.nvidia/security-floor"] == "5821.5861.5659.5850.containerd-eol"
+    # the validation's toolkit reading wins over the facts'
+    values = L.node_values(facts, {"status": "ok", "toolkit": {"installed": "1.19.1-1"}}, "ok", "2026-12-03")
+    assert values["gpufleet.nvidia/security-floor"] == "5821.5861.containerd-eol"
 
 
 def test_the_cluster_verdict_counts_in_the_validation_label():

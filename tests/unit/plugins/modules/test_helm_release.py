@@ -69,3 +69,16 @@ def test_a_repository_url_without_a_version_is_refused():
     with pytest.raises(AnsibleFailJson, match=None) as info:
         run_module(helm_release, {"name": "r", "namespace": "n", "chart_ref": "c", "chart_repo_url": "https://x"})
     assert "chart_version is required with chart_repo_url" in info.value.result["msg"]
+
+
+@pytest.mark.parametrize("option, value", [
+    ("name", "--post-renderer=/tmp/x"),  # helm template runs that program on the control host
+    ("name", "gpu-operator\n"),
+    ("chart_ref", "--post-renderer=/tmp/x"),
+    ("chart_ref", "gpu-operator\n--x"),
+])
+def test_a_value_helm_would_read_as_an_option_is_refused_before_helm_runs(fake, option, value):
+    with pytest.raises(AnsibleFailJson) as info:
+        run_module(helm_release, _args(fake, **{option: value}))
+    assert "helm_release: %s %r is not" % (option, value) in info.value.result["msg"]
+    assert [e for e in fake.timeline if e[0] == "helm"] == []

@@ -43,8 +43,9 @@ def test_h200_passes_with_its_preinstalled_driver(check_mode):
     )
     assert result["changed"] is False
     assert result["ok"] is True
-    assert result["problems"] == []
-    assert result["msg"] == "1 GPU: 0 blocking, 0 warnings, 0 waived"
+    # 580.159.04 is below the floor of NVIDIA's September 2026 driver bulletin (5861)
+    assert [p["rule"] for p in result["problems"]] == ["security_floor"]
+    assert result["msg"] == "1 GPU: 0 blocking, 1 warning, 0 waived"
     assert result["resolved"]["driver_version"] == "580.159.04"
     assert result["checks"]["gpu_driver_branch"] == {
         "outcome": "pass",
@@ -138,9 +139,9 @@ def test_gathers_the_facts_itself_without_facts(monkeypatch):
         return CaptureHost("debian12-nogpu")
 
     monkeypatch.setattr(common_host, "make_host", make_host)
-    result = run_module(preflight, {"driver_version": "580", "host_root": "/host", "waive": ["kernel_headers"]})
+    result = run_module(preflight, {"driver_version": "580", "host_root": "/host", "waive": ["kernel_headers", "security_floor"]})
     assert seen["root"] == "/host"
-    assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 0 blocking, 0 warnings, 1 waived"
+    assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 0 blocking, 0 warnings, 2 waived"
     assert result["gpu_count"] == 0
 
 
@@ -174,7 +175,10 @@ def warned(monkeypatch):
 
 
 def _nogpu_args(**extra):
-    return dict({"driver_version": "535", "waive": ["kernel_headers"], "facts": fixture_facts("debian12-nogpu")}, **extra)
+    # Debian 12's containerd 1.6.20~ds1 is past its line's end of life: security_floor is waived here
+    # and tested on its own below.
+    return dict({"driver_version": "535", "waive": ["kernel_headers", "security_floor"],
+                 "facts": fixture_facts("debian12-nogpu")}, **extra)
 
 
 def test_a_branch_past_its_end_of_life_is_an_ansible_warning_by_default(warned):
@@ -222,6 +226,35 @@ def test_the_module_takes_the_nodes_date_without_today(monkeypatch, day, state):
     result = run_module(preflight, _nogpu_args())
     assert result["lifecycle"][0]["state"] == state
     assert ("on %s" % day.isoformat()) in result["checks"]["driver_lifecycle"]["detail"]
+
+
+def test_a_version_below_a_security_floor_is_a_warning_naming_the_bulletin_and_the_fix(warned):
+    args = dict(_nogpu_args(today=TODAY, driver_version="535.261.03", kubernetes_version="1.36.1"),
+                waive=["kernel_headers", "driver_lifecycle"])
+    result = run_module(preflight, args)
+    assert result["ok"] is True and result["checks"]["security_floor"]["outcome"] == "warning"
+    assert [f["kind"] for e in result["security"] for f in e["findings"]] == ["driver", "runtime", "pairing"]
+    starts = (
+        "preflight [security_floor]: declared driver 535.261.03 is below R535's security floor 535.309.01: NVIDIA security "
+        "bulletin 5821 ",
+        "preflight [security_floor]: installed containerd 1.6.20~ds1: the 1.6 line's end of life was 2025-08-23 "
+        "(containerd's support horizon ",
+        "preflight [security_floor]: installed containerd 1.6.20~ds1 cannot serve Kubernetes 1.36.1: Kubernetes v1.35's "
+        "deprecation of containerd 1.x",
+    )
+    assert len(warned) == 3 and all(line.startswith(start) for line, start in zip(warned, starts))
+    assert warned[0].endswith("install 535.309.01 or later of the branch. Declare that release or a later one in "
+                              "nvidia_driver_version (on a pre-installed node, install it in the image), or waive security_floor.")
+
+
+def test_security_floors_fail_blocks_naming_the_bulletin():
+    args = dict(_nogpu_args(today=TODAY, driver_version="535.261.03", security_floors="fail"),
+                waive=["kernel_headers", "driver_lifecycle"])
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(preflight, args)
+    assert exc.value.result["msg"].startswith(
+        "preflight: 2 blocking problems: [security_floor] declared driver 535.261.03 is below R535's security floor "
+        "535.309.01: NVIDIA security bulletin 5821 (GPU Display Driver, May 2026: CVE-2026-24187 and 14 more)")
 
 
 def test_a_malformed_today_fails_cleanly():
