@@ -56,4 +56,4 @@ molecule:
 	STAGES=molecule scripts/test.sh
 
 clean:
-	rm -rf .build .cache tests/output
+	rm -rf .build .cache .venv tests/output

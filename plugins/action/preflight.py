@@ -6,7 +6,9 @@ Preflight is a pure function of the node's facts and the desired state. When the
 ``facts`` (the discover role passes those gpu_facts just gathered), nothing needs the node: the
 rules run here, on the control host, and the task costs no round trip to it. Without ``facts``
 the module runs on the node as usual, gathering them itself. The result is the module's either
-way (same options, same checks, same failure).
+way (same options, same checks, same failure message); a failure here returns only the message
+and the counts, which is what Ansible prints of it (the message names each blocking problem with
+its fix and the waiver).
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+
+
+#: What a blocked preflight returns besides ``failed`` and ``msg``.
+FAILED_KEYS = ("ok", "blocking_count")
 
 
 class ActionModule(ActionBase):
@@ -41,7 +47,9 @@ class ActionModule(ActionBase):
             # the control host's date: what the driver branches' end of life is compared with
             result.update(preflight.run(params["facts"], params, datetime.datetime.now(datetime.timezone.utc).date()))
         except GpuFleetError as exc:
-            result.update(exc.details)
+            # Ansible prints a failed result whole: the message, which names each blocking problem
+            # with its fix and the waiver, and the counts; not every check's outcome around it.
+            result.update((key, exc.details[key]) for key in FAILED_KEYS if key in exc.details)
             result.update(failed=True, msg=exc.msg)
             return result
         lines = preflight.warning_lines(result)

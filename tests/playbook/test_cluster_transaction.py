@@ -257,7 +257,11 @@ def _full_run_hosts(root, unreachable=None):
     ("unreachable node", None, "host 'gpu-op': failed or was unreachable in this run"),
     ("wrong cluster layer", {"gpufleet_cluster_layer": "gpu-operator"}, "gpufleet_cluster_layer: 'gpu-operator' is not a cluster layer"),
     ("no helm", {"gpu_operator_helm_binary": "/nonexistent/helm"}, "helm: cannot run /nonexistent/helm"),
-    ("no kubeconfig", {"gpu_operator_kubeconfig": "/nonexistent/kubeconfig"}, "'/nonexistent/kubeconfig' is not a file"),
+    ("no kubeconfig", {"gpu_operator_kubeconfig": "/nonexistent/kubeconfig"},
+     "gpu_operator_kubeconfig: '/nonexistent/kubeconfig' is not a file"),
+    # set fleet-wide, the message names the variable the user set
+    ("no fleet kubeconfig", {"gpu_operator_kubeconfig": "{{ gpufleet_kubeconfig }}", "gpufleet_kubeconfig": "/nonexistent/kubeconfig"},
+     "gpufleet_kubeconfig: '/nonexistent/kubeconfig' is not a file"),
 ])
 def test_a_change_that_cannot_work_is_refused_before_any_host_layer(tmp_path, cluster, case, extra, message):
     tmp = str(tmp_path)
@@ -270,6 +274,9 @@ def test_a_change_that_cannot_work_is_refused_before_any_host_layer(tmp_path, cl
     assert rc != 0
     assert message in out, out[-6000:]
     assert "cluster change refused before any layer ran, nothing changed" in out
+    # the run's last word is the refusal, not "The fleet's validation failed (0 nodes failed, 0 drifted)"
+    last = out[out.index("The fleet failed: "):].splitlines()[0]
+    assert "cluster change refused before any layer ran" in last and "0 nodes" not in last
     assert cluster.writes() == [] and cluster.releases == {}
     # The driver, toolkit and validate plays ended at their first task.
     assert "TASK [gpufleet.nvidia.nvidia_driver" not in out and "TASK [gpufleet.nvidia.validate" not in out

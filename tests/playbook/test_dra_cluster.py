@@ -159,7 +159,9 @@ def test_a_node_whose_gpus_are_not_published_fails_the_validation(tmp_path, clus
 def test_a_cluster_dra_cannot_run_on_is_refused_with_nothing_written(tmp_path, cluster, case, change, message):
     tmp = str(tmp_path)
     change(cluster)
-    _project(tmp, cluster)
+    # CDI is on by default (container_toolkit_enable_cdi): the containerd 1.7 case turns it off on gpu-b
+    off = {"gpu-b": dict(HOSTS["gpu-b"], container_toolkit_enable_cdi=False)} if "without-cdi" in case else {}
+    _project(tmp, cluster, dict(HOSTS, **off))
     rc, out = T._run(tmp, "--tags", "cluster")
     assert rc != 0, case
     assert message in out, out[-4000:]

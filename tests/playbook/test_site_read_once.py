@@ -29,13 +29,20 @@ ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbo
 H200_ROOT = os.path.join(F.FIXTURES, "hosts", "ubuntu2404-h200-preinstalled", "root")
 
 
+def _tasks(tasks):
+    """The tasks, those of their blocks included (site.yml imports its roles in blocks with a rescue)."""
+    for task in tasks or []:
+        yield task
+        yield from _tasks(task.get("block"))
+
+
 def _site_play_vars():
     with open(os.path.join(F.ROOT, "playbooks", "site.yml")) as handle:
         plays = yaml.safe_load(handle)
     by_role = {}
     for play in plays:
         names = [role["role"] for role in play.get("roles") or []]
-        names += [task["ansible.builtin.import_role"]["name"] for task in play.get("tasks") or []
+        names += [task["ansible.builtin.import_role"]["name"] for task in _tasks(play.get("tasks"))
                   if "ansible.builtin.import_role" in task]
         for name in names:
             by_role[name] = play.get("vars") or {}

@@ -109,7 +109,7 @@ def dra_node(node, raw):
         "driver_method": node["driver_method"],
         "driver": {"version": str(discovered or declared or ""), "source": "discovery" if discovered else "inventory" if declared else ""},
         "runtime": {"name": node["runtime"], "version": str(runtime_version or ""),
-                    "cdi_enabled": plain(raw.get("container_toolkit_enable_cdi", False))},
+                    "cdi_enabled": plain(raw.get("container_toolkit_enable_cdi", P.TOOLKIT_ENABLE_CDI_DEFAULT))},
         "gpus": (facts or {}).get("gpu_count") if facts else None,
     }
 

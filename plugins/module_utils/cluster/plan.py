@@ -72,10 +72,13 @@ HOST_VARS = (
     "gpufleet_sharing_config",
     "gpufleet_mig_config",
     # The container_toolkit role's switches that decide whether the node's runtime hands over
-    # CDI devices (defaults false, as in that role).
+    # CDI devices (defaults as in that role: TOOLKIT_ENABLE_CDI_DEFAULT, set_as_default false).
     "container_toolkit_enable_cdi",
     "container_toolkit_set_as_default",
 )
+#: roles/container_toolkit's default of container_toolkit_enable_cdi (role defaults are not in
+#: hostvars); CDI on, as NVIDIA's own since toolkit 1.18 and GPU Operator 25.10.
+TOOLKIT_ENABLE_CDI_DEFAULT = True
 
 # k3s and RKE2 run their own containerd: its config is generated from a template under
 # /var/lib/rancher/<distribution>/agent/etc/containerd, the socket is /run/k3s/containerd, and
@@ -369,12 +372,13 @@ def _fleet_node(host, raw, where, run, seen, problems):
 
 
 def _cdi_ready(hv, where, problems):
-    """Whether the node's runtime, as the container_toolkit role configures it, hands a pod the
-    CDI devices the device plugin names: CDI on in the runtime, or nvidia its default runtime (the
-    NVIDIA runtime reads the CDI annotations itself)."""
-    cdi = to_bool(hv.get("container_toolkit_enable_cdi", False), "%s: container_toolkit_enable_cdi" % where, problems)
+    """Why the node's runtime, as the container_toolkit role configures it, hands a pod the CDI
+    devices the device plugin names: ``default_runtime`` (nvidia its default runtime: the NVIDIA
+    runtime reads the CDI annotations itself), ``enable_cdi`` (CDI on in the runtime), or ``""``."""
+    cdi = to_bool(hv.get("container_toolkit_enable_cdi", TOOLKIT_ENABLE_CDI_DEFAULT), "%s: container_toolkit_enable_cdi" % where,
+                  problems)
     default = to_bool(hv.get("container_toolkit_set_as_default", False), "%s: container_toolkit_set_as_default" % where, problems)
-    return bool(cdi or default)
+    return "default_runtime" if default else "enable_cdi" if cdi else ""
 
 
 def _node_name(name, host, where, seen, problems):
@@ -1119,12 +1123,19 @@ def _check_cdi_agreement(nodes, cdi, problems, notes):
         return
     unread = []
     for node in nodes:
-        if not node["host_toolkit"] or node["runtime"] != "containerd" or node["cdi_ready"]:
+        if not node["host_toolkit"] or node["runtime"] != "containerd" or node["cdi_ready"] == "default_runtime":
             continue
         found = version_tuple(node.get("runtime_version"))
         if found is None:
             unread.append(node["host"])
-        elif found < (2, 0, 0):
+        elif found < (1, 7, 0):
+            problems.append(
+                "gpu_operator: host %s: containerd %s has no CDI in its CRI plugin (it ignores enable_cdi; 1.7 and later have "
+                "it), and its toolkit is the host's: the operator (cdi.enabled) hands GPUs over as CDI devices, which that "
+                "runtime would drop (expected container_toolkit_set_as_default: true on the node, so that the NVIDIA runtime "
+                "reads them itself, containerd 1.7 or later, or gpu_operator_cdi_enabled: false)"
+                % (_q(node["host"]), node["runtime_version"]))
+        elif found < (2, 0, 0) and not node["cdi_ready"]:
             problems.append(
                 "gpu_operator: host %s: containerd %s has CDI off unless enable_cdi is set, and its toolkit is the host's "
                 "with container_toolkit_enable_cdi false: the operator (cdi.enabled) hands GPUs over as CDI devices, which "

@@ -1101,8 +1101,10 @@ def enforce(result):
     blocking = [p for p in result["problems"] if p["severity"] == BLOCKING and not p["waived"]]
     if not blocking:
         return result
-    lines = "; ".join("[%s] %s" % (p["rule"], p["message"]) for p in blocking)
+    lines = "; ".join("[%s] %s%s" % (p["rule"], p["message"], " (fix: %s)" % p["fix"] if p.get("fix") else "") for p in blocking)
+    waiver = "waive: [%s] (the discover role's discover_waive)" % ", ".join(p["rule"] for p in blocking)
     raise GpuFleetError(
-        "preflight: %d blocking problem%s: %s" % (len(blocking), "" if len(blocking) == 1 else "s", lines),
+        "preflight: %d blocking problem%s: %s. To accept %s on purpose instead: %s"
+        % (len(blocking), "" if len(blocking) == 1 else "s", lines, "it" if len(blocking) == 1 else "them", waiver),
         **dict((k, v) for k, v in result.items() if k != "msg"),
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import textwrap
 import unicodedata
 
@@ -35,6 +36,7 @@ HOST_VARS = (
     "gpufleet_nvidia_validation",  # gpufleet.nvidia.host_validate (+ cluster_expect from the role)
     "validate_cluster_verdict",  # the validate role's cluster checks (same on every host)
     "gpufleet_stopped_at",  # set by a playbook where the run stopped on the host
+    "report_stopped_at",  # the same, kept by the report role's `stopped` (site.yml's rescues)
     "nvidia_driver_version",  # declared driver, for hosts that were not validated
     "container_toolkit_version",  # declared toolkit, idem
     "container_toolkit_runtime",  # declared runtime, idem
@@ -148,14 +150,33 @@ def _os_text(facts):
     return os_facts.get("pretty_name") or " ".join(x for x in (os_facts.get("id"), os_facts.get("version_id")) if x) or None
 
 
+#: The fixes of the causes a run most often stops at on a node, by what its message says.
+STOP_FIXES = (
+    (re.compile(r"sudo: (command )?not found"),
+     "the node has no sudo: connect as root and set gpufleet_become: false for it, or install sudo on it"),
+    (re.compile(r"Failed to connect to the host|unreachable|Connection (timed out|refused)", re.I),
+     "check that the control host reaches the node as the inventory says (ansible NODE -m ansible.builtin.ping)"),
+    (re.compile(r"Failed to fetch|Could not resolve|Temporary failure resolving|could not download|Unable to connect to", re.I),
+     "the node cannot reach the package repository: check its network and proxy, or point the repository's URL "
+     "(container_toolkit_repo_url, nvidia_driver_cuda_repo_baseurl, or the node's own apt sources) at a mirror it reaches"),
+)
+
+
 def _stopped(value):
     if not value:
         return None
     if isinstance(value, dict):
         stage = value.get("stage") or value.get("task") or "unknown stage"
         detail = " / ".join(str(value[k]) for k in ("task", "msg") if value.get(k) and value.get(k) != stage)
-        return "the run stopped at %s%s" % (stage, ": " + detail if detail else "")
+        return "the run stopped at %s%s%s" % (stage, ": " + detail if detail else "", _stop_fix(str(value.get("msg") or "")))
     return "the run stopped at %s" % value
+
+
+def _stop_fix(msg):
+    """`` (fix: ...)`` for a message of a known cause that does not give its fix itself, else ''."""
+    if "(fix: " in msg:
+        return ""
+    return next((" (fix: %s)" % fix for pattern, fix in STOP_FIXES if pattern.search(msg)), "")
 
 
 def _allocatable(cluster, cnode, expect, gpu_count):
@@ -214,7 +235,7 @@ def build_row(host, hv, cluster, today=None):
     val = hv.get("gpufleet_nvidia_validation") or {}
     cnode = _dig(cluster, "nodes", host) if cluster else None
     expect = val.get("cluster_expect") or {}
-    stopped = _stopped(hv.get("gpufleet_stopped_at"))
+    stopped = _stopped(hv.get("gpufleet_stopped_at") or hv.get("report_stopped_at"))
     gpus = _row_gpus(facts, val)
     failed, drifted, not_checked = _row_messages(val, cnode, cluster, stopped)
     status, not_checked = _row_status(facts, val, cnode, stopped, gpus["count"], not_checked)
@@ -309,10 +330,10 @@ def _row_status(facts, val, cnode, stopped, gpu_count, not_checked):
 
 def _unvalidated(facts, stopped, not_checked):
     """A host the validate role did not reach: failed where the run stopped on it, else not validated."""
-    if not facts:
-        return "not_validated", [] if stopped else [_NO_FACTS]
     if stopped:
-        return "failed", not_checked
+        return "failed", not_checked if facts else []
+    if not facts:
+        return "not_validated", [_NO_FACTS]
     return "not_validated", [_NOT_VALIDATED]
 
 
@@ -343,12 +364,29 @@ def _row_flavor(facts, row):
             return flavor, None
     if row["loaded"]:
         return "unknown", "the loaded module's /proc/driver/nvidia/version names neither open nor proprietary modules"
+    packaged = _packages_flavor(driver.get("packages"))
+    if packaged:
+        return packaged, "from its installed packages: no nvidia module is loaded or built to read it from"
     there = row["installed"] or driver.get("packages") or driver.get("package") or driver.get("libcuda")
     if there or driver.get("source") not in (None, "absent"):
         if not facts:
             return "unknown", "no facts of the node: only its validation was read"
         return "unknown", "no nvidia module is loaded and modinfo found no installed one to read it from"
     return None, None
+
+
+#: Packages of the driver's kernel modules (Debian's and Ubuntu's DKMS and prebuilt modules, EL's
+#: kmod): an "open" in the name is the open flavour, as the driver role chooses them.
+_KERNEL_PACKAGE = re.compile(r"(dkms|kernel|linux-modules-nvidia|kmod-nvidia)")
+
+
+def _packages_flavor(packages):
+    """The flavour of the installed kernel-module packages (``open``, ``proprietary``), or None."""
+    names = [str(p.get("name") or "") for p in packages or [] if isinstance(p, dict)]
+    modules = [n for n in names if "nvidia" in n and _KERNEL_PACKAGE.search(n)]
+    if not modules:
+        return None
+    return "open" if any("open" in n for n in modules) else "proprietary"
 
 
 def _row_lifecycle(driver, today):
@@ -444,10 +482,10 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
     data = data if data is not None else host_data(hosts, hostvars)
     cluster = _cluster_of(data)
     day = report_date(today, generated_at)
-    rows = [build_row(str(h), data.get(str(h)) or {}, cluster, day) for h in hosts or []]
+    run = plain(run or {})
+    rows = [_declared_gpu_node(build_row(str(h), data.get(str(h)) or {}, cluster, day), run) for h in hosts or []]
     rows.sort(key=lambda r: (STATUSES.index(r["status"]), r["host"]))
     counts = dict((s, len([r for r in rows if r["status"] == s])) for s in STATUSES)
-    run = plain(run or {})
     fleet_failed = list((cluster or {}).get("failed") or []) + _cluster_change_failures(run.get("cluster_change"))
     overall = _overall(run, counts, fleet_failed)
     if run.get("limit"):
@@ -466,6 +504,22 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
         "security": floors.fleet_security(rows),
         "nodes": rows,
     }
+
+
+DECLARED_WITHOUT_GPU = (
+    "declared a GPU node (inventory group gpu_nodes), but no NVIDIA GPU was found on it, so no GPU layer prepared it "
+    "(fix: check that the node sees its GPU on the PCI bus, lspci -nn -d 10de:, and its instance type or BIOS; or take "
+    "the host out of gpu_nodes; or set gpufleet_prepare_without_gpu: true to prepare it without one, as for an image build)"
+)
+
+
+def _declared_gpu_node(row, run):
+    """``row``, failed where the inventory declares the host a GPU node (``run['gpu_nodes']``, the
+    report role's) and it was found without one: a GPU lost from the bus, or a wrong inventory."""
+    if row["status"] == "no_gpu" and row["host"] in (run.get("gpu_nodes") or ()):
+        row["status"] = "failed"
+        row["failed"] = [DECLARED_WITHOUT_GPU] + row["failed"]
+    return row
 
 
 def _summary(rows, counts):

@@ -123,6 +123,9 @@ def _refresh(method, state, driver_changed, reboot_pending) -> tuple:
     if reboot_pending:
         return False, ("the node waits for a reboot into its new driver; %s writes the spec then"
                        % ("the toolkit's units run at boot and" if method == "toolkit" else "the next run after it"))
+    if not state.get("loaded"):
+        return False, ("no NVIDIA driver is loaded (no %s): there is no spec to write yet; %s writes it once one is loaded"
+                       % (cdi.PROC_VERSION, REFRESH_PATH_UNIT if method == "toolkit" else "the next run's gpufleet.nvidia.cdi_spec"))
     if method == "module":
         return True, "%s builds the spec on every run and rewrites it only when it differs" % how
     if driver_changed:

@@ -190,7 +190,7 @@ def plan(current, params, key):
         (path, text) for path, text in desired_files(params, key).items() if current["files"].get(path) != text
     )
     install = packages_to_install(current["packages"], params, version)
-    hold, unhold = holds_to_change(current["packages"], params)
+    hold, unhold = holds_to_change(current["packages"], params, install)
     todo = {"files": files, "install": install, "hold": hold, "unhold": unhold,
             "update_cache": needs_update(current, params, files, install)}
     todo["actions"] = actions(todo)
@@ -203,9 +203,15 @@ def packages_to_install(installed, params, version):
     return install + [name for name in params["extra_packages"] if name not in installed and name not in params["packages"]]
 
 
-def holds_to_change(installed, params):
-    """``(to hold, to release)``: the toolkit's packages whose hold is not what ``hold`` asks."""
-    held = [name for name in params["packages"] if _info(installed, name).get("held", False)]
+def holds_to_change(installed, params, install=()):
+    """``(to hold, to release)``: the toolkit's packages whose hold is not what ``hold`` asks once ``install`` ran.
+
+    ``apt-get install --allow-change-held-packages`` releases the hold of each package it moves
+    (dpkg's selection goes back to ``install``), so a package in ``install`` counts as not held:
+    a version change holds the four packages again after the install, and the next run is a no-op.
+    """
+    moving = set(spec.partition("=")[0] for spec in install)
+    held = [name for name in params["packages"] if _info(installed, name).get("held", False) and name not in moving]
     if params["hold"]:
         return [name for name in params["packages"] if name not in held], []
     return [], held

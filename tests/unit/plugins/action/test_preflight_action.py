@@ -68,3 +68,6 @@ def test_today_replaces_the_clock_and_fail_blocks(monkeypatch, today, failed):
     assert bool(result.get("failed")) is failed
     if failed:
         assert result["msg"].startswith("preflight: 1 blocking problem: [driver_lifecycle] driver_version 535 is on a branch")
+        # what Ansible prints of the failure is the message (with the fix and the waiver), not every check's outcome
+        assert "(fix: " in result["msg"] and result["msg"].endswith("waive: [driver_lifecycle] (the discover role's discover_waive)")
+        assert sorted(result) == ["blocking_count", "failed", "msg", "ok"]

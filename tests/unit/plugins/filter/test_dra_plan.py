@@ -179,6 +179,7 @@ def test_containerd_1_7_without_cdi_is_refused_and_the_kubelets_report_is_checke
     planned = F.plan(mixed, ROLE)
     assert len(planned["problems"]) == 2 and all("container_toolkit_enable_cdi is false" in p for p in planned["problems"])
     fleet = F.load("dra-r580")
+    fleet["hosts"]["gpu-h200-01"]["container_toolkit_enable_cdi"] = False  # on by default
     fleet["cluster"]["runtimes"]["gpu-h200-01"] = "containerd://1.7.27"
     problems = dra_cluster_check(F.plan(fleet, ROLE), *cluster_answers(fleet))
     assert len(problems) == 1 and "node 'gpu-h200-01': its kubelet reports containerd://1.7.27" in problems[0]
@@ -188,6 +189,7 @@ def test_a_k3s_node_is_judged_by_its_kubelets_containerd_not_the_hosts():
     fleet = F.load("dra-r580")
     host = fleet["hosts"]["gpu-h200-01"]
     host["container_toolkit_runtime"] = "k3s"
+    host["container_toolkit_enable_cdi"] = False  # on by default
     host["ansible_facts"]["gpufleet_nvidia"]["container"]["containerd"]["version"] = "1.6.20~ds1"  # the host's own, unused
     planned = F.plan(fleet, ROLE)
     assert planned["problems"] == []

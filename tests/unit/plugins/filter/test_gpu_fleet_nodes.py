@@ -9,7 +9,7 @@ def test_defaults_make_a_host_prepared_on_containerd():
     assert gpu_fleet_nodes(["gpu-1"], {"gpu-1": {"nvidia_driver_method": "package"}}, "gpu_operator") == {
         "nodes": [{
             "host": "gpu-1", "name": "gpu-1", "driver_method": "package", "host_driver": True, "host_toolkit": True,
-            "runtime": "containerd", "sharing_config": "", "mig_config": "", "gpus": None, "runtime_version": None, "cdi_ready": False,
+            "runtime": "containerd", "sharing_config": "", "mig_config": "", "gpus": None, "runtime_version": None, "cdi_ready": "enable_cdi",
             "operator_driver": False, "held": False, "moved_back": False,
         }],
         "problems": [],

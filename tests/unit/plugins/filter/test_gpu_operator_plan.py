@@ -490,23 +490,36 @@ def _containerd(version):
     return {"ansible_facts": {"gpufleet_nvidia": {"gpu_count": 1, "container": {"containerd": {"version": version}}}}}
 
 
+OFF = {"container_toolkit_enable_cdi": False}
+
+
 @pytest.mark.parametrize("version, node_vars, refused", [
-    ("1.7.24", {}, True),
-    ("1.6.20~ds1", {}, True),  # Debian 12's containerd, as it prints its version
-    ("1.7.24", {"container_toolkit_enable_cdi": True}, False),
-    ("1.7.24", {"container_toolkit_set_as_default": True}, False),  # the NVIDIA runtime reads the CDI annotations itself
-    ("2.1.4", {}, False),  # CDI on by default in containerd 2
+    ("1.7.24", OFF, "off"),
+    ("1.6.20~ds1", OFF, "1.6"),  # Debian 12's containerd, as it prints its version
+    ("1.7.24", {}, None),  # the toolkit role's default: CDI on, as NVIDIA's since toolkit 1.18 and operator 25.10
+    ("1.7.24", {"container_toolkit_enable_cdi": True}, None),
+    ("1.7.24", dict(OFF, container_toolkit_set_as_default=True), None),  # the NVIDIA runtime reads the CDI annotations itself
+    ("2.1.4", OFF, None),  # CDI on by default in containerd 2
+    # containerd 1.6's CRI plugin has no CDI at all: enable_cdi there is ignored
+    ("1.6.20~ds1", {}, "1.6"),
+    ("1.6.20~ds1", {"container_toolkit_set_as_default": True}, None),
 ])
 def test_the_host_runtime_must_hand_over_the_cdi_devices_the_operator_names(version, node_vars, refused):
     fleet = F.load("all-prepared")
     host = sorted(fleet["hosts"])[0]
     fleet["hosts"][host] = dict(fleet["hosts"][host], **dict(_containerd(version), **node_vars))
     problems = F.plan(fleet, "gpu_operator")["problems"]
-    expected = ["gpu_operator: host %r: containerd %s has CDI off unless enable_cdi is set, and its toolkit is the host's with "
+    expected = {
+        "off": ["gpu_operator: host %r: containerd %s has CDI off unless enable_cdi is set, and its toolkit is the host's with "
                 "container_toolkit_enable_cdi false: the operator (cdi.enabled) hands GPUs over as CDI devices, which that "
                 "runtime would drop (expected container_toolkit_enable_cdi: true on the node, or gpu_operator_cdi_enabled: false)"
-                % (host, version)]
-    assert problems == (expected if refused else [])
+                % (host, version)],
+        "1.6": ["gpu_operator: host %r: containerd %s has no CDI in its CRI plugin (it ignores enable_cdi; 1.7 and later "
+                "have it), and its toolkit is the host's: the operator (cdi.enabled) hands GPUs over as CDI devices, which "
+                "that runtime would drop (expected container_toolkit_set_as_default: true on the node, so that the NVIDIA "
+                "runtime reads them itself, containerd 1.7 or later, or gpu_operator_cdi_enabled: false)" % (host, version)],
+    }
+    assert problems == expected.get(refused, [])
     # Without CDI in the operator there is nothing to agree on.
     assert F.plan(fleet, "gpu_operator", {"gpu_operator_cdi_enabled": False})["problems"] == []
 

@@ -39,6 +39,11 @@ def state(**values):
         ("module", {}, False, False, "module", True, "builds the spec on every run"),
         ("module", {}, True, True, "module", False, "the next run after it"),
         ("toolkit", {}, False, False, "toolkit", False, "is current"),
+        # CDI is on by default: a node with no driver loaded (prepared without GPU, an image build)
+        # has no spec to write, whichever way, and is not failed for it
+        ("auto", {"loaded": None, "toolkit_spec_exists": False, "toolkit_spec": None}, False, False, "toolkit", False,
+         "no NVIDIA driver is loaded"),
+        ("auto", {"unit": None, "loaded": None}, True, False, "module", False, "no NVIDIA driver is loaded"),
     ],
 )
 def test_the_refresh_decision(source, values, driver_changed, reboot, method, refresh, why):

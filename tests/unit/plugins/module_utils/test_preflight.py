@@ -30,6 +30,14 @@ GOOD = {
 }
 
 
+
+def without_fixes(msg, problems):
+    """A blocking message as it read before each problem's fix and the waiver were added to it."""
+    for problem in problems:
+        msg = msg.replace(" (fix: %s)" % problem["fix"], "")
+    return msg.split(". To accept ")[0]
+
+
 def run(name, edit=None, **kwargs):
     facts = fixture_facts(name)
     if edit:
@@ -516,7 +524,7 @@ def test_enforce_lists_every_blocking_problem():
     result = run(V100, driver_version="590", driver_flavor="open", container_runtime="none")
     with pytest.raises(GpuFleetError) as exc:
         pf.enforce(result)
-    assert exc.value.msg == (
+    assert without_fixes(exc.value.msg, result["problems"]) == (
         "preflight: 2 blocking problems: "
         "[gpu_open_modules] the Volta GPU GV100GL [Tesla V100 SXM2 16GB] at 0000:00:1e.0 cannot be driven by the "
         "open kernel modules; "
@@ -526,6 +534,17 @@ def test_enforce_lists_every_blocking_problem():
     assert exc.value.details["problems"] == result["problems"]
     assert exc.value.details["checks"] == result["checks"]
     assert exc.value.details["ok"] is False
+
+
+def test_enforce_says_each_problems_fix_and_how_to_waive_them():
+    result = run(V100, driver_version="590", driver_flavor="open", container_runtime="none")
+    with pytest.raises(GpuFleetError) as exc:
+        pf.enforce(result)
+    blocking = [p for p in result["problems"] if p["severity"] == pf.BLOCKING]
+    for problem in blocking:
+        assert "[%s] %s (fix: %s)" % (problem["rule"], problem["message"], problem["fix"]) in exc.value.msg
+    assert exc.value.msg.endswith(
+        ". To accept them on purpose instead: waive: [gpu_open_modules, gpu_driver_branch] (the discover role's discover_waive)")
 
 
 @pytest.mark.parametrize(

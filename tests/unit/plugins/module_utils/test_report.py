@@ -477,7 +477,7 @@ def test_gpu_names_are_grouped_in_the_order_they_come():
 
 @pytest.mark.parametrize("facts,stopped,status,not_checked", [
     ({}, None, "not_validated", ["no facts: the host was unreachable, or the run stopped before it was discovered"]),
-    ({}, "the run stopped at drain", "not_validated", []),
+    ({}, "the run stopped at drain", "failed", []),  # unreachable, or failed before discovery: failed, not unknown
     ({"gpu_count": 1}, "the run stopped at drain", "failed", ["kept"]),
     ({"gpu_count": 1}, None, "not_validated", ["not validated: the run did not reach gpufleet.nvidia.validate on this host"]),
 ])
@@ -663,6 +663,58 @@ def test_long_reasons_are_wrapped_not_cut():
     assert [line for line in block if len(line) > R.TEXT_WIDTH] == [line for line in block if "x" * 120 in line]  # a path stays whole
     page = R.render_html(report)
     assert "<li>%s</li>" % reason.strip() in page and "overflow-wrap: anywhere" in page
+
+
+@pytest.mark.parametrize("msg, fix", [
+    ("Task failed: Premature end of stream waiting for become success.\n>>> Standard Error\n/bin/sh: 1: sudo: not found",
+     "gpufleet_become: false"),
+    ("Failed to connect to the host via ssh: ssh: connect to host 10.0.0.9 port 22: Connection timed out",
+     "-m ansible.builtin.ping"),
+    ("apt-get update failed (rc 100): E: Failed to fetch http://repo.invalid/dists/InRelease  Could not resolve 'repo.invalid'",
+     "cannot reach the package repository"),
+])
+def test_where_the_run_stopped_comes_with_the_fix_of_a_known_cause(msg, fix):
+    stopped = R._stopped({"stage": "the driver layer", "task": "Install", "msg": msg})  # pylint: disable=protected-access
+    assert stopped.startswith("the run stopped at the driver layer: Install / ") and ("(fix: " + "") in stopped
+    assert fix in stopped.split("(fix: ")[1]
+
+
+def test_a_message_that_gives_its_fix_gets_no_other():
+    msg = "preflight: 1 blocking problem: [x] y (fix: z). To accept it on purpose instead: waive: [x]"
+    assert R._stopped({"stage": "discovery", "msg": msg}).count("(fix: ") == 1  # pylint: disable=protected-access
+
+
+def test_a_declared_gpu_node_without_a_gpu_is_failed_with_the_fix():
+    # lab-debian12 has no GPU: not declared, it is a node without GPU; declared in gpu_nodes, it is a failure
+    hv = example_hostvars(cluster=False)
+    plain_row = row(R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN), "lab-debian12")
+    assert plain_row["status"] == "no_gpu" and plain_row["failed"] == []
+    report = R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=dict(RUN, gpu_nodes=["lab-debian12", "gpu-h200-01"]))
+    declared = row(report, "lab-debian12")
+    assert declared["status"] == "failed" and report["status"] == "failed"
+    assert declared["failed"] == [
+        "declared a GPU node (inventory group gpu_nodes), but no NVIDIA GPU was found on it, so no GPU layer prepared it "
+        "(fix: check that the node sees its GPU on the PCI bus, lspci -nn -d 10de:, and its instance type or BIOS; or "
+        "take the host out of gpu_nodes; or set gpufleet_prepare_without_gpu: true to prepare it without one, as for an "
+        "image build)"]
+    assert row(report, "gpu-h200-01")["status"] == row(R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN),
+                                                        "gpu-h200-01")["status"]
+
+
+@pytest.mark.parametrize("packages, flavor", [
+    (["nvidia-kernel-dkms", "nvidia-driver", "libcuda1"], "proprietary"),  # Debian's, as the lab installs them
+    (["nvidia-open-kernel-dkms", "nvidia-driver"], "open"),
+    (["linux-modules-nvidia-580-server-open-6.8.0-45-generic", "nvidia-utils-580-server"], "open"),  # Ubuntu's
+    (["nvidia-dkms-550-server", "nvidia-utils-550-server"], "proprietary"),
+])
+def test_without_a_module_the_flavour_is_the_installed_packages_as_the_driver_role_says(packages, flavor):
+    # The driver role says which flavour it installed; the report said "flavour unknown" where
+    # DKMS built no module (the lab): the packages say which.
+    driver = {"version": None, "flavor": None, "installed": {"state": "missing", "flavor": None},
+              "packages": [{"name": n, "version": "1"} for n in packages], "source": "package"}
+    report = R.build_report(["n"], {"n": {"gpufleet_nvidia": {"gpu_count": 0, "driver": driver}}})
+    found = report["nodes"][0]["driver"]
+    assert found["flavor"] == flavor and "installed packages" in found["flavor_why"]
 
 
 # --- security floors ----------------------------------------------------------------------------

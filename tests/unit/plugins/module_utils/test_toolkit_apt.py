@@ -53,8 +53,9 @@ class FakeApt(object):
         if verb == "apt-get install":
             for spec in argv[len(T.APT_GET_INSTALL):]:
                 name, _sep, version = spec.partition("=")
-                held = (self.packages.get(name) or (None, False))[1]
-                self.packages[name] = (version or "1.0-1", held)
+                # what apt moves under --allow-change-held-packages loses its hold (dpkg's
+                # selection goes back to install), as apt 2.6 on Debian 12 does
+                self.packages[name] = (version or "1.0-1", False)
             return 0, "", ""
         if argv[0] == "apt-mark":
             for name in argv[2:]:
@@ -171,10 +172,30 @@ def test_version_move_reinstalls_at_the_new_version_without_refreshing_fresh_lis
         "write " + T.PIN_FILE,
         "apt-get install nvidia-container-toolkit=1.18.0-1 nvidia-container-toolkit-base=1.18.0-1 "
         "libnvidia-container-tools=1.18.0-1 libnvidia-container1=1.18.0-1",
+        "apt-mark hold " + " ".join(T.PACKAGES),
     ]
-    # held packages are moved (--allow-change-held-packages) and stay held
+    # held packages are moved (--allow-change-held-packages), which releases their holds: held again
     assert "--allow-change-held-packages" in system.calls[1]
     assert result["held"] == sorted(T.PACKAGES)
+
+
+@pytest.mark.parametrize("version", ["1.18.0-1", "1.17.3-1"])  # an upgrade and a downgrade
+def test_a_version_move_holds_the_packages_again_and_the_next_run_changes_nothing(version):
+    system = converged("1.17.8-1")
+    result = converge(system, params(version=version), want_diff=True)
+    assert result["actions"][-1] == "apt-mark hold " + " ".join(T.PACKAGES)
+    assert verbs(system) == ["dpkg-query", "apt-get install", "apt-mark", "dpkg-query"]
+    assert "nvidia-container-toolkit=%s (held)\n" % version in result["diff"][-1]["after"]
+    assert result["held"] == sorted(T.PACKAGES)
+    assert all(system.packages[n] == (version, True) for n in T.PACKAGES)
+    again = converge(system, params(version=version))
+    assert again["changed"] is False and again["actions"] == []
+
+
+def test_a_version_move_without_hold_leaves_the_packages_released():
+    system = converged("1.17.8-1")
+    result = converge(system, params(version="1.18.0-1", hold=False))
+    assert result["held"] == [] and converge(system, params(version="1.18.0-1", hold=False))["changed"] is False
 
 
 def test_an_install_with_stale_lists_refreshes_them_first():
@@ -336,5 +357,6 @@ def test_holds_to_change_and_the_actions_in_apply_order():
     installed = {"a": {"held": True}, "b": {"held": False}}
     assert T.holds_to_change(installed, params(packages=["a", "b", "c"])) == (["b", "c"], [])
     assert T.holds_to_change(installed, params(packages=["a", "b", "c"], hold=False)) == ([], ["a"])
+    assert T.holds_to_change(installed, params(packages=["a", "b", "c"]), ["a=2"]) == (["a", "b", "c"], [])
     todo = {"files": {"/b": "", "/a": ""}, "update_cache": True, "install": ["a=1"], "hold": [], "unhold": ["b", "c"]}
     assert T.actions(todo) == ["write /a", "write /b", "apt-get update", "apt-get install a=1", "apt-mark unhold b c"]

@@ -1,0 +1,86 @@
+"""site.yml when nodes fail: the report says which node stopped where and why, with the fix,
+even when every node fails (issue 35: a run whose every node failed left the report of a run in
+progress, "INCOMPLETE", 0 nodes, no reason), and a node declared in ``gpu_nodes`` on which no GPU
+is found is named, not reported OK.
+
+Local hosts read the H200 capture (``discover_host_root``); no cluster layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
+
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+SITE = os.path.join(F.ROOT, "playbooks", "site.yml")
+H200_ROOT = os.path.join(F.FIXTURES, "hosts", "ubuntu2404-h200-preinstalled", "root")
+
+
+def _run(tmp, hosts):
+    inventory = {"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "report_dir": os.path.join(tmp, "report"), "validate_cluster": False},
+        "children": {"gpu_nodes": {"hosts": hosts}}}}
+    with open(os.path.join(tmp, "inventory.yml"), "w") as f:
+        yaml.safe_dump(inventory, f)
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": F.COLLECTIONS, "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
+        "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_HOME": os.path.join(tmp, "ansible-home"), "HOME": tmp,
+    })
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", os.path.join(tmp, "inventory.yml"), SITE], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False, timeout=300)
+    with open(os.path.join(tmp, "report", "gpufleet-report.json")) as f:
+        return proc.returncode, proc.stdout, json.load(f)
+
+
+def test_a_run_whose_every_node_fails_reports_each_node_where_and_why_with_the_fix(tmp_path):
+    tmp = str(tmp_path)
+    root = hostfs.materialize(H200_ROOT)
+    node = {"discover_host_root": root, "validate_host_root": root, "container_toolkit_enabled": False}
+    hosts = {
+        # preflight blocks: the capture's driver is no package's, and package is declared
+        "gpu-a": dict(node, nvidia_driver_method="package", nvidia_driver_version="580"),
+        # a root login on a node without sudo: the driver layer's become fails
+        "gpu-b": dict(node, nvidia_driver_method="preinstalled", discover_preflight=False, gpufleet_become=True,
+                      ansible_become_exe="/nonexistent/sudo", ansible_become_user="nobody"),
+        # unreachable: nothing answers on its port
+        "gpu-c": dict(node, nvidia_driver_method="preinstalled", ansible_connection="ssh", ansible_host="127.0.0.1",
+                      ansible_port=1, ansible_user="nobody"),
+    }
+    rc, out, report = _run(tmp, hosts)
+    assert rc != 0
+    assert report["run"].get("state") != "running" and report["status"] == "failed", out[-6000:]
+    rows = dict((row["host"], row) for row in report["nodes"])
+    assert sorted(rows) == ["gpu-a", "gpu-b", "gpu-c"] and all(r["status"] == "failed" for r in rows.values())
+    assert rows["gpu-a"]["failed"][0].startswith("the run stopped at discovery and preflight: ")
+    assert "[driver_not_package_owned]" in rows["gpu-a"]["failed"][0] and "(fix: " in rows["gpu-a"]["failed"][0]
+    assert "discover_waive" in rows["gpu-a"]["failed"][0]
+    assert rows["gpu-b"]["failed"][0].startswith("the run stopped at the driver layer: ")
+    assert "sudo: not found" in rows["gpu-b"]["failed"][0]
+    assert "gpufleet_become: false" in rows["gpu-b"]["failed"][0]
+    assert rows["gpu-c"]["failed"][0].startswith("the run stopped at discovery and preflight: Connect to the node / ")
+    assert "-m ansible.builtin.ping" in rows["gpu-c"]["failed"][0]
+    # the run fails after the report, naming the nodes
+    assert "The fleet failed: 3 nodes failed, 0 drifted (gpu-a, gpu-b, gpu-c). See " in out
+
+
+def test_a_declared_gpu_node_found_without_a_gpu_is_failed_and_named(tmp_path):
+    tmp = str(tmp_path)
+    root = hostfs.materialize(os.path.join(F.FIXTURES, "hosts", "debian12-nogpu", "root"))
+    hosts = {"gpu-x": {"discover_host_root": root, "validate_host_root": root, "nvidia_driver_method": "package",
+                       "discover_preflight": False}}
+    rc, out, report = _run(tmp, hosts)
+    assert rc != 0
+    assert "Could not match supplied host pattern" not in out
+    assert "The inventory declares it a GPU node (gpu_nodes): the report fails it" in out
+    (row,) = report["nodes"]
+    assert row["status"] == "failed" and row["failed"][0].startswith("declared a GPU node (inventory group gpu_nodes), but no NVIDIA GPU")
