@@ -44,7 +44,13 @@ def row_lines(judged):
     return [finding["text"] for finding in (judged or {}).get("findings") or []]
 
 
-def fleet_lines(report):
-    """The fleet's bulletins as lines: ``<bulletin> (<hosts>)``."""
-    return ["%s, published %s (%s)" % (item["msg"], item["published"], ", ".join(item["hosts"]))
+def fleet_lines(report, most=20):
+    """The fleet's bulletins as lines: ``<bulletin> (<hosts>)``, the first ``most`` hosts and how many more."""
+    return ["%s, published %s (%s)" % (item["msg"], item["published"], hosts_text(item["hosts"], most))
             for item in report.get("security") or []]
+
+
+def hosts_text(hosts, most=20):
+    """``a, b, c`` - the first ``most`` hosts, then ``and 980 more``."""
+    hosts = list(hosts)
+    return ", ".join(hosts[:most]) + (" and %d more" % (len(hosts) - most) if len(hosts) > most else "")
