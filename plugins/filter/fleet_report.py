@@ -42,7 +42,7 @@ description:
     bulletins with the hosts below them. Neither changes a row's status.
   - Each row's C(layers) says what this run did on the node's driver, toolkit and runtime layers
     (from the roles' C(nvidia_driver_result) and C(container_toolkit_result)) - C(changed), C(msg),
-    C(held) (C(held), C(locked), C(not held: ...), C(not managed: pre-installed)) - and C(changed)
+    C(held) (C(held), C(locked), C(not held ...), C(not managed ...)) - and C(changed)
     names the layers changed (C(nothing), or null where no role ran); C(runtime.versions) the
     container runtimes' versions; C(fix) one line per cause of a state that is not ok, with what
     to run. The driver's flavour is the role's where the facts could not read it.

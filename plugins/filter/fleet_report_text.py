@@ -16,7 +16,7 @@ description:
     drifted and what failed, the toolkit's and the runtimes' versions, the packages' held state,
     what this run changed, the fix of each state that is not ok) and what was not checked.
   - With O(summary_nodes), only the nodes that are not ok, the first O(summary_nodes) of them
-    (failed first), and how many more: what the gpufleet.nvidia.report role prints at the end of a
+    (failed first), and how many more - what the gpufleet.nvidia.report role prints at the end of a
     run (the whole text is its C(.txt) file).
   - Long reasons are wrapped at 100 columns, never cut; a word longer than that (a path) stays whole.
 options:
