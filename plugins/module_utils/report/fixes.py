@@ -20,8 +20,7 @@ def row_fixes(row):
               if g.get("status") in ("drift", "failed") and g.get("msg")]
     fixes += [f["text"] for f in (row.get("security") or {}).get("findings") or []]
     if row["status"] in ("drift", "failed") and not fixes:
-        fixes.append("run playbooks/site.yml --limit %s, which brings each layer to what is declared, then read this "
-                     "node's lines above" % row["host"])
+        fixes.append("correct what failed or drifted (above), then run playbooks/site.yml --limit %s" % row["host"])
     return fixes
 
 

@@ -67,8 +67,9 @@ SCRIPT = """
   var selects = Array.prototype.slice.call(document.querySelectorAll('select[data-f]'));
   var nodes = Array.prototype.slice.call(document.querySelectorAll('details.node'));
   var groups = Array.prototype.slice.call(document.querySelectorAll('details.group'));
-  var texts = nodes.map(function (d) { return d.textContent.toLowerCase(); });
+  var texts = null;  // each node's text, read at the first search (not at load: 10,000 nodes)
   function keep(d, i, t, f) {
+    if (t && !texts) { texts = nodes.map(function (n) { return n.textContent.toLowerCase(); }); }
     if (t && texts[i].indexOf(t) < 0) { return false; }
     return f.every(function (x) { return ('|' + (d.getAttribute('data-' + x[0]) || '') + '|').indexOf('|' + x[1] + '|') >= 0; });
   }
@@ -159,7 +160,7 @@ def _facts(row):
     return [
         ("failed", _list(row["failed"])),
         ("drifted", _list(row["drifted"])),
-        ("fix", _list(row.get("fix"), "msgs fix")),
+        ("fix", _list([f for f in row.get("fix") or [] if f not in floors.row_lines(row.get("security"))], "msgs fix")),
         ("node", _e(row["node"]) if row["node"] != row["host"] else ""),
         ("OS, kernel", _e(", ".join(x for x in (row["os"], row["kernel"]) if x))),
         ("GPUs", _e(row["gpus"]["text"])),
@@ -170,9 +171,9 @@ def _facts(row):
         ("sharing", _e({"none": ""}.get(row["sharing"]["text"], row["sharing"]["text"]))),
         ("CDI", _e("enabled: " + ", ".join(p for p in row["cdi"]["specs"] if p)) if row["cdi"].get("enabled") else ""),
         ("day-2 guards", _guards_html(row.get("day2"))),
-        ("security floors", _list(floors.row_lines(row.get("security")))),
+        ("security floors", _list(floors.row_short_lines(row.get("security")))),
         ("this run", _changes_html(layers)),
-        ("not checked", _list(row["not_checked"])),
+        ("not checked", _list(row["not_checked"]) if row["status"] not in ("ok", "no_gpu") else _e(_count(row["not_checked"]))),
     ]
 
 
@@ -210,10 +211,21 @@ def _runtime_html(runtime, layer):
     return _e(text)
 
 
+def _count(not_checked):
+    """For a node that is ok: how many things were not checked (the section "Not checked, and why" says which)."""
+    return "%d, listed under Not checked, and why" % len(not_checked) if not_checked else ""
+
+
 def _guards_html(guards):
-    return "<br/>".join("%s %s%s" % (_badge(g["status"] or "skipped", fleet.DAY2_STATUS.get(g["status"], "not checked")), _e(g["title"]),
-                                     ' <span class="small">%s</span>' % _e(g["msg"]) if g.get("msg") and g["status"] in ("drift", "failed") else "")
-                        for g in guards or [])
+    """The guards that drifted or failed, each with its badge and message; the others in one line each by status."""
+    bad = ["%s %s <span class=\"small\">%s</span>" % (_badge(g["status"]), _e(g["title"]), _e(g.get("msg") or ""))
+           for g in guards or [] if g["status"] in ("drift", "failed")]
+    rest = []
+    for status in ("ok", "skipped"):
+        titles = [g["title"] for g in guards or [] if (g["status"] or "skipped") == status]
+        if titles:
+            rest.append("%s %s" % (_badge(status, fleet.DAY2_STATUS[status]), _e(", ".join(titles))))
+    return "<br/>".join(bad + rest)
 
 
 def _changes_html(layers):

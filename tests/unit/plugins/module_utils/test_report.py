@@ -638,8 +638,12 @@ def test_each_row_gives_its_day2_guards():
     assert row(report, "gpu-h100-01")["day2"] == []  # not validated: no guard was checked
     page = H.render_html(report)
     assert "<th>day-2 guards</th>" in page
-    assert '<span class="badge ok">ok</span> isolation of unprivileged containers' in page
-    assert '<span class="badge skipped">not checked</span> library / module versions' in page
+    # the guards that are ok on one line, those not checked on another; one that drifted or failed on its own, with why
+    assert ('<span class="badge ok">ok</span> next boot kernel&#x27;s module, library / module versions, NVML after '
+            'daemon-reload, isolation of unprivileged containers, runtime drift') in page
+    assert '<span class="badge skipped">not checked</span> next boot kernel&#x27;s module, library / module versions' in page
+    bad = H._guards_html([{"title": "runtime drift", "status": "drift", "msg": "<x> moved"}])  # pylint: disable=protected-access
+    assert bad == '<span class="badge drift">drift</span> runtime drift <span class="small">&lt;x&gt; moved</span>'
     text = T.render_text(report)
     assert "  day-2       next boot kernel's module: ok; library / module versions: ok; NVML after" in text
 
@@ -697,7 +701,7 @@ def test_the_example_fleet_has_a_node_below_each_kind_of_floor_each_line_naming_
             "bulletin 5861 (GPU Display Driver, September 2026: CVE-2026-47587 and more); install 580.178.04 or later") in text
     assert "Container Toolkit 1.17.8-1 is below its security floor 1.19.1: NVIDIA security bulletin 5850" in text
     page = H.render_html(report)
-    assert "<h2>Security floors</h2>" in page and "<li>driver 580.159.04 is below R580&#x27;s security floor" in page
+    assert "<h2>Security floors</h2>" in page and "<li>driver 580.159.04 - nvidia-5861, fixed in 580.178.04</li>" in page
 
 
 def test_a_fleet_at_its_floors_says_so():
