@@ -51,6 +51,13 @@ def driver_drift_fix(declared, installed, host):
             "module cannot be reloaded, and validates it" % (declared, installed, host, declared))
 
 
+def preinstalled_drift_fix(declared, installed, host):
+    """The fix of a pre-installed driver that is not the declared one: the collection does not install it."""
+    return ("the node's image brings driver %s, not the declared %s: declare what it runs (nvidia_driver_version: %s) or "
+            "bring the image to %s; to let the collection manage the driver instead, set nvidia_driver_method: package and "
+            "run ansible-playbook playbooks/upgrade.yml --limit %s" % (installed, declared, installed, declared, host))
+
+
 def _driver_fix(driver, host):
     """The driver's fix where its declared branch differs from the installed (else loaded) one; None otherwise."""
     declared = versions.try_parse_driver_version(driver.get("declared"))
@@ -59,7 +66,8 @@ def _driver_fix(driver, host):
     if declared is None or current is None:
         return None
     if declared.branch != current.branch or (len(str(driver["declared"]).split(".")) > 1 and str(declared) != str(current)):
-        return driver_drift_fix(driver["declared"], there, host)
+        fix = preinstalled_drift_fix if driver.get("source") == "preinstalled" else driver_drift_fix
+        return fix(driver["declared"], there, host)
     if driver.get("installed") and driver.get("loaded") and driver["installed"] != driver["loaded"]:
         return ("the module loaded (%s) is not the driver installed (%s): reboot the node, or reload the modules when no "
                 "process holds the GPU (the day-2 guard 'library / module versions' says which)" % (driver["loaded"], driver["installed"]))

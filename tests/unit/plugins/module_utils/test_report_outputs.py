@@ -3,12 +3,17 @@ and what a row says of the run: the layers it changed, held packages, the role's
 
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ET
 
 import pytest
+import yaml
+
+from ansible.template import trust_as_template
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import junit, prometheus, text
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fixes, junit, prometheus, text
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_report as T
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_report_page import fleet
 
@@ -89,3 +94,33 @@ def test_the_run_says_its_collection_version_and_duration():
     report = fleet(8)
     assert "gpufleet.nvidia 0.1.0 | run took 12 min 34 s" in " | ".join(R.meta_lines(report, report["run"]))
     assert [R.duration_text(s) for s in (42, 185, 3725)] == ["42 s", "3 min 05 s", "1 h 02 min"]
+
+
+def _report_block_vars():
+    with open(os.path.join(T.ROOT, "roles", "report", "tasks", "main.yml")) as handle:
+        return yaml.safe_load(handle)[0]["vars"]
+
+
+@pytest.mark.parametrize("inventory, groups, localhost, expected", [
+    (["localhost"], {}, {"gpufleet_nvidia_validation": {"status": "ok"}}, ["localhost"]),  # -i localhost, on a GPU machine
+    (["localhost"], {}, {"ansible_facts": {"gpufleet_nvidia": {"gpu_count": 1}}}, ["localhost"]),  # read, not validated
+    (["gpu-1", "localhost"], {"gpu_nodes": ["gpu-1", "localhost"]}, {}, ["gpu-1", "localhost"]),  # declared a GPU node
+    (["gpu-1", "localhost"], {"gpu_nodes": ["gpu-1"]}, {}, ["gpu-1"]),  # the control host, listed for the report play
+])
+def test_every_gpu_node_is_a_node_whatever_its_name_and_the_control_host_never(inventory, groups, localhost, expected):
+    block = _report_block_vars()
+    variables = {"__report_inventory": inventory, "groups": dict(groups, all=inventory),
+                 "hostvars": {"localhost": localhost}}
+    templar = F._templar(variables)  # pylint: disable=protected-access
+    variables["__report_localhost_is_node"] = templar.template(trust_as_template(block["__report_localhost_is_node"]))
+    assert F._templar(variables).template(trust_as_template(block["__report_hosts"])) == expected  # pylint: disable=protected-access
+
+
+def test_a_drifted_preinstalled_driver_is_fixed_by_its_image_or_its_declaration():
+    driver = {"declared": "580", "installed": "570.172.08", "loaded": "570.172.08", "source": "preinstalled"}
+    (fix,) = fixes._state_fixes({"status": "drift", "failed": [], "driver": driver, "gpus": {}}, "n")  # pylint: disable=protected-access
+    assert fix.startswith("the node's image brings driver 570.172.08, not the declared 580: declare what it runs "
+                          "(nvidia_driver_version: 570.172.08)")
+    with open(os.path.join(T.ROOT, "roles", "nvidia_driver", "tasks", "main.yml")) as handle:
+        role = handle.read()
+    assert "Fix: declare what the node runs (nvidia_driver_version: {{ nvidia_driver_result.version }})" in " ".join(role.split())
