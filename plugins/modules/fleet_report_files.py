@@ -37,7 +37,7 @@ options:
     description: Which files.
     type: list
     elements: str
-    choices: [html, json, txt, junit, prom]
+    choices: [html, json, junit, prom, txt]
     default: [json, html, txt, junit, prom]
   mode:
     description: The files' mode.
