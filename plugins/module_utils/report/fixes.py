@@ -47,8 +47,7 @@ def _unvalidated_fix(row, host):
 def driver_drift_fix(declared, installed, host):
     """The fix of a driver whose branch is not the declared one: ``upgrade.yml`` moves it, node by node, drained."""
     return ("move the node to the declared driver %s (it has %s): ansible-playbook playbooks/upgrade.yml --limit %s "
-            "-e nvidia_driver_version=%s - it cordons and drains the node, changes the driver, reboots where the "
-            "module cannot be reloaded, and validates it" % (declared, installed, host, declared))
+            "(drains it, moves the driver, reboots where needed, validates)" % (declared, installed, host))
 
 
 def preinstalled_drift_fix(declared, installed, host):

@@ -51,7 +51,8 @@ details.node.no_gpu > summary, details.node.not_validated > summary { border-lef
 details.node[open] > summary { background: #f6f8fa; }
 span.host { font-weight: 600; } span.why.failed { color: #cf222e; } span.why.drift { color: #9a6700; }
 table.facts { border-collapse: collapse; margin: 6px 0 12px 14px; max-width: 1100px; }
-table.facts th { text-align: left; vertical-align: top; padding: 3px 12px 3px 0; white-space: nowrap; color: #57606a; font-weight: 600; }
+table.facts th { text-align: left; vertical-align: top; padding: 3px 12px 3px 0; white-space: nowrap; color: #57606a; font-weight: 600;
+  width: 120px; }
 table.facts td { vertical-align: top; padding: 3px 0; overflow-wrap: break-word; }
 .fix { color: #0550ae; } .branch { display: block; font-size: 12px; color: #57606a; }
 .branch.past { color: #9a6700; font-weight: 600; } .branch.unknown { color: #cf222e; }
@@ -167,7 +168,7 @@ def _facts(row):
         ("driver", _driver_html(d, layers.get("driver"))),
         ("toolkit", _toolkit_html(t, layers.get("toolkit"))),
         ("runtime", _runtime_html(row["runtime"], layers.get("runtime"))),
-        ("allocatable", _e(row["allocatable"]["text"] + ("; " + row["dra"]["text"] if row.get("dra") else ""))),
+        ("allocatable", _allocatable_html(row)),
         ("sharing", _e({"none": ""}.get(row["sharing"]["text"], row["sharing"]["text"]))),
         ("CDI", _e("enabled: " + ", ".join(p for p in row["cdi"]["specs"] if p)) if row["cdi"].get("enabled") else ""),
         ("day-2 guards", _guards_html(row.get("day2"))),
@@ -185,6 +186,12 @@ def _driver_html(d, layer):
     held = "; packages %s" % layer["held"] if layer and layer.get("held") else ""
     branches = "".join(_branch_html(e) for e in d.get("lifecycle") or [])
     return "%s%s%s%s" % (_e(text), _e(" (%s)" % note if note else ""), _e(held), branches)
+
+
+def _allocatable_html(row):
+    """The node's allocatable GPUs and DRA devices; '' without a cluster (the Cluster section says why, once)."""
+    parts = [row["allocatable"]["text"]] if row["allocatable"]["text"] != "no cluster" else []
+    return _e("; ".join(parts + ([row["dra"]["text"]] if row.get("dra") else [])))
 
 
 def _branch_html(entry):
