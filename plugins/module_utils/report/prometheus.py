@@ -27,6 +27,7 @@ METRICS = (
     ("gpufleet_fleet_nodes", "The fleet's nodes by status."),
     ("gpufleet_report_generated_timestamp_seconds", "When the report was generated, in seconds since the epoch."),
     ("gpufleet_run_duration_seconds", "How long the run that wrote the report took."),
+    ("gpufleet_run_in_progress", "1 while a run that started has not written its report (the nodes are then not reported), else 0."),
 )
 GUARD_STATES = ("ok", "drift", "failed", "skipped")
 
@@ -99,6 +100,7 @@ def render_prometheus(report):
     duration = _number((report.get("run") or {}).get("duration_s"))
     if duration is not None:
         samples["gpufleet_run_duration_seconds"] = [_sample("gpufleet_run_duration_seconds", [], duration)]
+    samples["gpufleet_run_in_progress"] = [_sample("gpufleet_run_in_progress", [], int((report.get("run") or {}).get("state") == "running"))]
     lines = []
     for name, help_text in METRICS:
         if samples[name]:

@@ -48,6 +48,9 @@ def test_prometheus_text_follows_the_format():
     assert 'gpufleet_node_status{node="gpu-l40s-01",status="drift"} 1' in page
     assert 'gpufleet_run_duration_seconds 754.2' in page
     assert prometheus.escape_label('a\\b"c\nd') == 'a\\\\b\\"c\\nd'
+    assert "gpufleet_run_in_progress 0" in page
+    running = prometheus.render_prometheus(R.build_report([], {}, run={"state": "running"}))
+    assert "gpufleet_run_in_progress 1" in running and "gpufleet_node_status" not in running
 
 
 def test_prometheus_text_parses_with_prometheus_client():
