@@ -45,12 +45,20 @@ window.addEventListener('load', function () { setTimeout(function () {
       if (need > width + 1) { bad.push([el.tagName + '.' + el.className, w, Math.round(width), Math.round(need)]); }
     });
   });
+  // the search and a filter, as a reader uses them
+  var q = document.getElementById('q'), status = document.querySelector('select[data-f=status]');
+  q.value = 'L40S'; q.dispatchEvent(new Event('input'));
+  var searched = document.getElementById('shown').textContent;
+  q.value = ''; status.value = 'drift'; status.dispatchEvent(new Event('change'));
+  var filtered = document.getElementById('shown').textContent;
+  var groups = Array.prototype.filter.call(document.querySelectorAll('details.group'), function (g) { return !g.hidden; }).length;
+  status.value = ''; status.dispatchEvent(new Event('change'));
   var pre = document.createElement('pre');
   pre.id = 'layout-check';
   pre.textContent = JSON.stringify({cells: cells, narrow: bad.slice(0, 20), narrow_count: bad.length,
     page_width: document.documentElement.scrollWidth, parsed_ms: Math.round(parsed), load_ms: Math.round(nav.loadEventEnd || nav.loadEventStart),
     measured_ms: Math.round(performance.now()),
-    nodes: document.querySelectorAll('details.node').length});
+    nodes: document.querySelectorAll('details.node').length, searched: +searched, filtered: +filtered, groups_shown: groups});
   document.body.appendChild(pre);
 }, 0); });
 //]]></script>"""
@@ -83,7 +91,8 @@ def _chromium(*args, timeout=120):
 @pytest.mark.parametrize("size", [8, 1000])
 def test_the_page_in_a_real_browser(size):
     os.makedirs(OUT, exist_ok=True)
-    page = H.render_html(fleet(size))
+    report = fleet(size)
+    page = H.render_html(report)
     path = os.path.join(OUT, "fleet-%d.html" % size)
     with open(path, "w") as handle:
         handle.write(page)
@@ -105,4 +114,6 @@ def test_the_page_in_a_real_browser(size):
     assert check["nodes"] == size and check["cells"] > 8 * 8
     assert check["narrow"] == [], "columns narrower than their words: %s" % check["narrow"]
     assert check["page_width"] <= WIDTH
+    drifted = len([r for r in report["nodes"] if r["status"] == "drift"])
+    assert (check["searched"], check["filtered"], check["groups_shown"]) == (drifted, drifted, 1)  # L40S: the drifted ones
     assert check["size_bytes"] < size * 2200 + 60000  # 1,000 nodes well under the old page's 1.45 MB
