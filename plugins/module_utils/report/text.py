@@ -34,7 +34,7 @@ def summary_line(report):
                 s["ok"], s["drifted"], s["failed"], s["no_gpu"], s["not_validated"]))
 
 
-def _fleet_text(report):
+def _fleet_text(report, most=20):
     """The lines about the fleet: title, summary, the cluster, the branches past their end of life."""
     run = report.get("run") or {}
     lines = ["%s - %s" % (report.get("title") or "GPU fleet report", " | ".join(fleet.meta_lines(report, run)) or "no run details")]
@@ -42,8 +42,8 @@ def _fleet_text(report):
     lines += _cluster_text(report.get("cluster") or {})
     for item in report.get("lifecycle") or []:
         if item["state"] in ("past", "unknown"):
-            lines += _wrapped("branch", "%s (%s)" % (item["msg"], floors.hosts_text(item["hosts"])))
-    for line in floors.fleet_lines(report):
+            lines += _wrapped("branch", "%s (%s)" % (item["msg"], floors.hosts_text(item["hosts"], most)))
+    for line in floors.fleet_lines(report, most):
         lines += _wrapped("security", line)
     return lines
 
@@ -133,21 +133,32 @@ def render_text(report):
     return "\n".join(lines) + "\n"
 
 
+def _summary_row(row):
+    """A node of the summary: its status and first reason, and its first fix (the file has the rest)."""
+    title = fleet.STATUS_TITLES.get(row["status"], row["status"]).upper()
+    reasons = row["failed"] + row["drifted"] + row["not_checked"]
+    lines = _wrapped(title, "%s: %s%s" % (row["host"], reasons[0] if reasons else "see the report",
+                                         " (and %d more)" % (len(reasons) - 1) if len(reasons) > 1 else ""))
+    return lines + (_wrapped("fix", row["fix"][0]) if row.get("fix") else [])
+
+
 #: How many nodes that are not ok the terminal summary names, with their reasons.
 SUMMARY_NODES = 20
 
 
 def render_summary(report, limit=SUMMARY_NODES, path=None):
     """What the report role prints: the fleet's lines, then the first ``limit`` nodes that are not ok
-    (failed first) with their reasons and fixes, then how many more and where the whole report is."""
+    (failed first), each with its first reason and fix, then how many more and where the whole report is."""
     report = _terminal_safe(report)
-    lines = _fleet_text(report)
+    lines = _fleet_text(report, most=5)
     bad = [r for r in report["nodes"] if r["status"] in ("failed", "drift", "not_validated")]
+    if bad:
+        lines.append("")
     for row in bad[:limit]:
-        lines += _row_text(row)
+        lines += _summary_row(row)
     if len(bad) > limit:
-        lines += ["", "... and %d more nodes not ok (%s)" % (len(bad) - limit, ", ".join(r["host"] for r in bad[limit:limit + 10])
-                                                              + (", ..." if len(bad) > limit + 10 else ""))]
+        more = "... and %d more nodes not ok (%s)" % (len(bad) - limit, floors.hosts_text([r["host"] for r in bad[limit:]], 10))
+        lines += [""] + textwrap.wrap(more, width=TEXT_WIDTH, break_long_words=False, break_on_hyphens=False)
     if path:
         lines += ["", "The whole report: %s" % path]
     return "\n".join(lines) + "\n"

@@ -66,7 +66,10 @@ def test_the_terminal_summary_is_capped_and_the_file_has_everything():
     summary = text.render_summary(report, limit=20, path="/r/gpufleet-report.txt")
     bad = [r for r in report["nodes"] if r["status"] in ("failed", "drift", "not_validated")]
     assert "... and %d more nodes not ok" % (len(bad) - 20) in summary and summary.endswith("The whole report: /r/gpufleet-report.txt\n")
-    assert len(summary) < 30000 < len(text.render_text(report))
+    assert len(summary) < 12000 and len(text.render_text(report)) > 1000000
+    assert summary.count("\n  FAILED ") == 20 and "\n  fix         fix what stopped the run (above)" in summary
+    assert ("FAILED gpu-h100-01: the run stopped at driver upgrade: Drain the node / pods of PodDisruptionBudget "
+            "default/llm-serving cannot be evicted fix fix what stopped the run") in " ".join(summary.split())
 
 
 def test_a_row_says_what_the_run_changed_and_what_is_held():
