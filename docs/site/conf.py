@@ -8,7 +8,9 @@ copyright = "gpufleet.nvidia maintainers"
 title = "gpufleet.nvidia documentation"
 html_short_title = "gpufleet.nvidia"
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.intersphinx", "sphinx_antsibull_ext"]
+# myst_parser: the guides (docs/*.md) and the quick start, which scripts/build-docs.sh puts beside the reference
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.intersphinx", "sphinx_antsibull_ext", "myst_parser"]
+myst_heading_anchors = 3
 pygments_style = "ansible"
 highlight_language = "YAML+Jinja"
 html_theme = "sphinx_ansible_theme"

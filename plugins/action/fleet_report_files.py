@@ -16,8 +16,16 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import argspec
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html, junit, prometheus, text
 
-RENDER = {"json": fleet_report.to_json, "html": fleet_report.render_html}
+# format: (file extension, renderer)
+RENDER = {
+    "json": ("json", fleet_report.to_json),
+    "html": ("html", html.render_html),
+    "txt": ("txt", text.render_text),
+    "junit": ("junit.xml", junit.render_junit),
+    "prom": ("prom", prometheus.render_prometheus),
+}
 ARGUMENT_SPEC = argspec.from_stub(__file__)  # the options documented in plugins/modules/fleet_report_files.py
 
 
@@ -25,12 +33,13 @@ def write_report_files(report, path, formats, mode=0o644):
     """Write ``path.<format>`` for each format; returns ``(written, unchanged)`` paths."""
     written, unchanged = [], []
     for fmt in formats:
-        target = "%s.%s" % (path, fmt)
-        text = RENDER[fmt](report)
-        if _current(target) == text:
+        extension, render = RENDER[fmt]
+        target = "%s.%s" % (path, extension)
+        content = render(report)
+        if _current(target) == content:
             unchanged.append(target)
             continue
-        safe_io.replace_file(target, text, mode=mode)
+        safe_io.replace_file(target, content, mode=mode)
         written.append(target)
     return written, unchanged
 
@@ -67,5 +76,5 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="could not write the report under %s: %s" % (args["path"], exc))
             return result
         result.update(changed=False, written=written, unchanged=unchanged,
-                      files=["%s.%s" % (args["path"], f) for f in args["formats"]])
+                      files=["%s.%s" % (args["path"], RENDER[f][0]) for f in args["formats"]])
         return result

@@ -40,6 +40,12 @@ description:
     O(today) (the pairing with the host's C(discover_kubernetes_version) where set); each finding
     names its bulletin and the version that fixes it. The report's C(security) lists the fleet's
     bulletins with the hosts below them. Neither changes a row's status.
+  - Each row's C(layers) says what this run did on the node's driver, toolkit and runtime layers
+    (from the roles' C(nvidia_driver_result) and C(container_toolkit_result)) - C(changed), C(msg),
+    C(held) (C(held), C(locked), C(not held ...), C(not managed ...)) - and C(changed)
+    names the layers changed (C(nothing), or null where no role ran); C(runtime.versions) the
+    container runtimes' versions; C(fix) one line per cause of a state that is not ok, with what
+    to run. The driver's flavour is the role's where the facts could not read it.
 positional: hostvars
 options:
   _input:
@@ -62,7 +68,8 @@ options:
     type: str
   run:
     description:
-      - Details of the run shown at the top (C(check_mode), C(playbook), C(limit), C(ansible_version)).
+      - Details of the run shown at the top (C(check_mode), C(playbook), C(limit), C(ansible_version),
+        C(duration_s), the run's length in seconds); C(collection_version) is the collection's own where not given.
       - C(notes), a list of strings, is shown as its own section at the top (what a lab lacks, for instance).
     type: dict
   title:
@@ -129,13 +136,36 @@ _value:
           hosts: [gpu-h200-01]
 """
 
+import json
+import os
+
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet
 
 
+#: The collection's root: galaxy.yml in a source tree, MANIFEST.json in an installed collection.
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def collection_version(root=COLLECTION_ROOT):
+    """The version of the collection that runs, for the report's run details; None where unreadable."""
+    try:
+        with open(os.path.join(root, "MANIFEST.json"), encoding="utf-8") as handle:
+            return json.load(handle)["collection_info"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        with open(os.path.join(root, "galaxy.yml"), encoding="utf-8") as handle:
+            return next((line.split(":", 1)[1].strip().strip("\"'") for line in handle if line.startswith("version:")), None)
+    except OSError:
+        return None
+
+
 def fleet_report(hosts, hostvars, generated_at=None, run=None, title=None, today=None):
+    run = dict(run or {})
+    run.setdefault("collection_version", collection_version())
     try:
         return fleet.build_report(list(hosts or []), hostvars, generated_at=generated_at, run=run, title=title, today=today)
     except GpuFleetError as exc:

@@ -9,13 +9,15 @@ short_description: Render the fleet report as one self-contained HTML page
 version_added: 0.1.0
 author: gpufleet.nvidia maintainers
 description:
-  - Renders the output of P(gpufleet.nvidia.fleet_report#filter) as an HTML page with no script
-    and no external asset - the summary at the top, the cluster's state, a table with one
-    coloured row per node (ok, drift, failed, no GPU, not validated; the driver cell gives each
-    driver branch's type and end of life, a branch past it or not in the table marked, and the
-    modules' flavour, C(unknown) with why where it could not be read; a column gives the node's
-    day-2 guards, each with its status), the fleet's driver branches with their hosts, and what
-    was not checked. Long reasons wrap in their cells.
+  - Renders the output of P(gpufleet.nvidia.fleet_report#filter) as one self-contained HTML page
+    (no external asset; its style and a short script inline) that reads at 8 nodes as at 10,000 -
+    the run (collection version, duration, check mode, C(--limit)), the summary cards, the
+    cluster's state, then the nodes grouped by status, the bad ones first, one compact line per
+    node (status, host, OS, GPUs, driver, toolkit, what this run changed, the first reason) whose
+    details fold out (every version, the flavour, the driver branches' end of life, the packages'
+    held or locked state, the day-2 guards, the security floors, the fix of each state that is not
+    ok), a search box and filters (status, OS, driver branch, GPU model, guard not ok); then the
+    fleet's driver branches, its security floors and what was not checked.
   - Every value is HTML-escaped; the page is also well-formed XML.
 options:
   _input:
@@ -40,10 +42,11 @@ _value:
 """
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html
 
 
 def fleet_report_html(report):
-    return fleet_report.render_html(fleet_report.plain(report))
+    return html.render_html(fleet_report.plain(report))
 
 
 class FilterModule(object):

@@ -13,20 +13,33 @@ description:
     status and counts (nodes with GPUs, without GPU, never read; the rows by status), the
     cluster's state and failures, the driver branches past their end of life or unknown, then one
     block per node (status, GPUs, driver with its flavour and branches, the day-2 guards, what
-    drifted and what failed) and what was not checked.
+    drifted and what failed, the toolkit's and the runtimes' versions, the packages' held state,
+    what this run changed, the fix of each state that is not ok) and what was not checked.
+  - With O(summary_nodes), only the nodes that are not ok, the first O(summary_nodes) of them
+    (failed first), and how many more - what the gpufleet.nvidia.report role prints at the end of a
+    run (the whole text is its C(.txt) file).
   - Long reasons are wrapped at 100 columns, never cut; a word longer than that (a path) stays whole.
-  - The gpufleet.nvidia.report role prints it at the end of a run.
 options:
   _input:
     description: The report.
     type: dict
     required: true
+  summary_nodes:
+    description: Print only the nodes that are not ok, at most this many; all nodes when unset.
+    type: int
+  path:
+    description: Where the whole report is, said at the end of the summary.
+    type: str
 """
 
 EXAMPLES = r"""
 - name: Print the report
   ansible.builtin.debug:
     msg: "{{ (report | gpufleet.nvidia.fleet_report_text).splitlines() }}"
+
+- name: Print the counts and the first 20 nodes that are not ok
+  ansible.builtin.debug:
+    msg: "{{ report | gpufleet.nvidia.fleet_report_text(summary_nodes=20, path='gpufleet-report/gpufleet-report.txt') }}"
 """
 
 RETURN = r"""
@@ -37,10 +50,14 @@ _value:
 """
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import text
 
 
-def fleet_report_text(report):
-    return fleet_report.render_text(fleet_report.plain(report))
+def fleet_report_text(report, summary_nodes=None, path=None):
+    report = fleet_report.plain(report)
+    if summary_nodes is None:
+        return text.render_text(report)
+    return text.render_summary(report, limit=int(summary_nodes), path=path)
 
 
 class FilterModule(object):

@@ -10,11 +10,14 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: fleet_report_files
-short_description: Write the fleet report as JSON and HTML files on the control host
+short_description: Write the fleet report as JSON, HTML, text, JUnit XML and Prometheus files on the control host
 version_added: 0.1.0
 description:
-  - Writes O(report) (from the P(gpufleet.nvidia.fleet_report#filter) filter) as C(<path>.json)
-    and C(<path>.html), on the control host, by the controller itself (an action plugin, no
+  - Writes O(report) (from the P(gpufleet.nvidia.fleet_report#filter) filter) as C(<path>.json),
+    C(<path>.html) (the page), C(<path>.txt) (the whole report as text), C(<path>.junit.xml) (one
+    test suite per node, one test case per check, for a CI system) and C(<path>.prom)
+    (Prometheus' text format - per-node status, guard states, held packages and versions, for
+    node_exporter's textfile collector), on the control host, by the controller itself (an action plugin, no
     module is sent anywhere). Each file is written beside its target and renamed into place; an
     unchanged file is left as it is.
   - The report is the run's output, not state of the fleet, so the module never reports a
@@ -34,8 +37,8 @@ options:
     description: Which files.
     type: list
     elements: str
-    choices: [html, json]
-    default: [json, html]
+    choices: [html, json, junit, prom, txt]
+    default: [json, html, txt, junit, prom]
   mode:
     description: The files' mode.
     type: str

@@ -12,6 +12,7 @@ from hypothesis import given, strategies as st
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as report
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import text as report_text
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import dev_char, edit
 from ansible_collections.gpufleet.nvidia.tests.property.tally import tally
 
@@ -66,7 +67,7 @@ def test_helm_argv(name, chart, chart_path):
 @given(host=text, reason=text)
 def test_report_text(host, reason):
     hv = {host: {"gpufleet_nvidia_validation": {"status": "failed", "gpu_count": 1, "failed": [reason], "checks": []}}}
-    out = refused_or("report text", lambda: report.render_text(report.build_report([host], hv)))
+    out = refused_or("report text", lambda: report_text.render_text(report.build_report([host], hv)))
     if out is not None:
         assert not any(ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") for ch in out)
 

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import floors
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fixes, floors, layers as report_layers
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 SCHEMA = 1
@@ -43,7 +43,7 @@ HOST_VARS = (
     "gpufleet_sharing_config",  # sharing config of the node, idem
     "dra_driver_node",  # the dra_driver role's validation of the node (GPUs published in ResourceSlices, its claim)
     "discover_kubernetes_version",  # the cluster's Kubernetes, for the security floors' Kubernetes / containerd pairing
-)
+) + report_layers.RESULT_VARS  # what the driver and toolkit roles did on the node (report/layers.py)
 
 STATUSES = ("failed", "not_validated", "drift", "ok", "no_gpu")
 STATUS_TITLES = {
@@ -240,7 +240,8 @@ def build_row(host, hv, cluster, today=None):
     failed, drifted, not_checked = _row_messages(val, cnode, cluster, stopped)
     status, not_checked = _row_status(facts, val, cnode, stopped, gpus["count"], not_checked)
     driver, toolkit = _row_driver(facts, val, hv, today), _row_toolkit(facts, val, hv)
-    return {
+    done = report_layers.row_layers(hv)
+    row = {
         "host": host,
         "node": expect.get("node") or (cnode or {}).get("node") or host,
         "status": status,
@@ -250,7 +251,7 @@ def build_row(host, hv, cluster, today=None):
         "driver": driver,
         "toolkit": toolkit,
         "security": floors.row_security(driver, toolkit, facts, hv, today),
-        "runtime": _row_runtime(val, hv),
+        "runtime": _row_runtime(val, hv, facts),
         "cdi": {"enabled": _dig(val, "cdi", "enabled"), "specs": [s.get("path") for s in _dig(val, "cdi", "specs") or []]},
         "cuda_host": _dig(val, "cuda", "passed"),
         "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpus["count"]),
@@ -260,7 +261,18 @@ def build_row(host, hv, cluster, today=None):
         "drifted": drifted,
         "failed": failed,
         "not_checked": not_checked,
+        "layers": done,
+        "changed": report_layers.changed_text(done),
     }
+    _flavor_from_role(row["driver"], done.get("driver"))
+    row["fix"] = fixes.row_fixes(row)
+    return row
+
+
+def _flavor_from_role(driver, layer):
+    """The flavour the driver role installed, where the facts could not say (no module loaded yet)."""
+    if layer and layer.get("flavor") and driver.get("flavor") in (None, "unknown"):
+        driver["flavor"], driver["flavor_why"] = layer["flavor"], None
 
 
 def _row_dra(entry):
@@ -436,12 +448,15 @@ def _row_toolkit(facts, val, hv):
     }
 
 
-def _row_runtime(val, hv):
+def _row_runtime(val, hv, facts):
     runtime = val.get("runtime") or {}
     present = runtime.get("present")
     name = runtime.get("name") or hv.get("container_toolkit_runtime")
+    engines = _dig(facts, "container") or {}
     return {
         "name": name,
+        "versions": dict((engine, (engines.get(engine) or {}).get("version")) for engine in ("containerd", "crio", "docker")
+                         if (engines.get(engine) or {}).get("installed")),
         "handler": runtime.get("handler") or "nvidia",
         "present": present,
         "text": "not checked" if present is None else ("%s: %s" % (name, "yes" if present else "no")),
@@ -581,376 +596,52 @@ def to_json(report):
     return json.dumps(report, indent=2, sort_keys=False) + "\n"
 
 
-# --- HTML ---------------------------------------------------------------------------------------
-
-CSS = """
-* { box-sizing: border-box; }
-body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #1f2328;
-  margin: 0; padding: 24px; background: #fff; }
-h1 { font-size: 22px; margin: 0 0 4px; }
-h2 { font-size: 17px; margin: 28px 0 8px; }
-.meta { color: #57606a; margin: 0 0 16px; }
-.cards { display: flex; flex-wrap: wrap; gap: 10px; }
-.card { border: 1px solid #d0d7de; border-radius: 8px; padding: 10px 14px; min-width: 110px; background: #f6f8fa; }
-.card .n { display: block; font-size: 24px; font-weight: 600; }
-.card .l { color: #57606a; }
-.card.ok { background: #dafbe1; border-color: #1a7f37; }
-.card.drift { background: #fff8c5; border-color: #9a6700; }
-.card.failed { background: #ffebe9; border-color: #cf222e; }
-table { border-collapse: collapse; width: 100%; }
-th, td { border-bottom: 1px solid #d0d7de; padding: 6px 8px; text-align: left; vertical-align: top; overflow-wrap: anywhere; }
-th { background: #f6f8fa; position: sticky; top: 0; font-weight: 600; }
-tr.failed td:first-child { border-left: 4px solid #cf222e; }
-tr.drift td:first-child { border-left: 4px solid #9a6700; }
-tr.ok td:first-child { border-left: 4px solid #1a7f37; }
-tr.no_gpu td:first-child, tr.not_validated td:first-child { border-left: 4px solid #d0d7de; }
-.badge { display: inline-block; padding: 1px 8px; border-radius: 10px; font-weight: 600; white-space: nowrap; }
-.badge.ok { color: #1a7f37; background: #dafbe1; }
-.badge.drift { color: #9a6700; background: #fff8c5; }
-.badge.failed { color: #cf222e; background: #ffebe9; }
-.badge.no_gpu, .badge.not_validated, .badge.skipped, .badge.incomplete { color: #57606a; background: #f6f8fa; }
-.small { color: #57606a; font-size: 12px; }
-ul.msgs { margin: 0; padding-left: 16px; }
-ul.msgs li { margin: 0 0 2px; white-space: normal; overflow-wrap: anywhere; }
-ul.day2 { margin: 0; padding: 0; list-style: none; font-size: 12px; }
-td.failedmsg { color: #cf222e; }
-td.driftmsg { color: #9a6700; }
-.none { color: #57606a; }
-td.host { white-space: nowrap; font-weight: 600; }
-.branch { display: block; font-size: 12px; color: #57606a; }
-.branch.past { color: #9a6700; font-weight: 600; }
-.branch.unknown { color: #cf222e; }
-code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
-footer { margin-top: 32px; color: #57606a; font-size: 12px; }
-"""
+#: A day-2 guard's status as its badge says it.
+DAY2_STATUS = {"ok": "ok", "drift": "drift", "failed": "failed", "skipped": "not checked"}
 
 
-def _e(value):
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _badge(status):
-    return '<span class="badge %s">%s</span>' % (_e(status), _e(STATUS_TITLES.get(status, status)))
-
-
-def _msgs(items):
-    if not items:
-        return '<span class="none">-</span>'
-    return '<ul class="msgs">%s</ul>' % "".join("<li>%s</li>" % _e(m) for m in items)
-
-
-def _or_none(value, none="-"):
-    if value in (None, ""):
-        return '<span class="none">%s</span>' % _e(none)
-    return _e(value)
-
-
-def _card(number, label, css=""):
-    return '<div class="card %s"><span class="n">%s</span><span class="l">%s</span></div>' % (_e(css), _e(number), _e(label))
-
-
-def _row_html(row):
-    d = row["driver"]
-    driver = "%s / %s / %s" % (
-        _or_none(d["declared"], "none"),
-        _or_none(d["installed"], "none"),
-        _or_none(d["loaded"], "none"),
-    )
-    driver_note = ", ".join(x for x in (_flavor_text(d), d.get("source")) if x)
-    if d.get("cuda"):
-        driver_note += (", " if driver_note else "") + "CUDA " + str(d["cuda"])
-    branches = "".join(_branch_html(entry) for entry in d.get("lifecycle") or [])
-    branches += "".join('<span class="branch past">below a security floor: %s</span>' % _e(line)
-                        for line in floors.row_lines(row.get("security")))
-    t = row["toolkit"]
-    toolkit = _or_none(t["installed"], "none")
-    if t.get("declared"):
-        toolkit += '<br/><span class="small">declared %s</span>' % _e(t["declared"])
-    node = _e(row["host"])
-    if row["node"] != row["host"]:
-        node += '<br/><span class="small">node %s</span>' % _e(row["node"])
-    return (
-        '<tr class="{status}"><td>{badge}</td><td class="host">{node}</td><td>{os}<br/><span class="small">{kernel}</span></td>'
-        "<td>{gpus}</td><td>{driver}<br/><span class=\"small\">{note}</span>{branches}</td><td>{toolkit}</td>"
-        "<td>{runtime}</td><td>{alloc}</td><td>{sharing}</td><td>{day2}</td>"
-        '<td class="driftmsg">{drifted}</td><td class="failedmsg">{failed}</td></tr>'
-    ).format(
-        status=_e(row["status"]),
-        badge=_badge(row["status"]),
-        node=node,
-        os=_or_none(row["os"], "unknown"),
-        kernel=_e(row["kernel"] or ""),
-        gpus=_e(row["gpus"]["text"]),
-        driver=driver,
-        note=_e(driver_note),
-        branches=branches,
-        toolkit=toolkit,
-        runtime=_e(row["runtime"]["text"]),
-        alloc=_e(row["allocatable"]["text"] + ("; " + row["dra"]["text"] if row.get("dra") else "")),
-        sharing=_e(row["sharing"]["text"]),
-        day2=_day2_html(row.get("day2")),
-        drifted=_msgs(row["drifted"]),
-        failed=_msgs(row["failed"]),
-    )
-
-
-def _flavor_text(driver):
+def flavor_text(driver):
     """The flavour as the row says it: ``open``, ``proprietary``, ``flavour unknown: why``; '' without a driver."""
     if driver.get("flavor") == "unknown":
         return "flavour unknown (%s)" % driver["flavor_why"] if driver.get("flavor_why") else "flavour unknown"
     return driver.get("flavor") or ""
 
 
-def _day2_html(guards):
-    """The day-2 guards of a row, one line each with its status (what drifted or failed is in those columns)."""
-    if not guards:
-        return '<span class="none">-</span>'
-    return '<ul class="day2">%s</ul>' % "".join(
-        "<li>%s %s</li>" % (_badge_text(g["status"] or "skipped", DAY2_STATUS.get(g["status"], "not checked")), _e(g["title"]))
-        for g in guards)
-
-
-#: A day-2 guard's status as its badge says it.
-DAY2_STATUS = {"ok": "ok", "drift": "drift", "failed": "failed", "skipped": "not checked"}
-
-
-def _branch_html(entry):
-    """One driver branch of a row: who has it, its type and end of life; past and unknown ones stand out."""
-    css = entry["state"] if entry["state"] in ("past", "unknown") else ""
-    return '<span class="%s">%s %s - %s</span>' % (_e(("branch " + css).strip()), _e(entry["of"]), _e(entry["version"]), _e(entry["text"]))
-
-
-_BRANCH_BADGES = {"past": "drift", "unknown": "failed", "supported": "ok"}
-
-
-def _lifecycle_html(report):
-    """The fleet's driver branches, each with its state and hosts."""
-    return "".join(
-        "<li>%s %s <span class=\"small\">(%s)</span></li>"
-        % (_badge_text(_BRANCH_BADGES.get(item["state"], "skipped"), item["state"].replace("_", " ")), _e(item["msg"]),
-           _e(", ".join(item["hosts"])))
-        for item in report.get("lifecycle") or []
-    ) or "<li>no driver version known</li>"
-
-
-def _badge_text(css, text):
-    return '<span class="badge %s">%s</span>' % (_e(css), _e(text))
-
-
-_TABLE_HEADER = (
-    "<tr><th>status</th><th>node</th><th>OS</th><th>GPUs</th>"
-    '<th>driver<br/><span class="small">declared / installed / loaded</span></th><th>toolkit</th>'
-    "<th>runtime handler</th><th>allocatable GPUs</th><th>sharing</th><th>day-2 guards</th><th>drifted</th><th>failed, and why</th></tr>"
-)
-
-_PAGE = (
-    "<!DOCTYPE html>\n"
-    '<html lang="en">\n<head>\n<meta charset="utf-8"/>\n'
-    '<meta name="viewport" content="width=device-width, initial-scale=1"/>\n'
-    "<title>{title}</title>\n<style>{css}</style>\n</head>\n<body>\n"
-    "<header><h1>{title}</h1><p class=\"meta\">{meta}</p></header>\n"
-    '<section><div class="cards">{cards}</div></section>\n'
-    "{notes}"
-    "<section><h2>Cluster</h2><ul class=\"msgs\">{cluster}</ul></section>\n"
-    "<section><h2>Nodes</h2>\n<table>\n<thead>{header}</thead>\n<tbody>\n{rows}\n</tbody>\n</table></section>\n"
-    '<section><h2>Driver branches</h2><ul class="msgs">{lifecycle}</ul></section>\n'
-    '<section><h2>Security floors</h2><ul class="msgs">{security}</ul></section>\n'
-    '<section><h2>Not checked, and why</h2><ul class="msgs">{not_checked}</ul></section>\n'
-    "<footer>gpufleet.nvidia fleet report, schema {schema}; the same data is in the JSON file beside this page.</footer>\n"
-    "</body>\n</html>\n"
-)
-
-
-def render_html(report):
-    """The report as one self-contained HTML page (also well-formed XML)."""
-    run = report.get("run") or {}
-    rows = "\n".join(_row_html(r) for r in report["nodes"]) or '<tr><td colspan="12">no hosts</td></tr>'
-    return _PAGE.format(
-        title=_e(report.get("title")),
-        css=CSS,
-        meta=_e(" | ".join(_meta(report, run))),
-        cards="".join(_cards(report)),
-        notes=_notes_html(run),
-        cluster="".join("<li>%s</li>" % line for line in _cluster_lines(report.get("cluster") or {})),
-        header=_TABLE_HEADER,
-        rows=rows,
-        lifecycle=_lifecycle_html(report),
-        security="".join("<li>%s %s</li>" % (_badge_text("drift", "below"), _e(line)) for line in floors.fleet_lines(report))
-        or "<li>no node below a security floor</li>",
-        not_checked=_not_checked_html(report),
-        schema=_e(report.get("schema")),
-    )
-
-
-def _meta(report, run):
-    """The line under the title: when, how (check mode, a partial run, a run still going) and with what."""
+def meta_lines(report, run):
+    """The line under the title: when, what ran it and how long, how (check mode, a partial run, a run still going)."""
     meta = ["generated %s" % report.get("generated_at")] if report.get("generated_at") else []
     if run.get("state") == "running":
         meta.append("this run started and has not written its report: it is still running, or it stopped "
                     "before the end; the report of an earlier run is gone so that it is not taken for this one's")
+    if run.get("collection_version"):
+        meta.append("gpufleet.nvidia %s" % run["collection_version"])
+    if run.get("duration_s") not in (None, ""):
+        meta.append("run took %s" % duration_text(run["duration_s"]))
     if run.get("check_mode"):
         meta.append("check mode: nothing was changed")
     if run.get("partial"):
-        meta.append("partial run (--limit %s): it covers %s only" % (run.get("limit"), ", ".join(run.get("covers") or []) or "no node"))
+        meta.append("partial run (--limit %s): it covers %s" % (run.get("limit"), _covers(run.get("covers"))))
     for key in ("playbook", "ansible_version"):
         if run.get(key):
             meta.append("%s %s" % (key.replace("_", " "), run[key]))
     return meta
 
 
-def _cards(report):
-    s = report["summary"]
-    # nodes with a declared or installed driver branch past its end of life
-    past = len(set(h for item in report.get("lifecycle") or [] if item["state"] == "past" for h in item["hosts"]))
-    below = len(set(h for item in report.get("security") or [] for h in item["hosts"]))
-    return [
-        _card(STATUS_TITLES.get(report["status"], report["status"]).upper(), "fleet", report["status"]),
-        _card(s["nodes"], "nodes"),
-        _card(s["gpu_nodes"], "GPU nodes"),
-        _card(s["gpus"], "GPUs"),
-        _card(s["ok"], "ok", "ok" if s["ok"] else ""),
-        _card(s["drifted"], "drifted", "drift" if s["drifted"] else ""),
-        _card(s["failed"], "failed", "failed" if s["failed"] else ""),
-        _card(s.get("without_gpu", s["no_gpu"]), "without GPU"),
-        _card(s["not_validated"], "not validated"),
-        _card(past, "past end of life", "drift" if past else ""),
-        _card(below, "below a security floor", "drift" if below else ""),
-    ]
+def _covers(hosts):
+    hosts = list(hosts or [])
+    if not hosts:
+        return "no node"
+    return ", ".join(hosts) + " only" if len(hosts) <= 10 else "%d nodes only" % len(hosts)
 
 
-def _cluster_lines(cluster):
-    """The cluster section's lines (HTML): the stack and the CUDA pod with their pods not ready, the fleet's failures."""
-    if not cluster.get("checked"):
-        return ["%s %s" % (_badge("skipped"), _e(cluster.get("reason") or "not checked"))]
-    lines = []
-    for part in (cluster.get("stack"), cluster.get("cuda_pod")):
-        if part and part.get("msg"):
-            lines.append("%s %s" % (_badge(part.get("status") or "skipped"), _e(part["msg"])))
-            lines += [_pod_line(pod) for pod in part.get("not_ready") or []]
-    for msg in cluster.get("failed") or []:
-        lines.append("%s %s" % (_badge("failed"), _e(msg)))
-    return lines or ["read"]
-
-
-def _pod_line(pod):
-    return '<span class="small">%s%s: %s</span>' % (
-        _e(pod.get("name")), " on " + _e(pod["node"]) if pod.get("node") else "", _e(pod.get("why")))
-
-
-def _not_checked_html(report):
-    return "".join(
-        "<li>%s%s</li>"
-        % (_e(item["msg"]), ' <span class="small">(%s)</span>' % _e(", ".join(item["hosts"])) if item["hosts"] else "")
-        for item in report.get("not_checked") or []
-    ) or "<li>everything was checked</li>"
-
-
-def _notes_html(run):
-    """The run's notes about the fleet, as their own section ('' without notes)."""
-    notes = "".join("<li>%s</li>" % _e(note) for note in run.get("notes") or [])
-    if not notes:
-        return ""
-    return '<section class="notes"><h2>About this fleet</h2><ul class="msgs">%s</ul></section>\n' % notes
-
-
-# --- text -----------------------------------------------------------------------------------------
-
-TEXT_WIDTH = 100
-
-
-def _wrapped(label, text, width=TEXT_WIDTH):
-    """``label`` and ``text`` as lines of at most ``width`` characters (a longer word, a path, stays
-    whole), the text's continuation lines under its first: wrapped, never clipped."""
-    head = "  %-11s " % label
-    return textwrap.wrap(str(text), width=width, initial_indent=head, subsequent_indent=" " * len(head),
-                         break_long_words=False, break_on_hyphens=False) or [head.rstrip()]
-
-
-def summary_line(report):
-    """The fleet in one sentence: its status, its nodes with and without GPU, the rows by status."""
-    s = report["summary"]
-    return ("%s: %d nodes, %d with GPUs (%d GPUs), %d without GPU%s: %d ok, %d drifted, %d failed, %d with nothing to "
-            "validate (no GPU), %d not validated" % (
-                STATUS_TITLES.get(report["status"], report["status"]).upper(), s["nodes"], s["gpu_nodes"], s["gpus"],
-                s.get("without_gpu", s["no_gpu"]), ", %d never read" % s["gpu_unknown"] if s.get("gpu_unknown") else "",
-                s["ok"], s["drifted"], s["failed"], s["no_gpu"], s["not_validated"]))
-
-
-def _fleet_text(report):
-    """The lines about the fleet: title, summary, the cluster, the branches past their end of life."""
-    run = report.get("run") or {}
-    lines = ["%s - %s" % (report.get("title") or "GPU fleet report", " | ".join(_meta(report, run)) or "no run details")]
-    lines += textwrap.wrap(summary_line(report), width=TEXT_WIDTH, break_long_words=False, break_on_hyphens=False)
-    lines += _cluster_text(report.get("cluster") or {})
-    for item in report.get("lifecycle") or []:
-        if item["state"] in ("past", "unknown"):
-            lines += _wrapped("branch", "%s (%s)" % (item["msg"], ", ".join(item["hosts"])))
-    for line in floors.fleet_lines(report):
-        lines += _wrapped("security", line)
-    return lines
-
-
-def _cluster_text(cluster):
-    lines = _wrapped("cluster", "checked" if cluster.get("checked") else cluster.get("reason") or "not checked")
-    for part in (cluster.get("stack"), cluster.get("cuda_pod")):
-        if part and part.get("msg"):
-            lines += _wrapped("", "%s: %s" % (part.get("status") or "skipped", part["msg"]))
-    for msg in cluster.get("failed") or []:
-        lines += _wrapped("failed", msg)
-    return lines
-
-
-def _driver_text(d):
-    """The driver's lines of a row: declared, installed, loaded with flavour and source; its branches."""
-    if not (d.get("installed") or d.get("loaded") or d.get("declared")):
-        return []
-    driver = "declared %s, installed %s, loaded %s" % (d.get("declared") or "none", d.get("installed") or "none", d.get("loaded") or "none")
-    note = ", ".join(x for x in (_flavor_text(d), d.get("source")) if x)
-    lines = _wrapped("driver", driver + (" (%s)" % note if note else ""))
-    for entry in d.get("lifecycle") or []:
-        lines += _wrapped("", "%s %s - %s" % (entry["of"], entry["version"], entry["text"]))
-    return lines
-
-
-def _row_text(row):
-    """One node's lines: status, GPUs, driver and flavour, the day-2 guards, what drifted and failed."""
-    title = STATUS_TITLES.get(row["status"], row["status"]).upper()
-    lines = ["", "%s  %s%s" % (row["host"], title, "  (node %s)" % row["node"] if row["node"] != row["host"] else "")]
-    lines += _wrapped("GPUs", row["gpus"]["text"]) + _driver_text(row["driver"])
-    for line in floors.row_lines(row.get("security")):
-        lines += _wrapped("security", "below a floor: " + line)
-    guards = "; ".join("%s: %s" % (g["title"], DAY2_STATUS.get(g["status"], "not checked")) for g in row.get("day2") or [])
-    if guards:
-        lines += _wrapped("day-2", guards)
-    for key in ("failed", "drifted"):
-        for msg in row[key]:
-            lines += _wrapped(key, msg)
-    return lines
-
-
-def _terminal_safe(value):
-    """``value`` (a report, or any part of one) with every control and format character of its strings
-    written as its Python escape (``\\x1b``, ``\\x9b``, ``\\u202e``): the text goes to a terminal, where
-    an ESC or a C1 CSI read from a node would move the cursor, retitle the window or hide lines."""
-    if isinstance(value, str):
-        return "".join(ch.encode("unicode_escape").decode("ascii") if unicodedata.category(ch) in ("Cc", "Cf") else ch
-                       for ch in value)
-    if isinstance(value, dict):
-        return {_terminal_safe(k): _terminal_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_terminal_safe(v) for v in value]
-    return value
-
-
-def render_text(report):
-    """The report as plain text: the fleet, then one block per node, long reasons wrapped at
-    :data:`TEXT_WIDTH` columns (never cut); no control character of the report reaches it (:func:`_terminal_safe`)."""
-    report = _terminal_safe(report)
-    lines = _fleet_text(report)
-    for row in report["nodes"]:
-        lines += _row_text(row)
-    if report.get("not_checked"):
-        lines.append("")
-    for item in report.get("not_checked") or []:
-        lines += _wrapped("not checked", item["msg"] + (" (%s)" % ", ".join(item["hosts"]) if item["hosts"] else ""))
-    return "\n".join(lines) + "\n"
+def duration_text(seconds):
+    """``42 s``, ``3 min 05 s``, ``1 h 02 min``."""
+    try:
+        seconds = int(round(float(seconds)))
+    except (TypeError, ValueError):
+        return str(seconds)
+    if seconds < 60:
+        return "%d s" % seconds
+    if seconds < 3600:
+        return "%d min %02d s" % divmod(seconds, 60)
+    return "%d h %02d min" % (seconds // 3600, seconds % 3600 // 60)

@@ -44,7 +44,20 @@ def row_lines(judged):
     return [finding["text"] for finding in (judged or {}).get("findings") or []]
 
 
-def fleet_lines(report):
-    """The fleet's bulletins as lines: ``<bulletin> (<hosts>)``."""
-    return ["%s, published %s (%s)" % (item["msg"], item["published"], ", ".join(item["hosts"]))
+def row_short_lines(judged):
+    """A row's findings in a few words each (the page's node details; the fleet's section says each bulletin in full):
+    ``driver 580.159.04 - nvidia-5861, fixed in 580.178.04``."""
+    return ["%s %s - %s%s" % (f["component"], f["version"], ", ".join(f["bulletins"]), ", fixed in %s" % f["fixed"] if f.get("fixed") else "")
+            for f in (judged or {}).get("findings") or []]
+
+
+def fleet_lines(report, most=20):
+    """The fleet's bulletins as lines: ``<bulletin> (<hosts>)``, the first ``most`` hosts and how many more."""
+    return ["%s, published %s (%s)" % (item["msg"], item["published"], hosts_text(item["hosts"], most))
             for item in report.get("security") or []]
+
+
+def hosts_text(hosts, most=20):
+    """``a, b, c`` - the first ``most`` hosts, then ``and 980 more``."""
+    hosts = list(hosts)
+    return ", ".join(hosts[:most]) + (" and %d more" % (len(hosts) - most) if len(hosts) > most else "")

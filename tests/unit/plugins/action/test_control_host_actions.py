@@ -11,6 +11,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.action import fleet_report_files as F
 from ansible_collections.gpufleet.nvidia.plugins.action import kube_client_info as K
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html as H
 
 REPORT = R.build_report(["n1"], {"n1": {}}, generated_at="2026-11-29T18:00:00Z", run={"notes": ["lab"]})
 
@@ -22,7 +23,7 @@ def test_report_files_are_written_once_then_left_alone(tmp_path):
     with open(path + ".json") as handle:
         assert json.load(handle) == REPORT
     with open(path + ".html") as handle:
-        assert handle.read() == R.render_html(REPORT)
+        assert handle.read() == H.render_html(REPORT)
     assert stat.S_IMODE(os.stat(path + ".json").st_mode) == 0o644
     before = os.stat(path + ".html").st_mtime_ns
     written, unchanged = F.write_report_files(REPORT, path, ["json", "html"])

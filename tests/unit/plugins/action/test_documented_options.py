@@ -122,7 +122,7 @@ def _run(plugin, args):
 
 
 @pytest.mark.parametrize("plugin, args, msg", [
-    (F, {"report": {}, "path": "r", "formats": ["xml"]}, "value of formats must be one or more of: html, json. Got no match for: xml"),
+    (F, {"report": {}, "path": "r", "formats": ["xml"]}, "value of formats must be one or more of: html, json, junit, prom, txt. Got no match for: xml"),
     (F, {"report": {}}, "missing required arguments: path"),
     (F, {"report": "text", "path": "r"},
      "argument 'report' is of type str and we were unable to convert to dict: dictionary requested, could not parse JSON or key=value"),

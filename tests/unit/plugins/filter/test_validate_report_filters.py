@@ -264,7 +264,7 @@ def test_report_role_builds_and_renders_from_hostvars():
     })
     report = _template(expression, variables)
     assert report["run"] == {"check_mode": True, "limit": "", "ansible_version": "2.19.14", "playbook": "site.yml",
-                             "gpu_nodes": []}
+                             "gpu_nodes": [], "collection_version": "0.1.0"}  # no duration: tasks/started.yml did not run
     assert report["summary"]["nodes"] == 3 and report["summary"]["drifted"] == 1
     assert len(report["generated_at"]) == 20 and report["generated_at"].endswith("Z")
     variables["__report"] = report

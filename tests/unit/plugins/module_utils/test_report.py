@@ -23,6 +23,8 @@ from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import flee
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report_html import fleet_report_html
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html as H
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import text as T
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as C
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
@@ -159,7 +161,7 @@ def test_the_h200_row_from_the_real_facts():
          "R580: long-term support branch, end of life June 2028 (supported on 2026-11-29); CUDA 13; the last branch for "
          "Maxwell, Pascal and Volta; an older NVIDIA page gives August 2028"),
     ]
-    assert r["runtime"] == {"name": "none", "handler": "nvidia", "present": None, "text": "not checked"}
+    assert r["runtime"] == {"name": "none", "versions": {}, "handler": "nvidia", "present": None, "text": "not checked"}
     assert r["allocatable"] == {"value": 1, "expected": 1, "resource": "nvidia.com/gpu", "text": "1 of 1"}
     assert r["sharing"]["text"] == "none"
     assert r["failed"] == [] and r["drifted"] == []
@@ -307,24 +309,32 @@ def test_the_verdicts_of_several_batches_are_each_read():
 
 
 def test_html_is_well_formed_with_one_row_per_node():
-    page = R.render_html(example_report())
+    page = H.render_html(example_report())
     assert page.startswith("<!DOCTYPE html>\n<html lang=\"en\">")
     tree = ET.fromstring(page[page.index("<html"):])
-    rows = tree.findall(".//tbody/tr")
-    assert [r.get("class") for r in rows] == ["failed", "failed", "not_validated", "drift", "ok", "no_gpu"]
-    assert [r.find("td[2]").text for r in rows] == ["gpu-h100-01", "gpu-h200-02", "gpu-down-01", "gpu-l40s-01", "gpu-h200-01", "lab-debian12"]
+    rows = tree.findall(".//details[@data-status]")
+    assert [r.get("class") for r in rows] == ["node failed", "node failed", "node not_validated", "node drift", "node ok", "node no_gpu"]
+    assert [r.find("summary/span[2]").text for r in rows] == [
+        "gpu-h100-01", "gpu-h200-02", "gpu-down-01", "gpu-l40s-01", "gpu-h200-01", "lab-debian12"]
+    # grouped by status, the bad ones first, each group with its count
+    assert [(g.get("class"), g.find("summary/span[@class='count']").text) for g in tree.findall(".//details[@class]")
+            if g.get("class").startswith("group")] == [
+        ("group failed", "2"), ("group not_validated", "1"), ("group drift", "1"), ("group ok", "1"), ("group no_gpu", "1")]
+    # the filters: one select each, with the fleet's values
+    selects = dict((s.get("data-f"), [o.get("value") for o in s.findall("option")][1:]) for s in tree.findall(".//select"))
+    assert selects["status"] == ["drift", "failed", "no GPU", "not validated", "ok"] and selects["branch"] == ["550", "570", "580", "none"]
     cards = dict((c.find("span[2]").text, c.find("span[1]").text) for c in tree.findall(".//div[@class='cards']/div"))
     assert cards == {"fleet": "FAILED", "nodes": "6", "GPU nodes": "4", "GPUs": "12", "ok": "1", "drifted": "1", "failed": "2",
                      "without GPU": "1", "not validated": "1", "past end of life": "2", "below a security floor": "3"}
-    # self-contained: no script, no external resource
-    assert "<script" not in page and "http://" not in page and "https://" not in page and "<link" not in page
+    # self-contained: one inline script, no external resource
+    assert page.count("<script") == 1 and "<script src" not in page and "http://" not in page and "https://" not in page and "<link" not in page
     assert "check mode" not in page.split("</header>")[0]
 
 
 def test_html_says_check_mode_and_not_checked():
     report = example_report(cluster=False)
     report["run"]["check_mode"] = True
-    page = R.render_html(report)
+    page = H.render_html(report)
     assert "check mode: nothing was changed" in page
     assert "no cluster: the Python kubernetes client is not installed on the control host" in page
     assert "no GPU: nothing to validate <span class=\"small\">(lab-debian12)</span>" in page
@@ -332,9 +342,9 @@ def test_html_says_check_mode_and_not_checked():
 
 def test_html_shows_the_notes_of_the_run_in_their_own_section():
     report = example_report(cluster=False)
-    assert "About this fleet" not in R.render_html(report)
+    assert "About this fleet" not in H.render_html(report)
     report["run"]["notes"] = ["This is the local lab: no GPU.", "A stand-in serves <test doubles> & no NVIDIA software."]
-    page = R.render_html(report)
+    page = H.render_html(report)
     tree = ET.fromstring(page[page.index("<html"):])
     section = [s for s in tree.findall(".//section") if s.get("class") == "notes"]
     assert len(section) == 1 and section[0].find("h2").text == "About this fleet"
@@ -352,9 +362,9 @@ def test_html_escapes_everything_from_the_fleet():
     hv["gpu-h200-02"]["gpufleet_nvidia"]["os"]["pretty_name"] = "Ubuntu <24.04> & co"
     hv['x"><img src=y onerror=alert(1)>'] = {}
     report = R.build_report(HOSTS + ['x"><img src=y onerror=alert(1)>'], hv, generated_at="<now>", run={"playbook": "<pb>.yml"}, title="Fleet <one>")
-    page = R.render_html(report)
+    page = H.render_html(report)
     ET.fromstring(page[page.index("<html"):])  # still well-formed
-    assert "<script>" not in page and "<b>bold</b>" not in page and "<img" not in page
+    assert "<script>alert" not in page and "<b>bold</b>" not in page and "<img" not in page
     assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt; &#x27;quoted&#x27;" in page
     assert "Ubuntu &lt;24.04&gt; &amp; co" in page
     assert "<title>Fleet &lt;one&gt;</title>" in page
@@ -368,9 +378,9 @@ def test_html_escapes_everything_from_the_fleet():
 def test_example_fleet_files_are_current():
     report = example_report()
     json_text = R.to_json(report)
-    html_text = R.render_html(report)
+    html_text = H.render_html(report)
     paths = {os.path.join(EXAMPLE, "example-fleet.json"): json_text, os.path.join(EXAMPLE, "example-fleet.html"): html_text,
-             os.path.join(EXAMPLE, "example-fleet.txt"): R.render_text(report)}
+             os.path.join(EXAMPLE, "example-fleet.txt"): T.render_text(report)}
     if os.environ.get("GPUFLEET_UPDATE_FIXTURES") == "1":
         for path, text in paths.items():
             with open(path, "w") as handle:
@@ -412,6 +422,7 @@ def test_the_report_of_the_real_h200_validation_is_the_one_that_run_wrote():
         written = json.load(handle)
     report = R.build_report(["localhost"], {"localhost": {"gpufleet_nvidia_validation": real["declared"]}})
     row, wrote = report["nodes"][0], written["nodes"][0]
+    row["runtime"].pop("versions")  # read from the facts since that run (none here)
     assert dict((k, row[k]) for k in FROM_VALIDATION) == dict((k, wrote[k]) for k in FROM_VALIDATION)
     assert row["runtime"]["text"] == "not checked" and row["allocatable"]["text"] == "no cluster"
     assert row["gpus"] == {"count": 2, "names": [], "text": "2", "known": True}  # no facts: the count the validation found
@@ -435,8 +446,9 @@ def test_the_real_h200_validation_against_a_wrong_declaration_fails_the_fleet():
         "containerd is not installed (container_runtime containerd)",
         "CDI is enabled (declared enabled) but no spec of kind nvidia.com/gpu is in /etc/cdi, /var/run/cdi",
     ]
-    page = R.render_html(report)
-    assert '<tr class="failed"><td><span class="badge failed">failed</span></td><td class="host">wrong</td>' in page
+    page = H.render_html(report)
+    assert ('<details class="node failed" data-status="failed" data-os="unknown" data-branch="575|580" data-gpu="none" '
+            'data-guard=""><summary><span><span class="badge failed">failed</span></span><span class="host">wrong</span>') in page
     assert '<div class="card failed"><span class="n">1</span><span class="l">failed</span></div>' in page
 
 
@@ -446,13 +458,13 @@ def test_the_real_h200_validation_against_a_wrong_declaration_fails_the_fleet():
 def test_a_report_of_a_run_in_progress_never_looks_like_a_finished_one():
     report = R.build_report([], {}, run={"state": "running", "limit": ""})
     assert report["status"] == "incomplete"
-    assert "has not written its report" in R.render_html(report)
+    assert "has not written its report" in H.render_html(report)
 
 
 def test_a_limited_run_says_it_is_partial_and_which_nodes_it_covers():
     report = R.build_report(["gpu-a"], {"gpu-a": {}}, run={"limit": "gpu-a"})
     assert report["run"]["partial"] is True and report["run"]["covers"] == ["gpu-a"]
-    assert "partial run (--limit gpu-a): it covers gpu-a only" in R.render_html(report)
+    assert "partial run (--limit gpu-a): it covers gpu-a only" in H.render_html(report)
     assert "partial" not in R.build_report(["gpu-a"], {"gpu-a": {}}, run={"limit": ""})["run"]
 
 
@@ -502,11 +514,11 @@ def test_what_rows_were_not_checked_is_grouped_by_message():
 
 
 def test_the_cluster_lines_of_the_page():
-    assert R._cluster_lines({"checked": True}) == ["read"]  # pylint: disable=protected-access
-    lines = R._cluster_lines({"checked": True, "stack": {"status": "failed", "msg": "1 pod not ready",  # pylint: disable=protected-access
+    assert H._cluster_lines({"checked": True}) == ["read"]  # pylint: disable=protected-access
+    lines = H._cluster_lines({"checked": True, "stack": {"status": "failed", "msg": "1 pod not ready",  # pylint: disable=protected-access
                                                          "not_ready": [{"name": "p", "node": "n", "why": "<crash>"}]}})
     assert lines == ['<span class="badge failed">failed</span> 1 pod not ready', '<span class="small">p on n: &lt;crash&gt;</span>']
-    assert R._cluster_lines({"checked": False}) == ['<span class="badge skipped">skipped</span> not checked']  # pylint: disable=protected-access
+    assert H._cluster_lines({"checked": False}) == ['<span class="badge skipped">skipped</span> not checked']  # pylint: disable=protected-access
 
 
 # --- driver branches: type and end of life per node (common/lifecycle.py) ------------------------
@@ -557,12 +569,14 @@ def test_the_report_roles_summary_line_names_the_branches_past_their_end_of_life
     with open(os.path.join(ROOT, "roles", "report", "tasks", "main.yml")) as handle:
         (say,) = [t for t in yaml.safe_load(handle)[0]["block"] if t["name"] == "Say what the report says and where it is"]
     report = R.build_report(["lab-debian12", "lab-debian13"], _lab_hostvars(), generated_at="2026-12-01T18:30:00Z")
-    variables = {"__report": report, "s": report["summary"], "report_formats": ["json", "html"], "__report_path": "/r/report"}
+    variables = {"__report": report, "s": report["summary"], "report_formats": ["json", "html", "txt"], "__report_path": "/r/report",
+                 "report_summary_nodes": 20}
     # With the plugin loader set up to find the collection's filters (the message uses fleet_report_text).
     msg = F._templar(variables).template(trust_as_template(say["ansible.builtin.debug"]["msg"]))
-    assert msg[-1] == "Report: /r/report.json, /r/report.html"
-    assert all(len(line) <= R.TEXT_WIDTH for line in msg[:-1])
-    said = " ".join(" ".join(msg).split())  # the wrapped lines joined again: nothing was cut
+    lines = msg.splitlines()
+    assert lines[-1] == "The whole report: /r/report.txt"
+    assert all(len(line) <= T.TEXT_WIDTH for line in lines)
+    said = " ".join(msg.split())  # the wrapped lines joined again: nothing was cut
     assert "branch R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most (lab-debian12)" in said
     assert "branch R550: branch type not recorded, end of life June 2025 (past on 2026-12-01) (lab-debian13)" in said
 
@@ -601,12 +615,13 @@ def test_the_filter_refuses_a_bad_today():
 
 def test_an_unknown_branch_is_marked_on_the_page():
     report = R.build_report(["n"], {"n": {"nvidia_driver_version": "470"}}, today="2026-12-01")
-    page = R.render_html(report)
+    page = H.render_html(report)
     assert ('<span class="branch unknown">declared 470 - R470: not in the collection\'s driver lifecycle table (read '
             '2026-12-03): its support and end of life are unknown</span>') in page.replace("&#x27;", "'")
     assert '<div class="card "><span class="n">0</span><span class="l">past end of life</span></div>' in page
-    supported = R.render_html(R.build_report(["m"], {"m": {"nvidia_driver_version": "580"}}, today="2026-12-01"))
-    assert '<span class="branch">declared 580 - R580: long-term support branch, end of life June 2028 (supported on 2026-12-01)' in supported
+    supported = H.render_html(R.build_report(["m"], {"m": {"nvidia_driver_version": "580"}}, today="2026-12-01"))
+    assert '<span class="branch">declared 580 - R580 supported</span>' in supported  # in full once, under Driver branches
+    assert 'R580: long-term support branch, end of life June 2028 (supported on 2026-12-01)' in supported
 
 
 # --- day-2 guards, the flavour, without GPU, long reasons ------------------------------------------
@@ -621,11 +636,15 @@ def test_each_row_gives_its_day2_guards():
     # Docker: isolation is not the toolkit role's default there
     assert guards[3]["title"] == "isolation of unprivileged containers" and "not declared" in guards[3]["msg"]
     assert row(report, "gpu-h100-01")["day2"] == []  # not validated: no guard was checked
-    page = R.render_html(report)
+    page = H.render_html(report)
     assert "<th>day-2 guards</th>" in page
-    assert '<li><span class="badge ok">ok</span> isolation of unprivileged containers</li>' in page
-    assert '<li><span class="badge skipped">not checked</span> library / module versions</li>' in page
-    text = R.render_text(report)
+    # the guards that are ok on one line, those not checked on another; one that drifted or failed on its own, with why
+    assert ('<span class="badge ok">ok</span> next boot kernel&#x27;s module, library / module versions, NVML after '
+            'daemon-reload, isolation of unprivileged containers, runtime drift') in page
+    assert '<span class="badge skipped">not checked</span> next boot kernel&#x27;s module, library / module versions' in page
+    bad = H._guards_html([{"title": "runtime drift", "status": "drift", "msg": "<x> moved"}])  # pylint: disable=protected-access
+    assert bad == '<span class="badge drift">drift</span> runtime drift <span class="small">&lt;x&gt; moved</span>'
+    text = T.render_text(report)
     assert "  day-2       next boot kernel's module: ok; library / module versions: ok; NVML after" in text
 
 
@@ -635,9 +654,9 @@ def test_the_flavour_is_never_blank_where_a_driver_is_there():
     assert (smi_failing["flavor"], smi_failing["flavor_why"]) == (
         "unknown", "no nvidia module is loaded and modinfo found no installed one to read it from")
     assert "flavour unknown (no nvidia module is loaded and modinfo found no installed one to read it from), preinstalled" \
-        in R.render_html(report)
+        in H.render_html(report)
     assert "(flavour unknown (no nvidia module is loaded and modinfo found no installed one to read it from), preinstalled)" \
-        in " ".join(R.render_text(report).split())
+        in " ".join(T.render_text(report).split())
     assert (row(report, "lab-debian12")["driver"]["flavor"], row(report, "gpu-l40s-01")["driver"]["flavor"]) == (None, "proprietary")
     loaded = R.build_report(["n"], {"n": {"gpufleet_nvidia": {"gpu_count": 1, "driver": {"version": "580.95.05", "flavor": None}}}})
     assert loaded["nodes"][0]["driver"]["flavor"] == "unknown"
@@ -646,10 +665,10 @@ def test_the_flavour_is_never_blank_where_a_driver_is_there():
 
 def test_without_gpu_counts_only_the_nodes_known_to_have_none():
     report = example_report()
-    page = R.render_html(report)
+    page = H.render_html(report)
     assert '<div class="card "><span class="n">1</span><span class="l">without GPU</span></div>' in page
     assert row(report, "gpu-h200-02")["gpus"]["count"] == 1  # GPUs, no driver: not without GPU
-    assert R.summary_line(report) == ("FAILED: 6 nodes, 4 with GPUs (12 GPUs), 1 without GPU, 1 never read: 1 ok, 1 drifted, "
+    assert T.summary_line(report) == ("FAILED: 6 nodes, 4 with GPUs (12 GPUs), 1 without GPU, 1 never read: 1 ok, 1 drifted, "
                                       "2 failed, 1 with nothing to validate (no GPU), 1 not validated")
 
 
@@ -657,11 +676,13 @@ def test_long_reasons_are_wrapped_not_cut():
     reason = "containerd is not installed (container_runtime containerd) " * 6 + "/var/lib/rancher/rke2/agent/etc/" + "x" * 120
     hv = {"n": {"gpufleet_nvidia_validation": {"status": "failed", "gpu_count": 1, "failed": [reason], "checks": []}}}
     report = R.build_report(["n"], hv)
-    lines = R.render_text(report).splitlines()
-    block = [line for line in lines if line.startswith("  failed ") or line.startswith(" " * 14)]
+    lines = T.render_text(report).splitlines()
+    start = [i for i, line in enumerate(lines) if line.startswith("  failed ")][0]
+    end = [i for i, line in enumerate(lines) if line.startswith("  fix ")][0]  # the fix follows the reasons
+    block = lines[start:end]
     assert len(block) > 3 and " ".join(" ".join(block).split()[1:]) == " ".join(reason.split())
-    assert [line for line in block if len(line) > R.TEXT_WIDTH] == [line for line in block if "x" * 120 in line]  # a path stays whole
-    page = R.render_html(report)
+    assert [line for line in block if len(line) > T.TEXT_WIDTH] == [line for line in block if "x" * 120 in line]  # a path stays whole
+    page = H.render_html(report)
     assert "<li>%s</li>" % reason.strip() in page and "overflow-wrap: anywhere" in page
 
 
@@ -727,18 +748,18 @@ def test_the_example_fleet_has_a_node_below_each_kind_of_floor_each_line_naming_
     assert [(i["bulletin"], i["hosts"]) for i in report["security"]] == [
         ("nvidia-5850", ["gpu-l40s-01"]), ("nvidia-5861", ["gpu-h200-01"]),
         ("containerd-eol", ["gpu-l40s-01", "lab-debian12"]), ("k8s-containerd", ["lab-debian12"])]
-    text = " ".join(R.render_text(report).split())
+    text = " ".join(T.render_text(report).split())
     assert ("security below a floor: driver 580.159.04 is below R580's security floor 580.178.04: NVIDIA security "
             "bulletin 5861 (GPU Display Driver, September 2026: CVE-2026-47587 and more); install 580.178.04 or later") in text
     assert "Container Toolkit 1.17.8-1 is below its security floor 1.19.1: NVIDIA security bulletin 5850" in text
-    page = R.render_html(report)
-    assert "<h2>Security floors</h2>" in page and "below a security floor: driver 580.159.04" in page
+    page = H.render_html(report)
+    assert "<h2>Security floors</h2>" in page and "<li>driver 580.159.04 - nvidia-5861, fixed in 580.178.04</li>" in page
 
 
 def test_a_fleet_at_its_floors_says_so():
     report = R.build_report(["n"], {"n": {"nvidia_driver_version": "580"}}, today="2026-12-03")
     assert report["nodes"][0]["security"]["state"] == "not_judged" and report["security"] == []
-    assert "<li>no node below a security floor</li>" in R.render_html(report)
+    assert "<li>no node below a security floor</li>" in H.render_html(report)
 
 
 @pytest.mark.parametrize("hostile", ["\x1b[2J\x1b]0;owned\x07", "\x9b2J", "\x9d0;owned\x9c", "a\rb", "\u202eevil", "\x00\x7f"])
@@ -747,6 +768,6 @@ def test_the_text_report_passes_no_terminal_control_through(hostile):
     CSI (U+009B) there would move the cursor, retitle the window or hide lines."""
     hv = {"n" + hostile: {"gpufleet_nvidia_validation": {"status": "failed", "gpu_count": 1, "failed": ["bad " + hostile],
                                                           "checks": []}}}
-    text = R.render_text(R.build_report(["n" + hostile], hv))
+    text = T.render_text(R.build_report(["n" + hostile], hv))
     assert not any(ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
     assert "bad " + hostile.encode("unicode_escape").decode("ascii") in text.replace("\n" + " " * 14, " ")

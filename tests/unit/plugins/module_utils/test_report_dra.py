@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html as report_html
 
 DRA = {"name": "gpu-a", "host": "gpu-a", "published": 8, "expected": 8, "status": "ok", "text": "DRA: 8 devices published",
        "claim": "allocated, pod running"}
@@ -14,7 +15,7 @@ def test_a_dra_node_says_how_many_devices_it_publishes_and_what_became_of_its_cl
     assert rows["gpu-a"]["dra"] == {"published": 8, "expected": 8, "status": "ok", "claim": "allocated, pod running",
                                     "text": "DRA: 8 devices published, claim allocated, pod running"}
     assert rows["gpu-b"]["dra"] is None
-    assert "DRA: 8 devices published, claim allocated, pod running" in fleet.render_html(report)
+    assert "DRA: 8 devices published, claim allocated, pod running" in report_html.render_html(report)
 
 
 def test_a_node_that_publishes_too_few_says_so():
