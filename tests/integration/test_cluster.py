@@ -201,12 +201,15 @@ def _site(tmp, *args):
     return result.returncode, result.stdout
 
 
-def test_a_chart_version_that_does_not_exist_changes_nothing(cluster, tmp_path):
+def test_a_chart_version_that_does_not_exist_changes_nothing(cluster, chart_repo, tmp_path):
+    # From a chart repository (conftest.py's, of GPUFLEET_IT_CHARTS): a chart path has its own version,
+    # so the missing version would not be asked for (and the chart was installed).
     client, names = cluster
     core = client.CoreV1Api()
     before = dict((n, core.read_node(n).metadata.labels or {}) for n in names)
     _site_project(tmp_path, names, ["package", "operator"],
-                  {"gpu_operator_chart_version": "v99.0.0", "gpu_operator_namespace": "gpufleet-it-missing-chart"})
+                  {"gpu_operator_chart_version": "v99.0.0", "gpu_operator_namespace": "gpufleet-it-missing-chart",
+                   "gpu_operator_chart_path": "", "gpu_operator_chart_repo_url": chart_repo})
     rc, out = _site(tmp_path)
     assert rc != 0 and 'version "v99.0.0" not found' in out, out[-4000:]
     assert dict((n, core.read_node(n).metadata.labels or {}) for n in names) == before
