@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
+import yaml
 
 from . import test_cluster as C
 from .test_cluster import cluster  # noqa: F401 - the module-scoped fixture, shared
@@ -141,3 +143,53 @@ def test_the_exporters_metrics_answer_through_the_api_servers_proxy(installed):
     for pod in pods:
         text = core.connect_get_namespaced_pod_proxy_with_path(pod.metadata.name + ":9400", NAMESPACE, "metrics")
         assert "DCGM_FI_DEV_GPU_UTIL" in text, "pod %s on %s: %s" % (pod.metadata.name, pod.spec.node_name, text[:300])
+
+
+def _h200_facts():
+    """The gpufleet_nvidia fact of docs/h200/gpu_facts.txt (the module's real output on one H200)."""
+    with open(os.path.join(C.ROOT, "docs", "h200", "gpu_facts.txt")) as handle:
+        text = handle.read()
+    return json.loads(text[text.index("{"):])["ansible_facts"]["gpufleet_nvidia"]
+
+
+def _validate(installed, tmp):
+    """The validate role's cluster checks over the installed namespace, for nodes with the H200's facts."""
+    hosts = dict(("it-" + n, {"gpufleet_node_name": n}) for n in installed["names"])
+    inventory = {"all": {"children": {"gpu_nodes": {"hosts": hosts}},
+                         "vars": {"ansible_connection": "local", "ansible_python_interpreter": C.sys.executable}}}
+    facts = _h200_facts()
+    play = [{"name": "Validate", "hosts": "gpu_nodes", "gather_facts": False, "tasks": [
+        {"name": "Take the H200's facts", "ansible.builtin.set_fact": {
+            "gpufleet_nvidia": facts,
+            "gpufleet_nvidia_validation": {"status": "ok", "gpu_count": facts["gpu_count"],
+                                           "cluster_expect": {"node": "{{ gpufleet_node_name }}", "labels": {}}}}},
+        {"name": "Check the cluster", "ansible.builtin.include_role": {"name": "gpufleet.nvidia.validate", "tasks_from": "cluster"},
+         "vars": {"validate_device_plugin_namespace": NAMESPACE, "validate_k8s_stack": "device_plugin", "validate_cuda_pod": "none",
+                  "validate_publish_labels": False, "validate_dcgm_exporter_dra": True}},
+        {"name": "Keep the verdict", "ansible.builtin.copy": {"content": "{{ validate_cluster_verdict | to_json }}",
+                                                               "dest": str(tmp / "verdict.json"), "mode": "0644"},
+         "delegate_to": "localhost", "run_once": True}]}]
+    with open(str(tmp / "inventory.yml"), "w") as f:
+        yaml.safe_dump(inventory, f)
+    with open(str(tmp / "playbook.yml"), "w") as f:
+        yaml.safe_dump(play, f, sort_keys=False)
+    C._run(tmp)
+    with open(str(tmp / "verdict.json")) as f:
+        return json.load(f)
+
+
+def test_validation_checks_labels_and_metrics_and_never_says_ok_for_pods_nothing_runs(installed, tmp_path):
+    verdict = _validate(installed, tmp_path)
+    assert verdict["checked"], verdict["reason"]
+    pods = installed["client"].CoreV1Api().list_namespaced_pod(NAMESPACE).items
+    idle = set(p.spec.node_name for p in pods if "dcgm-exporter" in p.metadata.name and not p.status.pod_ip)
+    for host, node in verdict["nodes"].items():
+        checks = dict((c["name"], c) for c in node["checks"])
+        assert {"gfd_labels", "metrics"} <= set(checks), node["checks"]
+        if node["node"] in idle:
+            for name in ("gfd_labels", "metrics"):
+                assert checks[name]["status"] == "skipped", checks[name]
+                assert "without a pod IP" in checks[name]["msg"]
+        else:
+            # Real pods: H200 facts stand for the nodes' own discovery only on an H200 fleet.
+            assert checks["metrics"]["status"] in ("ok", "failed"), checks["metrics"]

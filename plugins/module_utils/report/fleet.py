@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import floors
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import floors, monitoring
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 SCHEMA = 1
@@ -235,6 +235,7 @@ def build_row(host, hv, cluster, today=None):
         "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpus["count"]),
         "sharing": _sharing(expect, hv),
         "dra": _row_dra(hv.get("dra_driver_node")),
+        "monitoring": monitoring.row_monitoring(cnode),
         "day2": _row_day2(val),
         "drifted": drifted,
         "failed": failed,
@@ -632,7 +633,7 @@ def _row_html(row):
         branches=branches,
         toolkit=toolkit,
         runtime=_e(row["runtime"]["text"]),
-        alloc=_e(row["allocatable"]["text"] + ("; " + row["dra"]["text"] if row.get("dra") else "")),
+        alloc=_e("; ".join([row["allocatable"]["text"]] + [row[k]["text"] for k in ("dra", "monitoring") if row.get(k)])),
         sharing=_e(row["sharing"]["text"]),
         day2=_day2_html(row.get("day2")),
         drifted=_msgs(row["drifted"]),
@@ -868,6 +869,8 @@ def _row_text(row):
     guards = "; ".join("%s: %s" % (g["title"], DAY2_STATUS.get(g["status"], "not checked")) for g in row.get("day2") or [])
     if guards:
         lines += _wrapped("day-2", guards)
+    for line in monitoring.row_lines(row.get("monitoring")):
+        lines += _wrapped("monitoring", line)
     for key in ("failed", "drifted"):
         for msg in row[key]:
             lines += _wrapped(key, msg)
