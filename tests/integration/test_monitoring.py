@@ -85,7 +85,7 @@ def installed(cluster, tmp_path_factory):
         user = _me(client) if audit and os.path.isfile(audit) else None
         mark = os.path.getsize(audit) if user else 0
         second = C._run(tmp)[0]
-        yield {"client": client, "names": names, "first": first, "second": second,
+        yield {"client": client, "names": names, "first": first, "second": second, "tmp": tmp, "role_vars": role_vars,
                "second_writes": _writes(audit, mark, user) if user else None}
     finally:
         C._cleanup(client, [], NAMESPACE, EXPORTER)
@@ -165,7 +165,7 @@ def _validate(installed, tmp):
                                            "cluster_expect": {"node": "{{ gpufleet_node_name }}", "labels": {}}}}},
         {"name": "Check the cluster", "ansible.builtin.include_role": {"name": "gpufleet.nvidia.validate", "tasks_from": "cluster"},
          "vars": {"validate_device_plugin_namespace": NAMESPACE, "validate_k8s_stack": "device_plugin", "validate_cuda_pod": "none",
-                  "validate_publish_labels": False, "validate_dcgm_exporter_dra": True}},
+                  "validate_publish_labels": False, "validate_dcgm_exporter": True, "validate_dcgm_exporter_dra": True}},
         {"name": "Keep the verdict", "ansible.builtin.copy": {"content": "{{ validate_cluster_verdict | to_json }}",
                                                                "dest": str(tmp / "verdict.json"), "mode": "0644"},
          "delegate_to": "localhost", "run_once": True}]}]
@@ -193,3 +193,15 @@ def test_validation_checks_labels_and_metrics_and_never_says_ok_for_pods_nothing
         else:
             # Real pods: H200 facts stand for the nodes' own discovery only on an H200 fleet.
             assert checks["metrics"]["status"] in ("ok", "failed"), checks["metrics"]
+
+
+def test_switched_off_the_exporter_is_uninstalled_and_the_plugin_kept(installed):
+    """Last: it takes the exporter away."""
+    tmp = installed["tmp"]
+    C._project(tmp, installed["names"], "device_plugin", dict(installed["role_vars"], device_plugin_dcgm_exporter_enabled=False))
+    off = C._run(tmp)[0]
+    assert sum(off.values()) > 0
+    assert C._helm_release(NAMESPACE, EXPORTER) == []
+    assert C._helm_release(NAMESPACE, RELEASE)[0]["status"] == "deployed"
+    again = C._run(tmp)[0]
+    assert again == dict((h, 0) for h in again), "a second run with the exporter off changed something"
