@@ -127,6 +127,8 @@ def test_device_plugin_installs_labels_and_is_idempotent(cluster, tmp_path):
         role_vars["device_plugin_values_overrides"] = {"runtimeClassName": ""}
     if os.environ.get("GPUFLEET_IT_DEVICE_PLUGIN_CHART"):
         role_vars["device_plugin_chart_path"] = os.environ["GPUFLEET_IT_DEVICE_PLUGIN_CHART"]
+    if os.environ.get("GPUFLEET_IT_DCGM_EXPORTER_CHART"):
+        role_vars["device_plugin_dcgm_exporter_chart_path"] = os.environ["GPUFLEET_IT_DCGM_EXPORTER_CHART"]
     _project(tmp_path, names, "device_plugin", role_vars)
     try:
         first = _run(tmp_path)[0]
@@ -152,6 +154,7 @@ def test_device_plugin_installs_labels_and_is_idempotent(cluster, tmp_path):
         assert check == dict((h, 0) for h in check), "check mode after a run reports changes"
         assert _helm_release(NAMESPACE, RELEASE)[0]["revision"] == release["revision"]
     finally:
+        _cleanup(client, [], NAMESPACE, "dcgm-exporter")
         _cleanup(client, names, NAMESPACE, RELEASE)
 
 

@@ -1348,15 +1348,18 @@ def _runtime_class(settings, rc_name, problems):
 def _device_plugin_values(settings, data, default, rc_name, problems):
     """The nvidia-device-plugin chart's values: configs, GFD, runtime class, images, then the overrides."""
     gfd = to_bool(settings.get("gfd_enabled", True), "device_plugin_gfd_enabled", problems)
-    values = {"config": {"map": data, "default": default}, "gfd": {"enabled": gfd}}
+    # The chart's node-feature-discovery subchart (alias nfd, condition nfd.enabled,gfd.enabled):
+    # GFD's labels need NFD's master; off where the cluster runs its own NFD.
+    nfd = to_bool(settings.get("nfd_enabled", True), "device_plugin_nfd_enabled", problems) and gfd
+    values = {"config": {"map": data, "default": default}, "gfd": {"enabled": gfd}, "nfd": {"enabled": nfd}}
     if rc_name:
         values["runtimeClassName"] = rc_name
     registry = _image_registry(settings, "device_plugin", problems)
     repository = settings.get("image_repository") or (registry + "/k8s-device-plugin" if registry else "")
     if repository:
         values["image"] = {"repository": repository}
-    if registry and gfd:
-        values["nfd"] = {"image": {"repository": registry + "/" + NFD_IMAGE}}
+    if registry and nfd:
+        values["nfd"]["image"] = {"repository": registry + "/" + NFD_IMAGE}
     secrets = _pull_secrets(settings, "device_plugin", problems)
     if secrets:
         values["imagePullSecrets"] = [{"name": n} for n in secrets]

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fixes, floors, layers as report_layers
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fixes, floors, layers as report_layers, monitoring
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 SCHEMA = 1
@@ -257,6 +257,7 @@ def build_row(host, hv, cluster, today=None):
         "allocatable": _allocatable(cluster, cnode if (facts or val) else False, expect, gpus["count"]),
         "sharing": _sharing(expect, hv),
         "dra": _row_dra(hv.get("dra_driver_node")),
+        "monitoring": monitoring.row_monitoring(cnode),
         "day2": _row_day2(val),
         "drifted": drifted,
         "failed": failed,

@@ -191,7 +191,7 @@ def _driver_html(d, layer):
 def _allocatable_html(row):
     """The node's allocatable GPUs and DRA devices; '' without a cluster (the Cluster section says why, once)."""
     parts = [row["allocatable"]["text"]] if row["allocatable"]["text"] != "no cluster" else []
-    return _e("; ".join(parts + ([row["dra"]["text"]] if row.get("dra") else [])))
+    return _e("; ".join(parts + [row[k]["text"] for k in ("dra", "monitoring") if row.get(k)]))
 
 
 def _branch_html(entry):

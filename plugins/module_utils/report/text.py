@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 import unicodedata
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet, floors
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet, floors, monitoring
 
 TEXT_WIDTH = 100
 
@@ -80,6 +80,8 @@ def _row_text(row):
     guards = "; ".join("%s: %s" % (g["title"], fleet.DAY2_STATUS.get(g["status"], "not checked")) for g in row.get("day2") or [])
     if guards:
         lines += _wrapped("day-2", guards)
+    for line in monitoring.row_lines(row.get("monitoring")):
+        lines += _wrapped("monitoring", line)
     lines += _layers_text(row)
     for key in ("failed", "drifted"):
         for msg in row[key]:

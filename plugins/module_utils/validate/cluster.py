@@ -16,7 +16,9 @@ the GPU Operator or of the device plugin, the CUDA vector-add pods it ran and th
   writes agree with the node (``nvidia.com/gpu.count``, ``nvidia.com/gpu.replicas``,
   ``nvidia.com/device-plugin.config``);
 - ``pods``: every pod of the stack on the node is ready or completed;
-- ``cuda_pod``: the vector-add pod run on the node completed and logged ``Test PASSED``.
+- ``cuda_pod``: the vector-add pod run on the node completed and logged ``Test PASSED``;
+- ``gfd_labels`` and ``metrics`` (with ``cluster.monitoring``): GPU Feature Discovery's labels agree
+  with discovery, the DCGM exporter's endpoint answers (:mod:`validate.monitoring`).
 
 :func:`cuda_pod_plan` says which nodes get a vector-add pod and builds the pods; with
 ``cluster.labels.enabled`` the verdict's ``labels`` holds the patches that publish each GPU
@@ -30,6 +32,7 @@ import hashlib
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import labels as node_labels
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import monitoring
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import (
     DRIFT,
     FAILED,
@@ -398,12 +401,29 @@ def evaluate(hosts, hostvars, cluster):
     by_name = dict((_dig(n, "metadata", "name"), n) for n in cluster.get("nodes") or [])
     stack, pods = _judge_stack(result, cluster)
     checks_by_host, candidates, inventory_nodes = _judge_nodes(targets, by_name, result["stack"], pods, hostvars)
+    _judge_monitoring(checks_by_host, targets, pods, cluster.get("monitoring"))
     _fleet_failures(result, cluster, stack, inventory_nodes)
     _judge_cuda_pods(result, cluster, candidates, checks_by_host)
     for host, (name, node, checks) in checks_by_host.items():
         result["nodes"][host] = _node_result(name, node, checks)
     _publish_labels(result, cluster, targets)
     return result
+
+
+def _judge_monitoring(checks_by_host, targets, pods, read):
+    """GFD's labels and the DCGM exporter's metrics on each GPU node in the cluster
+    (:mod:`validate.monitoring`), where the role asked for them (``cluster.monitoring``)."""
+    read = read or {}
+    for host, facts, validation in targets:
+        name, node, checks = checks_by_host[host]
+        if node is None:
+            continue
+        expect = validation.get("cluster_expect") or {}
+        if read.get("gfd_labels"):
+            shared = (expect.get("replicas") or 1) > 1 or _mig_enabled(facts)
+            monitoring.check_labels(checks, name, _dig(node, "metadata", "labels"), facts, pods, shared)
+        if read.get("dcgm_exporter"):
+            monitoring.check_metrics(checks, name, pods, read.get("scrapes"), read.get("dra"))
 
 
 def _publish_labels(result, cluster, targets):

@@ -39,6 +39,7 @@ def test_prepared_fleet_gets_the_nvidia_runtime_class_and_plain_config():
         "config": {"map": {"default": "version: v1\nflags:\n  migStrategy: none\n  failOnInitError: true\n  plugin:\n"
                            "    deviceListStrategy:\n    - envvar\n    - volume-mounts\n"}, "default": "default"},
         "gfd": {"enabled": True},
+        "nfd": {"enabled": True},
         "runtimeClassName": "nvidia",
     }
     assert labels(planned) == dict((n, {PRESENT: "true"}) for n in ("gpu-h100-01", "gpu-h100-02", "gpu-h200-01"))
@@ -97,7 +98,7 @@ def test_airgapped_images_and_pull_secrets():
     values = planned["chart_values"]
     assert planned["chart"] == {"ref": "/srv/charts/nvidia-device-plugin-0.20.0.tgz", "check_values": True}
     assert values["image"] == {"repository": "registry.example.internal:5000/nvidia/k8s-device-plugin"}
-    assert values["nfd"] == {"image": {"repository": "registry.example.internal:5000/nvidia/node-feature-discovery"}}
+    assert values["nfd"] == {"enabled": True, "image": {"repository": "registry.example.internal:5000/nvidia/node-feature-discovery"}}
     assert values["imagePullSecrets"] == [{"name": "site-pull"}, {"name": "gpufleet-registry"}]
     assert "not-a-real-secret" not in repr(planned)
 
@@ -105,7 +106,14 @@ def test_airgapped_images_and_pull_secrets():
 def test_exact_image_repository_wins():
     planned = plan("airgapped-standalone", device_plugin_image_repository="mirror.example/nv/plugin", device_plugin_gfd_enabled=False)
     assert planned["chart_values"]["image"] == {"repository": "mirror.example/nv/plugin"}
-    assert "nfd" not in planned["chart_values"]
+    assert planned["chart_values"]["nfd"] == {"enabled": False}
+
+
+@pytest.mark.parametrize("gfd, nfd, deployed", [(True, True, True), (True, False, False), (False, True, False)])
+def test_node_feature_discovery_comes_with_gfd_unless_switched_off(gfd, nfd, deployed):
+    planned = plan("all-prepared", device_plugin_gfd_enabled=gfd, device_plugin_nfd_enabled=nfd)
+    assert planned["chart_values"]["gfd"] == {"enabled": gfd}
+    assert planned["chart_values"]["nfd"] == {"enabled": deployed}
 
 
 INVALID = [

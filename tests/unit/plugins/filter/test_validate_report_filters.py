@@ -185,9 +185,15 @@ def test_cluster_read_is_assembled_from_kubernetes_core_results_and_judged():
             "__validate_cuda_logs": {"results": [{"item": {"metadata": {"name": "gpufleet-vectoradd-gpu-h200-01"}}, "log": "Test PASSED\n",
                                                   "log_lines": ["Test PASSED"]}]},
             "__validate_cuda_cleanup": {"changed": True, "result": {"results": []}},
+            # GFD's labels and the exporter's metrics are judged in test_validate_monitoring.py.
+            "validate_gfd_labels": False,
+            "validate_dcgm_exporter": False,
+            "__validate_exporter_metrics": {"scrapes": {"nvidia-dcgm-exporter-x": {"ok": True, "text": "", "error": None}}},
         }
     )
     read = _template("{{ __validate_read }}", variables)
+    assert read["monitoring"] == {"gfd_labels": False, "dcgm_exporter": False, "dra": False,
+                                  "scrapes": {"nvidia-dcgm-exporter-x": {"ok": True, "text": "", "error": None}}}
     assert read["pods"] == {"gpu_operator": json.loads(json.dumps(OPERATOR_PODS[:1]))}
     assert read["cuda"]["logs"] == {"gpufleet-vectoradd-gpu-h200-01": "Test PASSED\n"}
     assert read["cleanup_error"] is None and read["kubeconfig"]["exists"] is True

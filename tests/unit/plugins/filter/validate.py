@@ -31,8 +31,9 @@ GPU_OPERATOR_EXTRA_OPTIONS = (
 # Maps whose keys are names the user chooses, not chart options.
 GPU_OPERATOR_NAME_MAPS = ("devicePlugin.config.data",)
 DEVICE_PLUGIN_NAME_MAPS = ("config.map",)
-# nvidia-device-plugin values outside its schema: the `nfd` dependency's own image.repository.
-DEVICE_PLUGIN_EXTRA_OPTIONS = {"nfd.image.repository"}
+# nvidia-device-plugin values outside its schema: the `nfd` dependency's own image.repository, and
+# nfd.enabled, the first path of the dependency's condition (Chart.yaml: nfd.enabled,gfd.enabled).
+DEVICE_PLUGIN_EXTRA_OPTIONS = {"nfd.image.repository", "nfd.enabled"}
 
 
 def k8s_object(obj):
