@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 import yaml
 
 from . import test_cluster as C
-from .test_cluster import cluster  # noqa: F401 - the module-scoped fixture, shared
+# The module-scoped fixture, shared.
+from .test_cluster import cluster  # noqa: F401 pylint: disable=unused-import
 
 pytestmark = pytest.mark.integration
 
@@ -166,8 +166,8 @@ def _validate(installed, tmp):
         {"name": "Check the cluster", "ansible.builtin.include_role": {"name": "gpufleet.nvidia.validate", "tasks_from": "cluster"},
          "vars": {"validate_device_plugin_namespace": NAMESPACE, "validate_k8s_stack": "device_plugin", "validate_cuda_pod": "none",
                   "validate_publish_labels": False, "validate_dcgm_exporter": True, "validate_dcgm_exporter_dra": True}},
-        {"name": "Keep the verdict", "ansible.builtin.copy": {"content": "{{ validate_cluster_verdict | to_json }}",
-                                                               "dest": str(tmp / "verdict.json"), "mode": "0644"},
+        {"name": "Keep the verdict",
+         "ansible.builtin.copy": {"content": "{{ validate_cluster_verdict | to_json }}", "dest": str(tmp / "verdict.json"), "mode": "0644"},
          "delegate_to": "localhost", "run_once": True}]}]
     with open(str(tmp / "inventory.yml"), "w") as f:
         yaml.safe_dump(inventory, f)

@@ -112,8 +112,8 @@ def _backup(module, target):
     if not made or folder == os.path.dirname(os.path.abspath(made)):
         return made  # the target's folder is a mount point: the copy stays beside it
     suffix = os.path.basename(made)[len(os.path.basename(target)):]
-    dest = os.path.join(folder, "%s.%s%s" % (os.path.basename(os.path.dirname(os.path.abspath(target))),
-                                           os.path.basename(target), suffix))
+    parent = os.path.basename(os.path.dirname(os.path.abspath(target)))
+    dest = os.path.join(folder, "%s.%s%s" % (parent, os.path.basename(target), suffix))
     os.rename(made, dest)
     return dest
 

@@ -192,8 +192,8 @@ def judge(driver=None, toolkit=None, containerd=None, kubernetes=None, today=Non
     for finding in found:
         ids += [b for b in finding["bulletins"] if b not in ids]
     state = "below" if found else ("ok" if judged else "not_judged")
-    text = "; ".join(f["text"] for f in found) or ("at or above every security floor (table read %s)" % READ_ON
-                                                  if judged else "no version to judge")
+    fallback = "at or above every security floor (table read %s)" % READ_ON if judged else "no version to judge"
+    text = "; ".join(f["text"] for f in found) or fallback
     return {"state": state, "findings": found, "bulletins": ids, "text": text}
 
 

@@ -14,11 +14,8 @@ page (no script, no external asset) that is also well-formed XML. Nothing here t
 
 from __future__ import annotations
 
-import html
 import json
 import re
-import textwrap
-import unicodedata
 
 from collections.abc import Mapping
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 
-
 def _case(suite, name, classname, status, message, detail):
     case = ET.SubElement(suite, "testcase", name=name, classname=classname, time="0")
     if status in ("failed", "drift"):

@@ -139,8 +139,8 @@ def _summary_row(row):
     """A node of the summary: its status and first reason, and its first fix (the file has the rest)."""
     title = fleet.STATUS_TITLES.get(row["status"], row["status"]).upper()
     reasons = row["failed"] + row["drifted"] + row["not_checked"]
-    lines = _wrapped(title, "%s: %s%s" % (row["host"], reasons[0] if reasons else "see the report",
-                                         " (and %d more)" % (len(reasons) - 1) if len(reasons) > 1 else ""))
+    more = " (and %d more)" % (len(reasons) - 1) if len(reasons) > 1 else ""
+    lines = _wrapped(title, "%s: %s%s" % (row["host"], reasons[0] if reasons else "see the report", more))
     return lines + (_wrapped("fix", row["fix"][0]) if row.get("fix") else [])
 
 

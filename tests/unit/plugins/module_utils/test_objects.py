@@ -9,8 +9,8 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.objects import contained, objects_to_write
 
-NS = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-operator",
-                                                               "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
+NS = {"apiVersion": "v1", "kind": "Namespace",
+      "metadata": {"name": "gpu-operator", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
 LIVE_NS = {"apiVersion": "v1", "kind": "Namespace",
            "metadata": {"name": "gpu-operator", "uid": "u", "resourceVersion": "12",
                         "labels": {"kubernetes.io/metadata.name": "gpu-operator", "pod-security.kubernetes.io/enforce": "privileged"}},

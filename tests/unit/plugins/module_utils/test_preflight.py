@@ -30,7 +30,6 @@ GOOD = {
 }
 
 
-
 def without_fixes(msg, problems):
     """A blocking message as it read before each problem's fix and the waiver were added to it."""
     for problem in problems:

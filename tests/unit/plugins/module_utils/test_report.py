@@ -550,7 +550,8 @@ def test_the_lab_debian12_row_says_its_535_driver_is_past_its_end_of_life():
     text = "R535: long-term support branch, end of life June 2026 (past on 2026-12-01); CUDA 12 at most"
     assert entry["text"] == text
     (debian13,) = row(report, "lab-debian13")["driver"]["lifecycle"]
-    assert (debian13["version"], debian13["state"], debian13["text"]) == ("550", "past", "R550: branch type not recorded, end of life June 2025 (past on 2026-12-01)")
+    assert (debian13["version"], debian13["state"], debian13["text"]) == (
+        "550", "past", "R550: branch type not recorded, end of life June 2025 (past on 2026-12-01)")
     assert report["lifecycle"] == [
         {"branch": 535, "state": "past", "msg": text, "hosts": ["lab-debian12"]},
         {"branch": 550, "state": "past", "msg": "R550: branch type not recorded, end of life June 2025 (past on 2026-12-01)", "hosts": ["lab-debian13"]},
@@ -718,8 +719,8 @@ def test_a_declared_gpu_node_without_a_gpu_is_failed_with_the_fix():
         "(fix: check that the node sees its GPU on the PCI bus, lspci -nn -d 10de:, and its instance type or BIOS; or "
         "take the host out of gpu_nodes; or set gpufleet_prepare_without_gpu: true to prepare it without one, as for an "
         "image build)"]
-    assert row(report, "gpu-h200-01")["status"] == row(R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN),
-                                                        "gpu-h200-01")["status"]
+    again = R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN)
+    assert row(report, "gpu-h200-01")["status"] == row(again, "gpu-h200-01")["status"]
 
 
 @pytest.mark.parametrize("packages, flavor", [
@@ -766,8 +767,8 @@ def test_a_fleet_at_its_floors_says_so():
 def test_the_text_report_passes_no_terminal_control_through(hostile):
     """A reason read from a node reaches the terminal of whoever reads the role's output: an ESC or a C1
     CSI (U+009B) there would move the cursor, retitle the window or hide lines."""
-    hv = {"n" + hostile: {"gpufleet_nvidia_validation": {"status": "failed", "gpu_count": 1, "failed": ["bad " + hostile],
-                                                          "checks": []}}}
+    validation = {"status": "failed", "gpu_count": 1, "failed": ["bad " + hostile], "checks": []}
+    hv = {"n" + hostile: {"gpufleet_nvidia_validation": validation}}
     text = T.render_text(R.build_report(["n" + hostile], hv))
     assert not any(ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
     assert "bad " + hostile.encode("unicode_escape").decode("ascii") in text.replace("\n" + " " * 14, " ")

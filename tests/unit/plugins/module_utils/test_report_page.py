@@ -30,7 +30,8 @@ WIDTH = 1280
 # width, the page's width, the time from navigation to DOMContentLoaded and to the load event.
 CHECK = """<script>//<![CDATA[
 window.addEventListener('load', function () { setTimeout(function () {
-  var nav = performance.getEntriesByType('navigation')[0], parsed = nav.domContentLoadedEventEnd, ctx = document.createElement('canvas').getContext('2d'), bad = [], cells = 0;
+  var nav = performance.getEntriesByType('navigation')[0], parsed = nav.domContentLoadedEventEnd;
+  var ctx = document.createElement('canvas').getContext('2d'), bad = [], cells = 0;
   Array.prototype.slice.call(document.querySelectorAll('details.node')).slice(0, 60).forEach(function (d) { d.open = true; });
   document.querySelectorAll('.head span, details.node > summary > span, table.facts th, table.facts td, .card .l').forEach(function (el) {
     if (el.offsetParent === null) { return; }
