@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -53,6 +54,11 @@ def _clean(core, names):
     for ns in core.list_namespace().items:
         if ns.metadata.name.startswith("gpufleet-it-"):
             core.delete_namespace(ns.metadata.name)
+    # The next test must not find a namespace that is still being deleted.
+    for _ in range(120):
+        if not [ns for ns in core.list_namespace().items if ns.metadata.name.startswith("gpufleet-it-")]:
+            break
+        time.sleep(1)
 
 
 def _mixed(names, methods=("package", "preinstalled", "operator")):
@@ -225,8 +231,10 @@ def test_a_closed_port_is_refused_with_the_connection_error(fleet, tmp_path):
 def test_the_device_plugin_path_twice_and_with_helm_4(fleet, tmp_path):
     core, names, repo, audit = fleet
     need_chart("nvidia-device-plugin-0.20.0.tgz")
+    need_chart("dcgm-exporter-*.tgz")
     cluster = {"gpufleet_cluster_layer": "device_plugin", "device_plugin_namespace": "gpufleet-it-dp",
                "device_plugin_chart_repo_url": repo, "device_plugin_chart_version": "0.20.0", "device_plugin_wait": False,
+               "device_plugin_dcgm_exporter_chart_repo_url": repo,
                "device_plugin_values_overrides": {"runtimeClassName": ""}}
     write_inventory(tmp_path, cluster, _mixed(names, ("package", "preinstalled", "package")))
     for helm in (3, 4):

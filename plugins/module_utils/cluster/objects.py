@@ -43,6 +43,7 @@ def objects_to_write(desired, live):
     for obj in desired or []:
         current = found.get(_key(obj))
         wanted = dict((k, v) for k, v in obj.items() if k != "status")
-        if current is None or not contained(wanted, current):
+        # One being deleted (a namespace that is terminating) is not there: writing it says so.
+        if current is None or (current.get("metadata") or {}).get("deletionTimestamp") or not contained(wanted, current):
             changed.append(obj)
     return changed

@@ -31,6 +31,12 @@ def test_a_missing_or_changed_object_is_written(live):
     assert objects_to_write([NS], live) == [NS]
 
 
+def test_an_object_being_deleted_is_written():
+    # A namespace still terminating was taken for there, and helm then failed on it ("namespaces ... not found").
+    terminating = dict(LIVE_NS, metadata=dict(LIVE_NS["metadata"], deletionTimestamp="2026-12-03T21:58:00Z"))
+    assert objects_to_write([NS], [terminating]) == [NS]
+
+
 def test_objects_match_by_namespace_and_kind_too():
     live = [dict(CM, metadata={"name": "c", "namespace": "other"}), dict(CM, kind="Secret")]
     assert objects_to_write([CM], live) == [CM]
