@@ -392,6 +392,28 @@ def _check_plugin_uris(main) -> None:
                     % (main.path, key, name, main.version), path=main.path, key=key, value=name)
 
 
+def _holds_a_value(tree) -> bool:
+    """Whether a table holds a setting anywhere (tables of empty tables set nothing)."""
+    return any(_holds_a_value(v) for v in tree.values()) if isinstance(tree, dict) else True
+
+
+def _check_ignored_tables(main) -> None:
+    """Refuse, before the module writes a version into a file that had none, a table under a version 2 or 3
+    plugin name: containerd (1.6, 1.7 and 2.1, seen in their ``config dump``) reads a file without version as
+    version 1 and ignores such a table; the written version would turn its settings on."""
+    if main.source in ("file", "v1"):
+        return
+    plugins = plain(main.doc.get("plugins")) or {}
+    for name, table in plugins.items() if isinstance(plugins, dict) else ():
+        if "." in str(name) and _holds_a_value(table):
+            raise GpuFleetError(
+                "%s: the table [plugins.%s] is ignored today: the file has no version, so containerd reads it as "
+                "version 1, which does not know that plugin name; the version = %s the module writes would turn "
+                "its settings on. Add the version line yourself if they are meant, or remove the table; nothing "
+                "was written" % (main.path, toml_path_str([name]), main.version),
+                path=main.path, key="plugins.%s" % name)
+
+
 def _edit_disabled_plugins(doc, version_written, opts, record, style, warnings) -> None:
     """Give ``disabled_plugins`` what the version and ``enable_cri`` need; warn while CRI stays off."""
     disabled = doc.get("disabled_plugins")
@@ -719,6 +741,7 @@ def plan_containerd(main_path: str, main_text, dropin_text, opts: ContainerdOpti
         return _plan_absent(main, dropin_text, dropin_record, opts, warnings)
     check_version_fits(main_path, main.version, main.source, opts)
     _check_plugin_uris(main)
+    _check_ignored_tables(main)
     with refusing_tomlkit_errors(main_path, main.doc, list(main.cri_path) + ["containerd", "runtimes", name]):
         if opts.mode == "inplace":
             origin = _origin(main, opts)

@@ -611,10 +611,10 @@ def test_a_later_dropin_that_overrides_the_cri_table_is_warned():
 # --------------------------------------------------------------------------------------
 
 SPARSE = [
-    '[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n',
+    'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n',
     'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n'
     '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n  SystemdCgroup = true\n',
-    '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n      runtime_type = "io.containerd.runc.v2"\n',
+    'version = 2\n    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n      runtime_type = "io.containerd.runc.v2"\n',
     '[grpc]\n  address = "/run/x.sock"\n',
     'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "x"\n[plugins."io.containerd.grpc.v1.cri".cni]\n  bin_dir = "/b"\n',
     'version = 2\n\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "x"\n\n'
@@ -633,6 +633,30 @@ def test_sparse_files_present_again_absent(original, mode, options):
     assert runtimes["nvidia"]["options"]["BinaryName"] == BINARY and "runc" in runtimes
     assert not plan(main, dropin, mode=mode, containerd_major=1, **options).changed
     assert outputs(plan(main, dropin, mode=mode, state="absent")) == (original, None)
+
+
+IGNORED_TODAY = [
+    '[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "overlayfs"\n',
+    '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n      runtime_type = "io.containerd.runc.v2"\n',
+    '[plugins."io.containerd.grpc.v1.cri".containerd]\ndefault_runtime_name = "crun"\n',
+    '[grpc]\n  address = "/run/x.sock"\n[plugins."io.containerd.cri.v1.images"]\n  snapshotter = "native"\n',
+]
+
+
+@pytest.mark.parametrize("major", [1, 2])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("original", IGNORED_TODAY)
+def test_a_table_the_file_without_version_ignores_is_refused_before_the_version_turns_it_on(original, mode, major):
+    """Finding 10 of the property suite: containerd reads a file without version as version 1 and ignores a table
+    under a version 2 or 3 plugin name; the version the editor writes would turn it on."""
+    with pytest.raises(GpuFleetError, match=r"is ignored today: the file has no version.*nothing was written") as error:
+        plan(original, mode=mode, containerd_major=major)
+    assert error.value.details["path"] == MAIN and error.value.details["key"].startswith("plugins.io.containerd.")
+
+
+def test_a_file_without_version_and_an_empty_plugin_table_still_gets_the_version():
+    main, _ = outputs(plan('[plugins."io.containerd.grpc.v1.cri"]\n', mode="inplace", containerd_major=1))
+    assert toml_plain(main)["version"] == 2
 
 
 @pytest.mark.parametrize(

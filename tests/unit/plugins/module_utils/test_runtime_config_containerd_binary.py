@@ -232,5 +232,7 @@ def test_a_table_version_1_ignored_that_the_written_version_turns_on_is_a_refusa
               "dropin_path": str(tmp_path / "conf.d" / "99-nvidia.toml"), "containerd_binary": binary}
     with pytest.raises(GpuFleetError) as error:
         rc.configure(params, host)
-    assert "default_runtime_name: 'runc' -> 'crun'" in error.value.msg
+    assert "[plugins.\"io.containerd.grpc.v1.cri\"] is ignored today" in error.value.msg
+    dump = toml_plain(containerd_dump(binary, tmp_path / "work", main))  # the real binary: ignored today, indeed
+    assert dump["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["default_runtime_name"] == "runc"
     assert (tmp_path / "config.toml").read_text() == main and not (tmp_path / "conf.d" / "99-nvidia.toml").exists()

@@ -158,7 +158,7 @@ def test_crio_out_of_order_tables_are_refused_naming_the_file_and_table():
 #: containerd do not): a corruption, now refused.
 DECLARED_TWICE = (
     '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n[crio.runtime]\n\nversion = 2\n'
-    '[plugins."io.containerd.internal.v1.opt"]\n[plugins."io.containerd.grpc.v1.cri"]\n  x = 1\n'
+    '[plugins."io.containerd.internal.v1.opt"]\n[plugins."io.containerd.grpc.v1.cri"]\n'
 )
 #: ... and tomlkit's KeyAlreadyPresent escaped the k3s editor.
 KEY_ALREADY_PRESENT = (
