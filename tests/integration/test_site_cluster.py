@@ -55,7 +55,7 @@ def _clean(core, names):
         if ns.metadata.name.startswith("gpufleet-it-"):
             core.delete_namespace(ns.metadata.name)
     # The next test must not find a namespace that is still being deleted.
-    for _ in range(120):
+    for _attempt in range(120):
         if not [ns for ns in core.list_namespace().items if ns.metadata.name.startswith("gpufleet-it-")]:
             break
         time.sleep(1)
