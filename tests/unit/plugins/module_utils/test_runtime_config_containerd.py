@@ -655,7 +655,7 @@ def test_a_table_the_file_without_version_ignores_is_refused_before_the_version_
 
 
 def test_a_file_without_version_and_an_empty_plugin_table_still_gets_the_version():
-    main, _ = outputs(plan('[plugins."io.containerd.grpc.v1.cri"]\n', mode="inplace", containerd_major=1))
+    main = outputs(plan('[plugins."io.containerd.grpc.v1.cri"]\n', mode="inplace", containerd_major=1))[0]
     assert toml_plain(main)["version"] == 2
 
 
