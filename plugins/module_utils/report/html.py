@@ -39,7 +39,7 @@ ul.msgs { margin: 0; padding-left: 18px; } ul.msgs li { margin: 0 0 2px; overflo
 .tools input { width: 260px; padding: 4px 8px; } .tools select { padding: 3px; max-width: 220px; }
 details.group { margin: 10px 0; } details.group > summary { font-weight: 600; font-size: 15px; cursor: pointer; padding: 4px 0; }
 .head, details.node > summary { display: grid; gap: 10px; align-items: baseline; padding: 3px 6px 3px 10px;
-  grid-template-columns: 104px minmax(150px, 1.3fr) minmax(130px, 1fr) minmax(120px, 1fr) 120px 90px 110px minmax(160px, 2fr); }
+  grid-template-columns: 126px minmax(150px, 1.3fr) minmax(130px, 1fr) minmax(120px, 1fr) 120px 90px 110px minmax(160px, 2fr); }
 .head { font-weight: 600; color: #57606a; font-size: 12px; border-bottom: 1px solid #d0d7de; }
 .head span, details.node > summary > span { white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 details.node > summary { cursor: pointer; list-style: none; border-bottom: 1px solid #eaeef2; }
