@@ -37,6 +37,17 @@ def snapshot(directory):
     return found
 
 
+@pytest.fixture(autouse=True)
+def docker_state_file(tmp_path, monkeypatch):
+    """The module's Docker state file, under each test's root (this machine's /var/lib is never written, and
+    no test sees another's records)."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import docker  # pylint: disable=import-outside-toplevel
+
+    state = tmp_path / "var" / "lib" / "gpufleet.nvidia" / "container_runtime" / "docker.json"
+    monkeypatch.setattr(docker, "STATE_FILE", str(state), raising=False)
+    return state
+
+
 @pytest.fixture
 def containerd_files(tmp_path):
     etc = tmp_path / "etc" / "containerd"
@@ -207,11 +218,12 @@ def test_docker_bad_json(tmp_path):
     assert path.read_text() == '{\n  "debug": true,\n}\n'
 
 
-def test_docker_new_file_in_check_mode_diff(tmp_path):
+def test_docker_new_file_in_check_mode_diff(tmp_path, docker_state_file):
     path = tmp_path / "docker" / "daemon.json"
     result = run_module(container_runtime, {"runtime": "docker", "config_path": str(path)}, check_mode=True, diff=True)
-    assert result["diff"][0]["before"] == "" and result["diff"][0]["before_header"].endswith("(absent)")
-    assert not path.parent.exists()
+    daemon = [d for d in result["diff"] if d["after_header"] == str(path)]
+    assert daemon[0]["before"] == "" and daemon[0]["before_header"].endswith("(absent)")
+    assert not path.parent.exists() and not docker_state_file.exists()
 
 
 def test_crio(tmp_path):
