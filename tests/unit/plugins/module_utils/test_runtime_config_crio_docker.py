@@ -491,3 +491,64 @@ def test_docker_a_null_runtimes_or_features_is_no_object_yet():
     after = docker_run('{"runtimes": null, "features": null}', enable_cdi=True)[0]
     assert json.loads(after)["runtimes"]["nvidia"]["path"] == docker.DEFAULT_BINARY
 
+
+# --------------------------------------------------------------------------------------
+# Docker: the record an earlier version kept in daemon.json moves into the state file
+# --------------------------------------------------------------------------------------
+
+OLD_KEY = "gpufleet.nvidia.container_runtime state"
+
+#: (the user's file, the options, daemon.json as the earlier version left it: its record in the runtime's entry).
+LEGACY = [
+    ('{\n  "default-runtime": "runc",\n  "debug": true\n}\n', {"set_as_default": True, "enable_cdi": True},
+     '{\n  "default-runtime": "nvidia",\n  "debug": true,\n  "runtimes": {\n    "nvidia": {\n      "path": "nvidia-container-runtime",'
+     '\n      "args": [],\n      "gpufleet.nvidia.container_runtime state": {\n        "default-runtime": "runc",\n'
+     '        "features.cdi": {}\n      }\n    }\n  },\n  "features": {\n    "cdi": true\n  }\n}\n'),
+    (None, {},
+     '{\n    "runtimes": {\n        "nvidia": {\n            "path": "nvidia-container-runtime",\n            "args": [],\n'
+     '            "gpufleet.nvidia.container_runtime state": {\n                "created": true\n            }\n        }\n    }\n}\n'),
+    ('{"runtimes": {}, "default-runtime": "runc"}', {"set_as_default": True},
+     '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": [], "gpufleet.nvidia.container_runtime state": '
+     '{"default-runtime": "runc", "undo": {"sha": "537ce8e3bb2b5b3f", "patch": [[0, 1, "{\\"runtimes\\": {}, '
+     '\\"default-runtime\\": \\"runc\\"}"]]}}}}, "default-runtime": "nvidia"}'),
+]
+
+
+@pytest.mark.parametrize("original, options, legacy", LEGACY, ids=["default-cdi", "created", "undo-note"])
+def test_docker_an_old_in_file_record_moves_into_the_state_file(original, options, legacy):
+    old = json.loads(legacy)["runtimes"]["nvidia"][OLD_KEY]
+    p = docker_plan(legacy, **options)
+    assert p.changed and p.file(STATE).action == "create"
+    after, kept = docker_run(legacy, **options)
+    config = json.loads(after)
+    assert OLD_KEY not in config["runtimes"]["nvidia"] and "gpufleet" not in after
+    expected = json.loads(legacy)
+    del expected["runtimes"]["nvidia"][OLD_KEY]
+    assert config == expected  # the same settings, less the record
+    moved = record_of(kept)
+    assert {k: v for k, v in moved.items() if k != edit.UNDO_KEY} == {k: v for k, v in old.items() if k != edit.UNDO_KEY}
+    assert not docker_plan(after, kept, **options).changed  # moved once
+    assert docker_run(after, kept, state="absent", **options) == (original, None)  # nothing lost: the user's bytes
+
+
+@pytest.mark.parametrize("original, options, legacy", LEGACY, ids=["default-cdi", "created", "undo-note"])
+def test_docker_absent_on_an_old_in_file_record_gives_the_bytes_back(original, options, legacy):
+    p = docker_plan(legacy, state="absent", **options)
+    assert p.file(DAEMON).after == original and p.file(STATE) is None  # no state file written for nothing
+
+
+def test_docker_an_old_in_file_record_is_merged_over_the_state_file():
+    """Both there (an earlier version ran after this one): the in-file record is the newer, the state file's keys stay."""
+    legacy = LEGACY[0][2]
+    kept = json.dumps({DAEMON: {"nvidia": {"created": True, "default-runtime": "crun"}}})
+    after, kept = docker_run(legacy, kept, set_as_default=True, enable_cdi=True)
+    assert {k: v for k, v in record_of(kept).items() if k != edit.UNDO_KEY} == {
+        "created": True, "default-runtime": "runc", "features.cdi": {}}
+    assert OLD_KEY not in json.loads(after)["runtimes"]["nvidia"]
+
+
+def test_docker_absent_takes_a_stale_record_out_of_the_state_file():
+    kept = json.dumps({DAEMON: {"nvidia": {"default-runtime": "runc"}}, "/other/daemon.json": {"nvidia": {"created": True}}})
+    p = docker_plan('{"debug": true}', kept, state="absent")
+    assert p.file(DAEMON).after == '{"debug": true}'
+    assert json.loads(p.file(STATE).after) == {"/other/daemon.json": {"nvidia": {"created": True}}}
