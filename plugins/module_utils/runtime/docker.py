@@ -412,9 +412,12 @@ def runtime_record(current: dict, state: dict, path: str, name: str) -> dict:
 
 def plan_docker(path: str, text, opts: DockerOptions, state=None, state_path: str = STATE_FILE) -> Plan:
     """Plan the edit of daemon.json (``text`` is ``None`` when the file is missing) and of the state file
-    (``state``: its text, ``None`` when missing). The plan's files: the state file first, when there is
-    one before or after (a run killed between the two writes loses a record at most, never leaves a
-    stale one), then daemon.json."""
+    (``state``: its text, ``None`` when missing), when there is one before or after.
+
+    The record is written before the change it describes and taken out after that change is undone:
+    ``state=present`` writes the state file first, ``state=absent`` daemon.json first. A run killed
+    between the two writes leaves at most a record of a change not (or no longer) in daemon.json, which
+    the next run makes again or takes out, never a changed daemon.json without its record."""
     current = read_config(text, path)
     records = read_state(state, state_path)
     before = runtime_record(current, records, path, opts.runtime_name)
@@ -423,24 +426,35 @@ def plan_docker(path: str, text, opts: DockerOptions, state=None, state_path: st
     if opts.state == "present":
         record = _record(before, current, opts, created=text is None)
         record = _note_undo(path, text, current, wanted, opts, before, record)
-    new_records = _with_record(records, path, opts.runtime_name, record)
-    state_after = state if new_records == records else state_text(new_records)
-    files = [FileChange(state_path, state, state_after)] if state is not None or state_after is not None else []
+    kept = _state_change(state_path, state, records, _with_record(records, path, opts.runtime_name, record))
     facts = {"runtime_table": "runtimes.%s" % opts.runtime_name, "state_file": state_path, "modes": {state_path: STATE_MODE}}
     if same(wanted, current) and list(wanted) == list(current):
-        files.append(FileChange(path, text, text))
+        files = _in_order(FileChange(path, text, text), kept, opts)
         status = "already configured" if opts.state == "present" else "not configured"
         return Plan(files, msg="the %s runtime is %s" % (opts.runtime_name, status), **facts)
     if opts.state == "absent" and text is not None and not wanted and not current:
-        files.append(FileChange(path, text, text))
+        files = _in_order(FileChange(path, text, text), kept, opts)
         return Plan(files, msg="the %s runtime is not configured" % opts.runtime_name, **facts)
     after = _new_text(text, current, wanted, opts, before)
     if opts.state == "absent":
         exact = apply_undo(after, before.get(UNDO_KEY))
         after = exact if exact is not None else after
-    files.append(FileChange(path, text, after))
+    change = FileChange(path, text, after)
+    files = _in_order(change, kept, opts)
     verb = "configured" if opts.state == "present" else "removed"
-    return Plan(files, msg="%s the %s runtime (%s %s)" % (verb, opts.runtime_name, files[-1].action, path), **facts)
+    return Plan(files, msg="%s the %s runtime (%s %s)" % (verb, opts.runtime_name, change.action, path), **facts)
+
+
+def _state_change(state_path, state, records: dict, new_records: dict) -> list:
+    """The state file's change, ``[]`` when there is no file before or after."""
+    after = state if new_records == records else state_text(new_records)
+    return [FileChange(state_path, state, after)] if state is not None or after is not None else []
+
+
+def _in_order(change, kept: list, opts: DockerOptions) -> list:
+    """daemon.json's ``change`` and the state file's (``kept``), the record written before the change it
+    describes (``state=present``) and taken out after it is undone (``state=absent``)."""
+    return kept + [change] if opts.state == "present" else [change] + kept
 
 
 def _absent_text(path, text, opts: DockerOptions, record: dict):

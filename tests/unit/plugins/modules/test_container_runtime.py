@@ -645,7 +645,8 @@ def test_docker_state_file_check_mode_diff_then_written(tmp_path, docker_state_f
     assert json.loads(docker_state_file.read_text()) == {str(path): {"nvidia": {"default-runtime": "runc"}}}
     assert stat.S_IMODE(os.stat(str(docker_state_file)).st_mode) == 0o600
     gone = run_module(container_runtime, dict(args, state="absent"), diff=True)
-    assert gone["files"] == [{"path": str(docker_state_file), "action": "delete"}, {"path": str(path), "action": "update"}]
+    # the record is written before the change it describes, and taken out after it is undone
+    assert gone["files"] == [{"path": str(path), "action": "update"}, {"path": str(docker_state_file), "action": "delete"}]
     assert path.read_text() == '{"default-runtime": "runc"}\n' and not docker_state_file.exists()
 
 
