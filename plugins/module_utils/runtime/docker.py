@@ -283,8 +283,10 @@ def read_state(text, path: str = STATE_FILE) -> dict:
                             % (exc.msg.replace("the file was left untouched", "nothing was written"), STATE_SHAPE),
                             **exc.details)
     for daemon_path, runtimes in state.items():
-        bad = None if isinstance(runtimes, dict) else daemon_path
-        bad = bad or next(("%s.%s" % (daemon_path, n) for n, r in runtimes.items() if not isinstance(r, dict)), None)
+        if isinstance(runtimes, dict):
+            bad = next(("%s.%s" % (daemon_path, n) for n, r in runtimes.items() if not isinstance(r, dict)), None)
+        else:
+            bad = daemon_path
         if bad is not None:
             raise GpuFleetError(
                 "%s: %s is not an object; nothing was written (expected %s; remove the file to go on without records)"

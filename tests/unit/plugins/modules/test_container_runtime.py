@@ -670,6 +670,7 @@ def test_docker_state_file_keeps_the_records_of_other_files_and_runtimes(tmp_pat
     ("[]", "must hold a JSON object"),
     ('{"/etc/docker/daemon.json": []}', ": /etc/docker/daemon.json is not an object"),
     ('{"/etc/docker/daemon.json": {"nvidia": true}}', ": /etc/docker/daemon.json.nvidia is not an object"),
+    ('{"": [1]}', ":  is not an object"),
 ])
 @pytest.mark.parametrize("state", ["present", "absent"])
 def test_docker_a_damaged_state_file_is_refused_by_name(tmp_path, docker_state_file, damaged, why, state):
