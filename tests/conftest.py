@@ -27,3 +27,18 @@ import ansible_collections  # noqa: E402  pylint: disable=wrong-import-position
 _ns = os.path.join(COLLECTIONS, "ansible_collections")
 if _ns not in list(ansible_collections.__path__):
     ansible_collections.__path__.append(_ns)
+
+
+import pytest  # noqa: E402  pylint: disable=wrong-import-position
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _docker_state_file_of_the_session(tmp_path_factory):
+    """The container_runtime module's Docker state file (``/var/lib/gpufleet.nvidia/...``) in a folder of the
+    test session: a test that runs the module on this machine's root never writes this machine's /var/lib.
+    A test that looks at the file points it under its own ``tmp_path`` (``docker_state_file``)."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import docker  # pylint: disable=import-outside-toplevel
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(docker, "STATE_FILE", str(tmp_path_factory.mktemp("var-lib") / "gpufleet.nvidia" / "docker.json"), raising=False)
+        yield

@@ -44,7 +44,8 @@ description:
     default runtime would be missing once containerd merged the files.
   - O(state=absent) undoes exactly what O(state=present) did. Every value the module
     replaced in a file it does not own is recorded in a comment line next to the handler
-    (or in its drop-in), and put back; the drop-in, the C(imports) entry and the tables it
+    (or in its drop-in; for Docker, whose JSON has no comments, in a state file of the
+    collection's own, see notes), and put back; the drop-in, the C(imports) entry and the tables it
     created are removed.
 author:
   - gpufleet.nvidia maintainers (@gpufleet)
@@ -207,10 +208,24 @@ notes:
     the user's edits stay and the module's keys are taken out or given their old values (a value
     changed since is left, with a warning); the layout is then what the TOML or JSON writer
     leaves.
-  - Docker's C(daemon.json) holds the record in the runtime's entry (Docker ignores the key); a
-    C(default-runtime) or C(features.cdi) the module replaced is put back. For an entry without a
-    record (written by another tool), O(state=absent) removes C(features.cdi) only when
-    O(enable_cdi=true) is given with it.
+  - Docker's C(daemon.json) holds only keys Docker reads (and nvidia-ctk's C(args)). JSON has no
+    comments, so the record of what the module replaced is kept in a state file of the
+    collection's own, C(/var/lib/gpufleet.nvidia/container_runtime/docker.json) (mode 0600, in no
+    folder Docker or a runtime reads), keyed by the C(daemon.json) path and O(runtime_name). It is
+    written by the same atomic writer, before C(daemon.json) with O(state=present) and after it with
+    O(state=absent); never in check mode; in diff mode it has a diff of its own; it is in RV(changed_files) and RV(files) (and RV(backup_files) with
+    O(backup=true)) but does not set RV(restart_needed). O(state=absent) takes the record out and
+    removes the file when no record is left. A C(default-runtime) or C(features.cdi) the module
+    replaced is put back, and a C(daemon.json) the module created is removed when nothing else is in it.
+  - No state file (or no record in it) means no record, as for an entry written by another tool, and
+    O(state=absent) then removes the runtime, a C(default-runtime) naming it, and C(features.cdi)
+    only when O(enable_cdi=true) is given with it. A state file that is not valid JSON or not an
+    object of objects is refused, naming it and the shape expected, before anything is written
+    (remove it to go on without records).
+  - A C(daemon.json) written by an earlier version holds the record under the key
+    C(gpufleet.nvidia.container_runtime state) of the runtime's entry. It is read as before, and
+    the next run that writes (O(state=absent) included) moves it into the state file and takes it
+    out of C(daemon.json).
 seealso:
   - name: NVIDIA Container Toolkit - configuring runtimes
     description: What C(nvidia-ctk runtime configure) writes.

@@ -25,6 +25,7 @@ DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
 CRIO_MAIN = "/etc/crio/crio.conf"
 CRIO_DROPIN = "/etc/crio/crio.conf.d/99-nvidia.toml"
 DOCKER = "/etc/docker/daemon.json"
+DOCKER_STATE = "/var/lib/gpufleet.nvidia/container_runtime/docker.json"
 K3S_TEMPLATE = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl"
 K3S_GENERATED = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
 
@@ -187,8 +188,9 @@ def test_crio_refuses_or_round_trips(main, options):
 docker_options = st.fixed_dictionaries({"runtime_name": handler, "set_as_default": st.booleans(), "enable_cdi": st.booleans()})
 
 
-def plan_docker(text, **options):
-    return docker.plan_docker(DOCKER, text, docker.DockerOptions(**options))
+def plan_docker(text, kept=None, **options):
+    """The plan of daemon.json ``text``, the module's state file holding ``kept`` (None: no file)."""
+    return docker.plan_docker(DOCKER, text, docker.DockerOptions(**options), kept, DOCKER_STATE)
 
 
 @given(text=s.docker_file(), options=docker_options)
@@ -198,10 +200,11 @@ def test_docker_refuses_or_round_trips(text, options):
         plan = plan_docker(text, **options)
     except Exception as exc:  # noqa: BLE001
         return refused("docker", exc, (DOCKER,))
-    after = outputs(plan)[DOCKER]
+    after, kept = outputs(plan)[DOCKER], outputs(plan).get(DOCKER_STATE)
     if after is not None:
         strict_json(after)
-    again = plan_docker(after, **options)
+    again = plan_docker(after, kept, **options)
     assert not again.changed, again.diff
-    removed = plan_docker(after, state="absent", **options)
-    check_removed("docker", outputs(removed), {DOCKER: text}, text, options["runtime_name"])
+    removed = outputs(plan_docker(after, kept, state="absent", **options))
+    got = {DOCKER: removed.get(DOCKER), DOCKER_STATE: removed.get(DOCKER_STATE)}
+    check_removed("docker", got, {DOCKER: text, DOCKER_STATE: None}, text, options["runtime_name"])

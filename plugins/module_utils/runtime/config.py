@@ -218,7 +218,8 @@ def _plan_docker(params, host, common, context):
         enable_cdi=params.get("enable_cdi"),
         **common
     )
-    return docker.plan_docker(path, read_text(host, path), opts)
+    state_path = docker.STATE_FILE
+    return docker.plan_docker(path, read_text(host, path), opts, read_text(host, state_path), state_path)
 
 
 def _plan_crio(params, host, common, context):
@@ -747,7 +748,7 @@ def configure(params: dict, host, check_mode: bool = False, diff: bool = False) 
     backups = {}
     if plan.changed and not check_mode:
         check_writable(plan, host)
-        backups = apply_plan(plan, host, backup=bool(params.get("backup")))
+        backups = apply_plan(plan, host, backup=bool(params.get("backup")), modes=plan.facts.get("modes"))
     result = {
         "changed": plan.changed,
         "msg": plan.msg,
@@ -756,7 +757,7 @@ def configure(params: dict, host, check_mode: bool = False, diff: bool = False) 
         "config_version": plan.facts.get("config_version"),
         "plugin_table": plan.facts.get("plugin_table"),
         "runtime_table": plan.facts.get("runtime_table"),
-        "restart_needed": plan.changed,
+        "restart_needed": any(f.changed for f in plan.files if f.path != plan.facts.get("state_file")),
         "validation": validation,
         "backup_files": backups,
         "containerd_version": context.get("containerd_version"),

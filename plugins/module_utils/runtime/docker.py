@@ -14,15 +14,27 @@ Written: ``runtimes.<name> = {"path": "nvidia-container-runtime", "args": []}`` 
 nvidia-ctk writes; keys the user added to that entry stay), ``default-runtime`` when asked,
 ``features.cdi = true`` for CDI (Docker >= 25).
 
-JSON has no comments, so what was there before is recorded, when there is something to give
-back, under :data:`STATE_KEY` in the runtime's own entry (Docker reads ``path``,
-``runtimeArgs`` and ``runtimeType`` there and ignores other keys, as it does nvidia-ctk's
-``args``): ``{"created": true}`` when the module created daemon.json, ``{"default-runtime":
-"<the one before>"}`` when ``set_as_default`` replaced another default. ``state=absent``
-removes the runtime with its record, gives back that default when ``default-runtime`` still
-names the runtime (else removes it: Docker falls back to runc; a default changed since is
-left), removes an empty ``runtimes``, ``features.cdi`` only when ``enable_cdi`` is given too,
-and the file itself when the module created it and nothing else is in it.
+What was there before is recorded, when there is something to give back, in a state file of
+the collection's own, :data:`STATE_FILE`, outside every folder Docker or a runtime reads
+(daemon.json is Docker's and the admin's: it holds only keys Docker defines). The file is one
+JSON object, ``{"<daemon.json path>": {"<runtime name>": record}}``; a record is
+``{"created": true}`` when the module created daemon.json, ``{"default-runtime": "<the one
+before>"}`` when ``set_as_default`` replaced another default, ``{"features.cdi": ...}`` for what
+``enable_cdi`` replaced, and ``undo``, the note that gives the user's bytes back.
+``state=absent`` removes the runtime and its record (the state file goes when it holds no
+record), gives back that default when ``default-runtime`` still names the runtime (else removes
+it: Docker falls back to runc; a default changed since is left), removes an empty ``runtimes``,
+``features.cdi`` only when ``enable_cdi`` is given too, and the file itself when the module
+created it and nothing else is in it.
+
+No state file is no record (a daemon.json the module never wrote, or one written before the
+record moved out of it); a state file that is not such an object is refused by name, nothing
+written: guessing would give back the wrong default or remove a file the user made.
+
+Earlier versions kept the record in daemon.json itself, under :data:`STATE_KEY` in the
+runtime's entry. Such a record is still read (merged over the state file's, as the newer
+one), and the next run that writes, ``state=absent`` included, moves it into the state file
+and takes it out of daemon.json.
 """
 
 from __future__ import annotations
@@ -49,8 +61,14 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
 
 DEFAULT_BINARY = "nvidia-container-runtime"
 DEFAULT_CONFIG = "/etc/docker/daemon.json"
-#: The key of the runtime's entry that records what the module replaced (see the module's docstring).
+#: The key of the runtime's entry where earlier versions kept their record in daemon.json (read,
+#: and moved into :data:`STATE_FILE` by the next run that writes).
 STATE_KEY = "gpufleet.nvidia.container_runtime state"
+#: The state file of the records, by daemon.json path and runtime name (a host path; see the docstring).
+STATE_FILE = "/var/lib/gpufleet.nvidia/container_runtime/docker.json"
+#: The state file's mode when the module creates it: only root reads it (an undo note holds bytes of daemon.json).
+STATE_MODE = 0o600
+STATE_SHAPE = "a JSON object {daemon.json path: {runtime name: record object}}"
 
 
 _HANDLER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
@@ -239,27 +257,67 @@ def _same_order(a, b) -> bool:
     return True
 
 
-def desired_config(current: dict, opts: DockerOptions, created: bool = False) -> dict:
-    """The daemon.json content asked for, built from ``current`` (``created``: there was no file)."""
+def desired_config(current: dict, opts: DockerOptions, record=None) -> dict:
+    """The daemon.json content asked for, built from ``current`` (``record``: the runtime's record);
+    an old in-file record (:data:`STATE_KEY`) is left out."""
     config = copy.deepcopy(current)
     if opts.state == "absent":
-        return _without_runtime(config, opts)
-    return _with_runtime(config, opts, created)
+        return _without_runtime(config, opts, record or {})
+    return _with_runtime(config, opts)
 
 
 def state_record(config: dict, name: str) -> dict:
-    """The record in the runtime's entry (``{}`` when there is none)."""
+    """The record an earlier version left in the runtime's entry of daemon.json (``{}`` when there is none)."""
     runtimes = config.get("runtimes")
     entry = runtimes.get(name) if isinstance(runtimes, dict) else None
     record = entry.get(STATE_KEY) if isinstance(entry, dict) else None
     return record if isinstance(record, dict) else {}
 
 
-def _without_runtime(config: dict, opts: DockerOptions) -> dict:
+def read_state(text, path: str = STATE_FILE) -> dict:
+    """The state file's object (``{}`` for no file), or a refusal naming the file and what was expected."""
+    try:
+        state = parse_json(text, path)
+    except GpuFleetError as exc:
+        raise GpuFleetError("%s (expected %s; remove the file to go on without records)"
+                            % (exc.msg.replace("the file was left untouched", "nothing was written"), STATE_SHAPE),
+                            **exc.details)
+    for daemon_path, runtimes in state.items():
+        if isinstance(runtimes, dict):
+            bad = next(("%s.%s" % (daemon_path, n) for n, r in runtimes.items() if not isinstance(r, dict)), None)
+        else:
+            bad = daemon_path
+        if bad is not None:
+            raise GpuFleetError(
+                "%s: %s is not an object; nothing was written (expected %s; remove the file to go on without records)"
+                % (path, bad, STATE_SHAPE), path=path, key=bad)
+    return state
+
+
+def state_text(state: dict):
+    """The state file's text for ``state`` (``None``: no record left, no file)."""
+    if not state:
+        return None
+    return json.dumps(state, indent=4, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _with_record(state: dict, path: str, name: str, record) -> dict:
+    """``state`` with the record of ``path``'s runtime ``name`` set to ``record`` (none when empty)."""
+    state = copy.deepcopy(state)
+    runtimes = state.setdefault(path, {})
+    if record:
+        runtimes[name] = record
+    else:
+        runtimes.pop(name, None)
+    if not runtimes:
+        del state[path]
+    return state
+
+
+def _without_runtime(config: dict, opts: DockerOptions, record: dict) -> dict:
     """``config`` less the runtime, a default that names it and the CDI feature it turned on, each
     given back as the record says it was (without a record, ``enable_cdi`` removes ``features.cdi``)."""
     name = opts.runtime_name
-    record = state_record(config, name)
     runtimes = config.get("runtimes")
     if isinstance(runtimes, dict) and name in runtimes:
         del runtimes[name]
@@ -290,17 +348,15 @@ def _cdi_back(config: dict, record: dict, opts: DockerOptions) -> None:
             del config["features"]
 
 
-def _with_runtime(config: dict, opts: DockerOptions, created: bool = False) -> dict:
-    """``config`` with the runtime (its other keys kept), the default and CDI as asked, and what they replaced recorded."""
+def _with_runtime(config: dict, opts: DockerOptions) -> dict:
+    """``config`` with the runtime (its other keys kept, an old in-file record left out), the default and CDI as asked."""
     name = opts.runtime_name
     runtimes = _object(config, "runtimes")
     entry = runtimes.get(name)
     entry = dict(entry) if isinstance(entry, dict) else {}
+    entry.pop(STATE_KEY, None)
     entry["path"] = opts.binary_name
     entry.setdefault("args", [])
-    record = _record(entry, config, opts, created)
-    if record:
-        entry[STATE_KEY] = record
     runtimes[name] = _ordered(entry, ("path", "args"))
     if opts.set_as_default:
         config["default-runtime"] = name
@@ -309,13 +365,13 @@ def _with_runtime(config: dict, opts: DockerOptions, created: bool = False) -> d
     return config
 
 
-def _record(entry: dict, config: dict, opts: DockerOptions, created: bool) -> dict:
-    """The entry's record, with the file's creation and what ``set_as_default`` and ``enable_cdi`` replace added.
+def _record(before: dict, config: dict, opts: DockerOptions, created: bool) -> dict:
+    """The record ``before``, with the file's creation and what ``set_as_default`` and ``enable_cdi`` replace added.
 
     ``default-runtime``: the default before (any JSON value; none: there was none);
     ``features.cdi``: ``{"before": value}`` when the file had one (``{}``: it had none, the module added it).
     """
-    record = dict(entry.get(STATE_KEY)) if isinstance(entry.get(STATE_KEY), dict) else {}
+    record = dict(before)
     if created:
         record["created"] = True
     if opts.set_as_default and "default-runtime" in config and config["default-runtime"] != opts.runtime_name:
@@ -341,43 +397,75 @@ def _ordered(entry: dict, first) -> dict:
     return out
 
 
-def _new_text(text, current: dict, wanted: dict, opts: DockerOptions):
+def _new_text(text, current: dict, wanted: dict, opts: DockerOptions, record: dict):
     """daemon.json's new text: None (no file) when the runtime is removed from a file the module created that holds nothing else."""
-    if opts.state == "absent" and not wanted and state_record(current, opts.runtime_name).get("created") is True:
+    if opts.state == "absent" and not wanted and record.get("created") is True:
         return None
     indent, trailing = json_layout(text)
     return render_json(wanted, indent, trailing, original=text)
 
 
-def plan_docker(path: str, text, opts: DockerOptions) -> Plan:
-    """Plan the edit of daemon.json (``text`` is ``None`` when the file is missing)."""
+def runtime_record(current: dict, state: dict, path: str, name: str) -> dict:
+    """The record of ``path``'s runtime ``name``: the state file's, an old in-file one merged over it."""
+    record = dict(state.get(path, {}).get(name) or {})
+    record.update(state_record(current, name))
+    return record
+
+
+def plan_docker(path: str, text, opts: DockerOptions, state=None, state_path: str = STATE_FILE) -> Plan:
+    """Plan the edit of daemon.json (``text`` is ``None`` when the file is missing) and of the state file
+    (``state``: its text, ``None`` when missing), when there is one before or after.
+
+    The record is written before the change it describes and taken out after that change is undone:
+    ``state=present`` writes the state file first, ``state=absent`` daemon.json first. A run killed
+    between the two writes leaves at most a record of a change not (or no longer) in daemon.json, which
+    the next run makes again or takes out, never a changed daemon.json without its record."""
     current = read_config(text, path)
-    wanted = desired_config(current, opts, created=text is None)
+    records = read_state(state, state_path)
+    before = runtime_record(current, records, path, opts.runtime_name)
+    wanted = desired_config(current, opts, before)
+    record = None
     if opts.state == "present":
-        _note_undo(path, text, current, wanted, opts)
-    facts = {"runtime_table": "runtimes.%s" % opts.runtime_name}
+        record = _record(before, current, opts, created=text is None)
+        record = _note_undo(path, text, current, wanted, opts, before, record)
+    kept = _state_change(state_path, state, records, _with_record(records, path, opts.runtime_name, record))
+    facts = {"runtime_table": "runtimes.%s" % opts.runtime_name, "state_file": state_path, "modes": {state_path: STATE_MODE}}
     if same(wanted, current) and list(wanted) == list(current):
-        files = [FileChange(path, text, text)]
-        state = "already configured" if opts.state == "present" else "not configured"
-        return Plan(files, msg="the %s runtime is %s" % (opts.runtime_name, state), **facts)
+        files = _in_order(FileChange(path, text, text), kept, opts)
+        status = "already configured" if opts.state == "present" else "not configured"
+        return Plan(files, msg="the %s runtime is %s" % (opts.runtime_name, status), **facts)
     if opts.state == "absent" and text is not None and not wanted and not current:
-        files = [FileChange(path, text, text)]
+        files = _in_order(FileChange(path, text, text), kept, opts)
         return Plan(files, msg="the %s runtime is not configured" % opts.runtime_name, **facts)
-    after = _new_text(text, current, wanted, opts)
+    after = _new_text(text, current, wanted, opts, before)
     if opts.state == "absent":
-        exact = apply_undo(after, state_record(current, opts.runtime_name).get(UNDO_KEY))
+        exact = apply_undo(after, before.get(UNDO_KEY))
         after = exact if exact is not None else after
-    files = [FileChange(path, text, after)]
+    change = FileChange(path, text, after)
+    files = _in_order(change, kept, opts)
     verb = "configured" if opts.state == "present" else "removed"
-    return Plan(files, msg="%s the %s runtime (%s %s)" % (verb, opts.runtime_name, files[0].action, path), **facts)
+    return Plan(files, msg="%s the %s runtime (%s %s)" % (verb, opts.runtime_name, change.action, path), **facts)
 
 
-def _absent_text(path, text, opts: DockerOptions):
-    """daemon.json's ``text`` as ``state=absent`` leaves it by settings (before the byte-exact undo)."""
+def _state_change(state_path, state, records: dict, new_records: dict) -> list:
+    """The state file's change, ``[]`` when there is no file before or after."""
+    after = state if new_records == records else state_text(new_records)
+    return [FileChange(state_path, state, after)] if state is not None or after is not None else []
+
+
+def _in_order(change, kept: list, opts: DockerOptions) -> list:
+    """daemon.json's ``change`` and the state file's (``kept``), the record written before the change it
+    describes (``state=present``) and taken out after it is undone (``state=absent``)."""
+    return kept + [change] if opts.state == "present" else [change] + kept
+
+
+def _absent_text(path, text, opts: DockerOptions, record: dict):
+    """daemon.json's ``text`` as ``state=absent`` leaves it by settings, given the runtime's ``record``
+    (before the byte-exact undo)."""
     gone = copy.copy(opts)
     gone.state = "absent"
     current = read_config(text, path)
-    return _new_text(text, current, _without_runtime(copy.deepcopy(current), gone), gone)
+    return _new_text(text, current, _without_runtime(copy.deepcopy(current), gone, record), gone, record)
 
 
 def _settings(text):
@@ -385,27 +473,15 @@ def _settings(text):
     return without_empty(json.loads(text)) if text.strip() else {}
 
 
-def _note_undo(path, text, current: dict, wanted: dict, opts: DockerOptions) -> None:
-    """Keep in the runtime entry's record of ``wanted`` what gives the user's file back byte for byte
-    once the module's keys are out (``edit.undo_note``)."""
-    name = opts.runtime_name
-    before = state_record(current, name)
-    origin = recover_origin(text, _absent_text(path, text, opts) if before else None, before.get(UNDO_KEY))
+def _note_undo(path, text, current: dict, wanted: dict, opts: DockerOptions, before: dict, record: dict) -> dict:
+    """``record`` with the note that gives the user's file back byte for byte once the module's keys are
+    out of ``wanted`` (``edit.undo_note``); a note made for another text is kept as it is."""
+    origin = recover_origin(text, _absent_text(path, text, opts, before) if before else None, before.get(UNDO_KEY))
     if origin is None:
-        return  # a note for another text: kept as it is
-    entry = wanted["runtimes"][name]
-    record = dict(entry.get(STATE_KEY) or {})
+        return record
+    record = dict(record)
     record.pop(UNDO_KEY, None)
-    _set_record(entry, record)
-    note = undo_note(_absent_text(path, _new_text(text, current, wanted, opts), opts), origin, _settings)
+    note = undo_note(_absent_text(path, _new_text(text, current, wanted, opts, record), opts, record), origin, _settings)
     if note is not None:
         record[UNDO_KEY] = note
-    _set_record(entry, record)
-
-
-def _set_record(entry: dict, record: dict) -> None:
-    """The entry's record as ``record`` (none when empty), in its place."""
-    if record:
-        entry[STATE_KEY] = record
-    else:
-        entry.pop(STATE_KEY, None)
+    return record

@@ -158,9 +158,10 @@ def test_crio_absent_of_a_handler_it_did_not_write():
 # --------------------------------------------------------------------------------------
 
 DAEMON = "/etc/docker/daemon.json"
+STATE = "/var/lib/gpufleet.nvidia/container_runtime/docker.json"
 
 
-#: The record the module leaves in the runtime's entry, by original text (a created file's).
+#: The record the module keeps for the runtime, by original text (a created file's).
 RECORD_OF = {None: {"created": True}}
 
 
@@ -172,8 +173,21 @@ def expected_record(original, options):
     return record or None
 
 
-def docker_plan(text, **kw):
-    return docker.plan_docker(DAEMON, text, docker.DockerOptions(**kw))
+def docker_plan(text, kept=None, **kw):
+    """The plan of daemon.json ``text``, the state file holding ``kept`` (its text, None: no file)."""
+    return docker.plan_docker(DAEMON, text, docker.DockerOptions(**kw), kept, STATE)
+
+
+def docker_run(text, kept=None, **kw):
+    """``(daemon.json, state file)``: their texts once the plan is written (None: no file)."""
+    p = docker_plan(text, kept, **kw)
+    state = p.file(STATE)
+    return p.file(DAEMON).after, (state.after if state is not None else kept)
+
+
+def record_of(kept, name="nvidia"):
+    """The state file's record of the runtime ``name`` of DAEMON (None: none)."""
+    return (json.loads(kept).get(DAEMON, {}).get(name)) if kept is not None else None
 
 
 @pytest.mark.parametrize(
@@ -187,11 +201,11 @@ def docker_plan(text, **kw):
     ids=["with-other-keys", "no-file", "empty", "one-line", "tabs"],
 )
 def test_docker_present_again_absent(original, options):
-    p = docker_plan(original, **options)
-    after = p.files[0].after
+    after, kept = docker_run(original, **options)
     config = json.loads(after)
-    # the module records that it created the file (state=absent removes it) and that CDI was off, nothing else here
-    assert config["runtimes"]["nvidia"].pop(docker.STATE_KEY, None) == expected_record(original, options)
+    # the module records that it created the file (state=absent removes it) and that CDI was off, in its state file
+    record = record_of(kept)
+    assert ({k: v for k, v in (record or {}).items() if k != edit.UNDO_KEY} or None) == expected_record(original, options)
     assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": []}
     assert (config.get("default-runtime") == "nvidia") == bool(options.get("set_as_default"))
     assert (config.get("features", {}).get("cdi") is True) == bool(options.get("enable_cdi"))
@@ -200,85 +214,86 @@ def test_docker_present_again_absent(original, options):
         assert config[key] == value  # other keys survive
     assert list(config)[: len(before)] == list(before)  # in their order
 
-    again = docker_plan(after, **options)
-    assert not again.changed and again.files[0].after == after
+    again = docker_plan(after, kept, **options)
+    assert not again.changed and again.file(DAEMON).after == after
 
-    gone = docker_plan(after, state="absent", enable_cdi=options.get("enable_cdi", False))
+    gone, left = docker_run(after, kept, state="absent", enable_cdi=options.get("enable_cdi", False))
+    assert left is None  # the record went with the runtime: no state file is left
     if original is None:
-        assert gone.files[0].after is None  # there was no file: none is left
+        assert gone is None  # there was no file: none is left
     else:
-        assert gone.files[0].after == original  # exact bytes
+        assert gone == original  # exact bytes
 
 
 def test_docker_keeps_the_layout_of_unchanged_keys():
     original = fixture_text("docker-daemon.json")
-    after = docker_plan(original, enable_cdi=True).files[0].after
+    after = docker_run(original, enable_cdi=True)[0]
     assert '  "exec-opts": ["native.cgroupdriver=systemd"],\n' in after
     assert after.startswith(original[: original.index('  "storage-driver"')])
 
 
 def test_docker_one_line_file_stays_one_line():
-    after = docker_plan('{"debug": true}').files[0].after
+    after = docker_run('{"debug": true}')[0]
     assert "\n" not in after
     assert json.loads(after)["debug"] is True
 
 
 def test_docker_keeps_extra_keys_of_an_existing_runtime_entry():
     original = '{"runtimes": {"nvidia": {"path": "/opt/nvidia-container-runtime", "runtimeArgs": ["--debug"]}}}'
-    config = json.loads(docker_plan(original).files[0].after)
+    config = json.loads(docker_run(original)[0])
     assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": [], "runtimeArgs": ["--debug"]}
 
 
 def test_docker_absent_takes_out_the_cdi_feature_it_turned_on_without_being_asked():
-    after = docker_plan('{"debug": true}', enable_cdi=True).files[0].after
-    assert docker_plan(after, state="absent").files[0].after == '{"debug": true}'
+    after, kept = docker_run('{"debug": true}', enable_cdi=True)
+    assert docker_run(after, kept, state="absent") == ('{"debug": true}', None)
 
 
 def test_docker_absent_leaves_features_of_an_entry_without_record_unless_asked():
     written = '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}, "features": {"cdi": true}}'
-    assert json.loads(docker_plan(written, state="absent").files[0].after) == {"features": {"cdi": True}}
-    assert json.loads(docker_plan(written, state="absent", enable_cdi=True).files[0].after) == {}
+    assert json.loads(docker_run(written, state="absent")[0]) == {"features": {"cdi": True}}
+    assert json.loads(docker_run(written, state="absent", enable_cdi=True)[0]) == {}
 
 
 @pytest.mark.parametrize("cdi", [False, True, None, "yes"])
 def test_docker_absent_gives_back_the_cdi_feature_it_overwrote(cdi):
     """Finding 3 of docs/reliability.md: features.cdi was deleted, not put back."""
     original = json.dumps({"features": {"cdi": cdi}})
-    after = docker_plan(original, enable_cdi=True).files[0].after
+    after, kept = docker_run(original, enable_cdi=True)
     assert json.loads(after)["features"]["cdi"] is True
-    assert docker_plan(after, enable_cdi=True).changed is False
-    assert docker_plan(after, state="absent", enable_cdi=True).files[0].after == original
+    assert docker_plan(after, kept, enable_cdi=True).changed is False
+    assert docker_run(after, kept, state="absent", enable_cdi=True)[0] == original
 
 
 @pytest.mark.parametrize("default", [None, [], 0, {"a": "b"}, "runc"])
 def test_docker_absent_gives_back_a_default_runtime_of_any_type(default):
     """Finding 3 of docs/reliability.md: a default-runtime that was not a string was removed."""
     original = json.dumps({"default-runtime": default})
-    after = docker_plan(original, set_as_default=True).files[0].after
+    after, kept = docker_run(original, set_as_default=True)
     assert json.loads(after)["default-runtime"] == "nvidia"
-    assert docker_plan(after, state="absent").files[0].after == original
+    assert docker_run(after, kept, state="absent")[0] == original
 
 
 def test_docker_a_cdi_feature_changed_since_is_left():
-    after = docker_plan('{"features": {"cdi": false}}', enable_cdi=True).files[0].after
+    after, kept = docker_run('{"features": {"cdi": false}}', enable_cdi=True)
     edited = after.replace('"cdi": true', '"cdi": "later"')
-    assert json.loads(docker_plan(edited, state="absent").files[0].after) == {"features": {"cdi": "later"}}
+    assert json.loads(docker_run(edited, kept, state="absent")[0]) == {"features": {"cdi": "later"}}
 
 
 @pytest.mark.parametrize("original", ["{}", '{"runtimes": {}}', '{\n  "runtimes": {},\n  "features": {}\n}', '{"a": 1}\n\n'])
 def test_docker_absent_gives_back_the_bytes(original):
     """Finding 1 of docs/reliability.md: '{}' came back as '{}\\n', '{"runtimes": {}}' as '{}'."""
     for options in ({}, {"set_as_default": True, "enable_cdi": True}):
-        after = docker_plan(original, **options).files[0].after
-        assert not docker_plan(after, **options).changed
-        assert docker_plan(after, state="absent", **options).files[0].after == original
+        after, kept = docker_run(original, **options)
+        assert not docker_plan(after, kept, **options).changed
+        assert docker_run(after, kept, state="absent", **options) == (original, None)
 
 
 def test_docker_absent_after_an_edit_of_the_user_gives_back_the_settings():
     """What is guaranteed when the file changed in between: the user's edit stays, the module's keys go."""
-    after = docker_plan("{}").files[0].after
+    after, kept = docker_run("{}")
     edited = after.replace('"runtimes"', '"debug": true,\n    "runtimes"', 1)
-    assert docker_plan(edited, state="absent").files[0].after == '{\n    "debug": true\n}\n'
+    assert docker_run(edited, kept, state="absent")[0] == '{\n    "debug": true\n}\n'
 
 
 # Python 3.13's json names a trailing comma itself ("Illegal trailing comma before end of
@@ -373,7 +388,7 @@ def test_daemon_json_with_a_lone_surrogate_is_refused_naming_the_key(text, key):
 
 
 def test_a_surrogate_pair_is_one_character_and_passes():
-    after = docker_plan('{"labels": ["\\ud83d\\ude00"]}').files[0].after
+    after = docker_run('{"labels": ["\\ud83d\\ude00"]}')[0]
     assert json.loads(after)["labels"] == ["\U0001F600"]
     after.encode("utf-8")
 
@@ -392,32 +407,35 @@ def test_render_json_never_writes_nan():
 
 @pytest.mark.parametrize("options", [{}, {"set_as_default": True}, {"enable_cdi": True}])
 def test_docker_absent_removes_the_file_the_module_created(options):
-    created = docker_plan(None, **options).files[0]
+    p = docker_plan(None, **options)
+    created = p.file(DAEMON)
     assert created.action == "create"
-    gone = docker_plan(created.after, state="absent", enable_cdi=options.get("enable_cdi", False)).files[0]
-    assert gone.after is None and gone.action == "delete"
+    gone = docker_plan(created.after, p.file(STATE).after, state="absent", enable_cdi=options.get("enable_cdi", False))
+    assert gone.file(DAEMON).after is None and gone.file(DAEMON).action == "delete"
+    assert gone.file(STATE).action == "delete"
 
 
 def test_docker_absent_keeps_a_created_file_that_holds_other_keys_now():
-    after = json.loads(docker_plan(None).files[0].after)
+    text, kept = docker_run(None)
+    after = json.loads(text)
     after["debug"] = True
-    gone = docker_plan(json.dumps(after), state="absent").files[0]
-    assert json.loads(gone.after) == {"debug": True}
+    gone = docker_run(json.dumps(after), kept, state="absent")[0]
+    assert json.loads(gone) == {"debug": True}
 
 
 @pytest.mark.parametrize("original", ['{"default-runtime": "runc"}\n', '{\n  "default-runtime": "crun",\n  "debug": true\n}\n'])
 def test_docker_absent_gives_back_the_default_runtime_it_replaced(original):
-    after = docker_plan(original, set_as_default=True).files[0].after
+    after, kept = docker_run(original, set_as_default=True)
     assert json.loads(after)["default-runtime"] == "nvidia"
-    assert not docker_plan(after, set_as_default=True).changed
-    gone = docker_plan(after, state="absent").files[0]
-    assert gone.after == original
+    assert not docker_plan(after, kept, set_as_default=True).changed
+    assert docker_run(after, kept, state="absent")[0] == original
 
 
 def test_docker_absent_leaves_a_default_changed_after_the_module_set_it():
-    after = json.loads(docker_plan('{"default-runtime": "runc"}', set_as_default=True).files[0].after)
+    text, kept = docker_run('{"default-runtime": "runc"}', set_as_default=True)
+    after = json.loads(text)
     after["default-runtime"] = "crun"
-    gone = json.loads(docker_plan(json.dumps(after), state="absent").files[0].after)
+    gone = json.loads(docker_run(json.dumps(after), kept, state="absent")[0])
     assert gone == {"default-runtime": "crun"}
 
 
@@ -470,5 +488,67 @@ def test_crio_a_damaged_state_comment_is_refused_by_file(record, mode, state):
 
 def test_docker_a_null_runtimes_or_features_is_no_object_yet():
     """Docker decodes null into an empty map: the module adds its entry as it would to a file without the key."""
-    p = docker_plan('{"runtimes": null, "features": null}', enable_cdi=True)
-    assert json.loads(p.files[0].after)["runtimes"]["nvidia"]["path"] == docker.DEFAULT_BINARY
+    after = docker_run('{"runtimes": null, "features": null}', enable_cdi=True)[0]
+    assert json.loads(after)["runtimes"]["nvidia"]["path"] == docker.DEFAULT_BINARY
+
+
+# --------------------------------------------------------------------------------------
+# Docker: the record an earlier version kept in daemon.json moves into the state file
+# --------------------------------------------------------------------------------------
+
+OLD_KEY = "gpufleet.nvidia.container_runtime state"
+
+#: (the user's file, the options, daemon.json as the earlier version left it: its record in the runtime's entry).
+LEGACY = [
+    ('{\n  "default-runtime": "runc",\n  "debug": true\n}\n', {"set_as_default": True, "enable_cdi": True},
+     '{\n  "default-runtime": "nvidia",\n  "debug": true,\n  "runtimes": {\n    "nvidia": {\n      "path": "nvidia-container-runtime",'
+     '\n      "args": [],\n      "gpufleet.nvidia.container_runtime state": {\n        "default-runtime": "runc",\n'
+     '        "features.cdi": {}\n      }\n    }\n  },\n  "features": {\n    "cdi": true\n  }\n}\n'),
+    (None, {},
+     '{\n    "runtimes": {\n        "nvidia": {\n            "path": "nvidia-container-runtime",\n            "args": [],\n'
+     '            "gpufleet.nvidia.container_runtime state": {\n                "created": true\n            }\n        }\n    }\n}\n'),
+    ('{"runtimes": {}, "default-runtime": "runc"}', {"set_as_default": True},
+     '{"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": [], "gpufleet.nvidia.container_runtime state": '
+     '{"default-runtime": "runc", "undo": {"sha": "537ce8e3bb2b5b3f", "patch": [[0, 1, "{\\"runtimes\\": {}, '
+     '\\"default-runtime\\": \\"runc\\"}"]]}}}}, "default-runtime": "nvidia"}'),
+]
+
+
+@pytest.mark.parametrize("original, options, legacy", LEGACY, ids=["default-cdi", "created", "undo-note"])
+def test_docker_an_old_in_file_record_moves_into_the_state_file(original, options, legacy):
+    old = json.loads(legacy)["runtimes"]["nvidia"][OLD_KEY]
+    p = docker_plan(legacy, **options)
+    assert p.changed and p.file(STATE).action == "create"
+    after, kept = docker_run(legacy, **options)
+    config = json.loads(after)
+    assert OLD_KEY not in config["runtimes"]["nvidia"] and "gpufleet" not in after
+    expected = json.loads(legacy)
+    del expected["runtimes"]["nvidia"][OLD_KEY]
+    assert config == expected  # the same settings, less the record
+    moved = record_of(kept)
+    assert {k: v for k, v in moved.items() if k != edit.UNDO_KEY} == {k: v for k, v in old.items() if k != edit.UNDO_KEY}
+    assert not docker_plan(after, kept, **options).changed  # moved once
+    assert docker_run(after, kept, state="absent", **options) == (original, None)  # nothing lost: the user's bytes
+
+
+@pytest.mark.parametrize("original, options, legacy", LEGACY, ids=["default-cdi", "created", "undo-note"])
+def test_docker_absent_on_an_old_in_file_record_gives_the_bytes_back(original, options, legacy):
+    p = docker_plan(legacy, state="absent", **options)
+    assert p.file(DAEMON).after == original and p.file(STATE) is None  # no state file written for nothing
+
+
+def test_docker_an_old_in_file_record_is_merged_over_the_state_file():
+    """Both there (an earlier version ran after this one): the in-file record is the newer, the state file's keys stay."""
+    legacy = LEGACY[0][2]
+    kept = json.dumps({DAEMON: {"nvidia": {"created": True, "default-runtime": "crun"}}})
+    after, kept = docker_run(legacy, kept, set_as_default=True, enable_cdi=True)
+    assert {k: v for k, v in record_of(kept).items() if k != edit.UNDO_KEY} == {
+        "created": True, "default-runtime": "runc", "features.cdi": {}}
+    assert OLD_KEY not in json.loads(after)["runtimes"]["nvidia"]
+
+
+def test_docker_absent_takes_a_stale_record_out_of_the_state_file():
+    kept = json.dumps({DAEMON: {"nvidia": {"default-runtime": "runc"}}, "/other/daemon.json": {"nvidia": {"created": True}}})
+    p = docker_plan('{"debug": true}', kept, state="absent")
+    assert p.file(DAEMON).after == '{"debug": true}'
+    assert json.loads(p.file(STATE).after) == {"/other/daemon.json": {"nvidia": {"created": True}}}

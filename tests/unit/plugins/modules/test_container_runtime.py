@@ -37,6 +37,17 @@ def snapshot(directory):
     return found
 
 
+@pytest.fixture(autouse=True)
+def docker_state_file(tmp_path, monkeypatch):
+    """The module's Docker state file, under each test's root (this machine's /var/lib is never written, and
+    no test sees another's records)."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import docker  # pylint: disable=import-outside-toplevel
+
+    state = tmp_path / "var" / "lib" / "gpufleet.nvidia" / "container_runtime" / "docker.json"
+    monkeypatch.setattr(docker, "STATE_FILE", str(state), raising=False)
+    return state
+
+
 @pytest.fixture
 def containerd_files(tmp_path):
     etc = tmp_path / "etc" / "containerd"
@@ -207,11 +218,12 @@ def test_docker_bad_json(tmp_path):
     assert path.read_text() == '{\n  "debug": true,\n}\n'
 
 
-def test_docker_new_file_in_check_mode_diff(tmp_path):
+def test_docker_new_file_in_check_mode_diff(tmp_path, docker_state_file):
     path = tmp_path / "docker" / "daemon.json"
     result = run_module(container_runtime, {"runtime": "docker", "config_path": str(path)}, check_mode=True, diff=True)
-    assert result["diff"][0]["before"] == "" and result["diff"][0]["before_header"].endswith("(absent)")
-    assert not path.parent.exists()
+    daemon = [d for d in result["diff"] if d["after_header"] == str(path)]
+    assert daemon[0]["before"] == "" and daemon[0]["before_header"].endswith("(absent)")
+    assert not path.parent.exists() and not docker_state_file.exists()
 
 
 def test_crio(tmp_path):
@@ -572,3 +584,124 @@ def test_restored_needs_something_to_restore():
     with pytest.raises(AnsibleFailJson) as exc:
         run_module(container_runtime, {"runtime": "crio", "state": "restored"})
     assert "state is restored but any of the following are missing: restore_backups, restore_created" in exc.value.result["msg"]
+
+
+# --------------------------------------------------------------------------------------
+# Docker: the module's record is kept in a state file of its own, never in daemon.json
+# --------------------------------------------------------------------------------------
+
+#: The keys Docker defines in a runtime's entry of daemon.json (its ``types.Runtime``), and ``args``,
+#: which nvidia-ctk writes there too (Docker ignores it).
+DOCKER_RUNTIME_KEYS = {"path", "runtimeArgs", "runtimeType", "options", "args"}
+
+
+def only_docker_keys(config, original):
+    """Every key of daemon.json is the user's or one Docker defines where the module writes."""
+    assert set(config) <= set(original) | {"runtimes", "default-runtime", "features"}
+    assert set(config.get("features", {})) <= set(original.get("features", {})) | {"cdi"}
+    for name, entry in config.get("runtimes", {}).items():
+        assert set(entry) <= DOCKER_RUNTIME_KEYS, (name, entry)
+
+
+@pytest.mark.parametrize("options", [{}, {"set_as_default": True, "enable_cdi": True}], ids=["plain", "default-cdi"])
+@pytest.mark.parametrize("original", [None, '{"default-runtime": "runc", "debug": true}\n'], ids=["no-file", "file"])
+def test_docker_daemon_json_holds_only_keys_docker_defines(tmp_path, docker_state_file, original, options):
+    """Issue 29: the record was written into daemon.json, under a key Docker does not define."""
+    path = tmp_path / "etc" / "docker" / "daemon.json"
+    if original is not None:
+        path.parent.mkdir(parents=True)
+        path.write_text(original)
+    args = dict(options, runtime="docker", config_path=str(path))
+    assert run_module(container_runtime, args)["changed"]
+    text = path.read_text()
+    only_docker_keys(json.loads(text), json.loads(original or "{}"))
+    assert "gpufleet" not in text
+    written = snapshot(tmp_path)
+    again = run_module(container_runtime, args)
+    assert not again["changed"] and not again["restart_needed"]
+    assert snapshot(tmp_path) == written  # the second run changes nothing, the state file included
+    run_module(container_runtime, dict(args, state="absent"))
+    if original is None:
+        assert not path.exists()
+    else:
+        assert path.read_text() == original
+
+
+def test_docker_state_file_check_mode_diff_then_written(tmp_path, docker_state_file):
+    path = tmp_path / "etc" / "docker" / "daemon.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"default-runtime": "runc"}\n')
+    args = {"runtime": "docker", "config_path": str(path), "set_as_default": True}
+    before = snapshot(tmp_path)
+    checked = run_module(container_runtime, args, check_mode=True, diff=True)
+    assert snapshot(tmp_path) == before and not docker_state_file.parent.exists()  # check mode writes nothing
+    assert checked["changed_files"] == [str(docker_state_file), str(path)]
+    state_diff = checked["diff"][0]
+    assert state_diff["before_header"] == "%s (absent)" % docker_state_file
+    assert json.loads(state_diff["after"]) == {str(path): {"nvidia": {"default-runtime": "runc"}}}
+
+    done = run_module(container_runtime, args, diff=True)
+    assert done["diff"] == checked["diff"] and done["restart_needed"]
+    assert json.loads(docker_state_file.read_text()) == {str(path): {"nvidia": {"default-runtime": "runc"}}}
+    assert stat.S_IMODE(os.stat(str(docker_state_file)).st_mode) == 0o600
+    gone = run_module(container_runtime, dict(args, state="absent"), diff=True)
+    # the record is written before the change it describes, and taken out after it is undone
+    assert gone["files"] == [{"path": str(path), "action": "update"}, {"path": str(docker_state_file), "action": "delete"}]
+    assert path.read_text() == '{"default-runtime": "runc"}\n' and not docker_state_file.exists()
+
+
+def test_docker_state_file_keeps_the_records_of_other_files_and_runtimes(tmp_path, docker_state_file):
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    one.write_text('{"default-runtime": "runc"}\n')
+    two.write_text('{"default-runtime": "crun"}\n')
+    for path, name in ((one, "nvidia"), (two, "nvidia"), (two, "nvidia-cdi")):
+        run_module(container_runtime, {"runtime": "docker", "config_path": str(path), "runtime_name": name, "set_as_default": True})
+    assert json.loads(docker_state_file.read_text()) == {
+        str(one): {"nvidia": {"default-runtime": "runc"}},
+        str(two): {"nvidia": {"default-runtime": "crun"}, "nvidia-cdi": {"default-runtime": "nvidia"}},
+    }
+    run_module(container_runtime, {"runtime": "docker", "config_path": str(one), "state": "absent"})
+    assert one.read_text() == '{"default-runtime": "runc"}\n'
+    assert list(json.loads(docker_state_file.read_text())) == [str(two)]
+
+
+@pytest.mark.parametrize("damaged, why", [
+    ("{", "is not valid JSON (line 1, column 2)"),
+    ("[]", "must hold a JSON object"),
+    ('{"/etc/docker/daemon.json": []}', ": /etc/docker/daemon.json is not an object"),
+    ('{"/etc/docker/daemon.json": {"nvidia": true}}', ": /etc/docker/daemon.json.nvidia is not an object"),
+    ('{"": [1]}', ":  is not an object"),
+])
+@pytest.mark.parametrize("state", ["present", "absent"])
+def test_docker_a_damaged_state_file_is_refused_by_name(tmp_path, docker_state_file, damaged, why, state):
+    docker_state_file.parent.mkdir(parents=True)
+    docker_state_file.write_text(damaged)
+    path = tmp_path / "daemon.json"
+    path.write_text('{"debug": true}\n')
+    before = snapshot(tmp_path)
+    with pytest.raises(AnsibleFailJson) as exc:
+        run_module(container_runtime, {"runtime": "docker", "config_path": str(path), "state": state})
+    msg = exc.value.result["msg"]
+    assert msg.startswith(str(docker_state_file)) and why in msg, msg
+    assert "nothing was written" in msg and "expected a JSON object {daemon.json path: {runtime name: record object}}" in msg
+    assert snapshot(tmp_path) == before
+
+
+def test_docker_an_old_in_file_record_moves_into_the_state_file(tmp_path, docker_state_file):
+    """A daemon.json an earlier version wrote (its record in the runtime's entry): the next run moves the record out."""
+    original = '{\n  "default-runtime": "runc",\n  "debug": true\n}\n'
+    legacy = {"default-runtime": "nvidia", "debug": True, "runtimes": {"nvidia": {
+        "path": "nvidia-container-runtime", "args": [],
+        "gpufleet.nvidia.container_runtime state": {"default-runtime": "runc", "features.cdi": {}}}}, "features": {"cdi": True}}
+    path = tmp_path / "daemon.json"
+    path.write_text(json.dumps(legacy, indent=2) + "\n")
+    args = {"runtime": "docker", "config_path": str(path), "set_as_default": True, "enable_cdi": True}
+    moved = run_module(container_runtime, args)
+    assert moved["changed"] and moved["changed_files"] == [str(docker_state_file), str(path)]
+    config = json.loads(path.read_text())
+    only_docker_keys(config, json.loads(original))
+    assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": []}
+    assert json.loads(docker_state_file.read_text()) == {str(path): {"nvidia": {"default-runtime": "runc", "features.cdi": {}}}}
+    assert not run_module(container_runtime, args)["changed"]
+    run_module(container_runtime, dict(args, state="absent"))
+    assert path.read_text() == original and not docker_state_file.exists()
