@@ -392,6 +392,28 @@ def test_d12_failure_says_what_was_done(tmp_path):
     assert raised.value.details["rc"] == 100
 
 
+def test_failure_message_says_why_apt_refused(tmp_path):
+    """apt-get prints the unmet dependency on stdout, only "held broken packages" on stderr: the message has both.
+
+    The output is apt 2.6.1's, captured on the stand-in Ubuntu 24.04 node (scenario ubuntu2404).
+    """
+    captured = os.path.join(FIXTURES, "ubuntu2404-standin", "apt-get-install-unmet-dependencies")
+    with open(os.path.join(captured, "stdout.txt")) as handle:
+        out = handle.read()
+    with open(os.path.join(captured, "stderr.txt")) as handle:
+        err = handle.read()
+    replay = Replay(D12_PRISTINE, tmp_path)
+    plan = run(replay, version="535.261.03", flavor="proprietary")["plan"]
+    argv = [a.strip("'") for a in plan[4].split(" ")]
+    replay = Replay(D12_PRISTINE, tmp_path / "again", overrides={tuple(argv): (100, out, err)})
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
+    msg = raised.value.msg
+    assert "failed (exit 100): E: Unable to correct problems, you have held broken packages." in msg
+    assert "nvidia-compute-utils-570-server : Depends: gpufleet-missing-dependency but it is not installable" in msg
+    assert msg.index("gpufleet-missing-dependency") < msg.index("; done before it: ")
+
+
 # --- Debian 12 with 535.261.03 (proprietary) installed by the module --------------------------------
 
 
