@@ -1092,3 +1092,25 @@ def test_preinstalled_without_nvswitches_checks_nothing(tmp_path):
     assert result["fabric_manager"]["required"] is False
     assert result["fabric_manager"]["detail"] == "no NVSwitch on this host: not checked"
     assert result["notes"] == []
+
+
+# --- Ubuntu: the precompiled modules' objects go with the modules ---------------------------------
+
+
+def test_ubuntu_objects_of_stale_precompiled_modules_go_with_them():
+    """apt installs linux-objects-nvidia-* as a dependency of linux-modules-nvidia-* (scenario ubuntu2404):
+    they are stale when the modules are, and kept when the modules are wanted or kept."""
+    layout = apt.UbuntuLayout("6.8.0-90-generic")
+    kernel = "6.8.0-90-generic"
+    # the move from 550 precompiled to 580 open with DKMS: both of 550 go
+    dkms_580 = dict((n, "580.95.05-0ubuntu0.24.04.2") for n in layout.core(580, "open", "dkms"))
+    assert layout.stale_module_package("linux-modules-nvidia-550-server-" + kernel, dkms_580)
+    assert layout.stale_module_package("linux-objects-nvidia-550-server-" + kernel, dkms_580)
+    # state absent: nothing is wanted
+    assert layout.stale_module_package("linux-objects-nvidia-550-server-" + kernel, {})
+    # 550 precompiled wanted for this kernel: its objects stay, as do another kernel's of the same branch
+    want = dict((n, "550.163.01-0ubuntu0.24.04.1") for n in layout.core(550, "proprietary", "precompiled"))
+    want["linux-modules-nvidia-550-server-" + kernel] = "6.8.0-90.91+1"
+    assert not layout.stale_module_package("linux-objects-nvidia-550-server-" + kernel, want)
+    assert not layout.stale_module_package("linux-objects-nvidia-550-server-6.8.0-88-generic", want)
+    assert not layout.stale_module_package("linux-signatures-nvidia-" + kernel, want)
