@@ -192,11 +192,14 @@ class UbuntuLayout(object):
         """A precompiled module package to remove: another branch or flavour, or this kernel's when unwanted.
 
         Those of other kernels of the same branch and flavour stay (booting an older kernel keeps
-        its modules).
+        its modules). A ``linux-objects-nvidia-*`` package, which apt installs as a dependency of
+        the modules package of the same name, is stale when that modules package is.
         """
         match = self._MODULES.match(name)
-        if not match or match.group(1) != "modules" or name in want:
+        if not match or name in want:
             return False
+        if match.group(1) == "objects":
+            return self.stale_module_package("linux-modules-" + name[len("linux-objects-"):], want)
         branch = re.search(r"-(\d+)-server(-open)?$", next((n for n in want if n.startswith("nvidia-kernel-source-")), ""))
         if not branch:
             return True

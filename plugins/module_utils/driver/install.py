@@ -226,14 +226,25 @@ class Executor(object):
         rc, out, err = self.system.run(action["argv"], env=action["env"] or None)
         if rc != 0:
             raise GpuFleetError(
-                "`%s` failed (exit %s): %s%s"
-                % (command_line(action["argv"]), rc, tail(err, 10) or tail(out, 10) or "no output", _done(done)),
+                "`%s` failed (exit %s): %s%s" % (command_line(action["argv"]), rc, failure_output(out, err), _done(done)),
                 command=action["argv"],
                 rc=rc,
                 stdout=out,
                 stderr=err,
                 done=done,
             )
+
+
+def failure_output(out, err):
+    """What a failed command said: its stderr's end, then its stdout's when it printed both.
+
+    apt-get says why it refused on stdout ("The following packages have unmet dependencies: ...")
+    and only "E: Unable to correct problems, you have held broken packages." on stderr.
+    """
+    said = tail(err, 10)
+    if said and tail(out):
+        return "%s (its output ended: %s)" % (said, tail(out))
+    return said or tail(out, 10) or "no output"
 
 
 def _done(done):

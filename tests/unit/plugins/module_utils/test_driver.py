@@ -392,6 +392,28 @@ def test_d12_failure_says_what_was_done(tmp_path):
     assert raised.value.details["rc"] == 100
 
 
+def test_failure_message_says_why_apt_refused(tmp_path):
+    """apt-get prints the unmet dependency on stdout, only "held broken packages" on stderr: the message has both.
+
+    The output is apt 2.6.1's, captured on the stand-in Ubuntu 24.04 node (scenario ubuntu2404).
+    """
+    captured = os.path.join(FIXTURES, "ubuntu2404-standin", "apt-get-install-unmet-dependencies")
+    with open(os.path.join(captured, "stdout.txt")) as handle:
+        out = handle.read()
+    with open(os.path.join(captured, "stderr.txt")) as handle:
+        err = handle.read()
+    replay = Replay(D12_PRISTINE, tmp_path)
+    plan = run(replay, version="535.261.03", flavor="proprietary")["plan"]
+    argv = [a.strip("'") for a in plan[4].split(" ")]
+    replay = Replay(D12_PRISTINE, tmp_path / "again", overrides={tuple(argv): (100, out, err)})
+    with pytest.raises(GpuFleetError) as raised:
+        run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
+    msg = raised.value.msg
+    assert "failed (exit 100): E: Unable to correct problems, you have held broken packages." in msg
+    assert "nvidia-compute-utils-570-server : Depends: gpufleet-missing-dependency but it is not installable" in msg
+    assert msg.index("gpufleet-missing-dependency") < msg.index("; done before it: ")
+
+
 # --- Debian 12 with 535.261.03 (proprietary) installed by the module --------------------------------
 
 
@@ -1070,3 +1092,25 @@ def test_preinstalled_without_nvswitches_checks_nothing(tmp_path):
     assert result["fabric_manager"]["required"] is False
     assert result["fabric_manager"]["detail"] == "no NVSwitch on this host: not checked"
     assert result["notes"] == []
+
+
+# --- Ubuntu: the precompiled modules' objects go with the modules ---------------------------------
+
+
+def test_ubuntu_objects_of_stale_precompiled_modules_go_with_them():
+    """apt installs linux-objects-nvidia-* as a dependency of linux-modules-nvidia-* (scenario ubuntu2404):
+    they are stale when the modules are, and kept when the modules are wanted or kept."""
+    layout = apt.UbuntuLayout("6.8.0-90-generic")
+    kernel = "6.8.0-90-generic"
+    # the move from 550 precompiled to 580 open with DKMS: both of 550 go
+    dkms_580 = dict((n, "580.95.05-0ubuntu0.24.04.2") for n in layout.core(580, "open", "dkms"))
+    assert layout.stale_module_package("linux-modules-nvidia-550-server-" + kernel, dkms_580)
+    assert layout.stale_module_package("linux-objects-nvidia-550-server-" + kernel, dkms_580)
+    # state absent: nothing is wanted
+    assert layout.stale_module_package("linux-objects-nvidia-550-server-" + kernel, {})
+    # 550 precompiled wanted for this kernel: its objects stay, as do another kernel's of the same branch
+    want = dict((n, "550.163.01-0ubuntu0.24.04.1") for n in layout.core(550, "proprietary", "precompiled"))
+    want["linux-modules-nvidia-550-server-" + kernel] = "6.8.0-90.91+1"
+    assert not layout.stale_module_package("linux-objects-nvidia-550-server-" + kernel, want)
+    assert not layout.stale_module_package("linux-objects-nvidia-550-server-6.8.0-88-generic", want)
+    assert not layout.stale_module_package("linux-signatures-nvidia-" + kernel, want)

@@ -296,6 +296,7 @@ def test_jammy_branch_move(tmp_path):
         "libnvidia-compute-535-server",
         "linux-modules-nvidia-535-server-5.15.0-156-generic",
         "linux-modules-nvidia-535-server-5.15.0-160-generic",
+        "linux-objects-nvidia-535-server-5.15.0-160-generic",  # with its modules (apt installed it as their dependency)
         "nvidia-compute-utils-535-server",
         "nvidia-headless-no-dkms-535-server",
         "nvidia-kernel-common-535-server",
