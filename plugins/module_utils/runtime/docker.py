@@ -298,7 +298,7 @@ def state_text(state: dict):
     """The state file's text for ``state`` (``None``: no record left, no file)."""
     if not state:
         return None
-    return json.dumps(state, indent=4, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    return json.dumps(state, indent=4, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _with_record(state: dict, path: str, name: str, record) -> dict:

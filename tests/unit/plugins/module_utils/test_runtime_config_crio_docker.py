@@ -265,6 +265,15 @@ def test_docker_absent_gives_back_the_cdi_feature_it_overwrote(cdi):
     assert docker_run(after, kept, state="absent", enable_cdi=True)[0] == original
 
 
+@pytest.mark.parametrize("cdi", ['{"0": null, "": null}', '{"b": 1, "a": {"z": 2, "y": 3}}'])
+def test_docker_absent_gives_back_a_replaced_object_in_its_key_order(cdi):
+    """Found by the property suite's long profile: the state file was written with sorted keys, so the
+    object that enable_cdi replaced came back as {"": null, "0": null}, not the user's bytes."""
+    original = '{"features": {"cdi": %s}}' % cdi
+    after, kept = docker_run(original, enable_cdi=True)
+    assert docker_run(after, kept, state="absent", enable_cdi=True) == (original, None)
+
+
 @pytest.mark.parametrize("default", [None, [], 0, {"a": "b"}, "runc"])
 def test_docker_absent_gives_back_a_default_runtime_of_any_type(default):
     """Finding 3 of docs/reliability.md: a default-runtime that was not a string was removed."""
