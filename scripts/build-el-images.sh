@@ -25,7 +25,6 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "build-el-images.sh"
 
-mirror=$(host_debian_mirror debian)
 INCLUDE=python3,systemd,systemd-sysv,dbus,tini,ca-certificates,procps,kmod,gnupg,iproute2,dnf,dnf-plugins-core,rpm,python3-tomlkit,containerd
 
 os_release_el9='# gpufleet.nvidia STAND-IN: Rocky Linux 9 as dnf and Ansible read it; the userland is
@@ -70,12 +69,8 @@ build() {  # build TAG
   printf '%s\n' "$os_release_el9" > "$tmp/os-release"
   printf '%s\n' "$dnf_conf_el9" > "$tmp/dnf.conf"
   printf '%s\n' "$standin_note" > "$tmp/standin"
-  # The hooks are run by mmdebstrap's shell with the new root as $1: single quotes on purpose.
   # shellcheck disable=SC2016
-  mmdebstrap --variant=apt --format=tar --include="$INCLUDE" --skip=cleanup/apt \
-    --aptopt='Acquire::Languages "none"' \
-    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+  node_root bookworm "$INCLUDE" \
     --customize-hook='rm -f "$1/etc/apt/sources.list" "$1"/etc/apt/sources.list.d/* "$1/etc/os-release" "$1/usr/lib/os-release" "$1/etc/debian_version"' \
     --customize-hook="upload $tmp/os-release /usr/lib/os-release" \
     --customize-hook='ln -s ../usr/lib/os-release "$1/etc/os-release"' \
@@ -86,17 +81,9 @@ build() {  # build TAG
     --customize-hook='printf "%%_dbpath /var/lib/rpm\n" > "$1/etc/rpm/macros.dbpath"' \
     --customize-hook='chroot "$1" rpm --initdb' \
     --customize-hook='sed -i "s/^enabled *=.*/enabled = 0/" "$1/etc/dnf/plugins/local.conf" "$1/etc/dnf/plugins/post-transaction-actions.conf"' \
-    --customize-hook='chroot "$1" systemctl disable containerd.service' \
-    --customize-hook='echo gpufleet-node > "$1/etc/hostname"' \
-    --customize-hook='rm -f "$1/etc/machine-id"; : > "$1/etc/machine-id"' \
-    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/cache/apt/archives/*.deb' \
-    bookworm - "$mirror bookworm main" | \
-    podman import \
-      --change 'CMD ["/usr/bin/tini", "--", "sleep", "infinity"]' \
-      --change 'ENV container=podman' \
-      --change 'LABEL gpufleet.standin="EL 9 node: Debian 12 userland, real dnf 4 and rpm, Rocky Linux 9 os-release (/etc/gpufleet-standin)"' \
-      --message "gpufleet.nvidia lab node, STAND-IN for EL 9: Debian bookworm userland with real dnf 4 and rpm" \
-      - "$image" >/dev/null
+    --customize-hook='chroot "$1" systemctl disable containerd.service' |
+    import_node "$image" "gpufleet.nvidia lab node, STAND-IN for EL 9: Debian bookworm userland with real dnf 4 and rpm" \
+      --change 'LABEL gpufleet.standin="EL 9 node: Debian 12 userland, real dnf 4 and rpm, Rocky Linux 9 os-release (/etc/gpufleet-standin)"'
   rm -rf "$tmp"
   podman run --rm "$image" sh -c 'python3 -c "import dnf, platform; print(platform.freedesktop_os_release()[\"PRETTY_NAME\"], \"- dnf\", dnf.VERSION)"; rpm --eval "%_dbpath"'
 }

@@ -34,27 +34,11 @@ build() {  # build TAG SUITE FORMAT
   local tmp
   tmp=$(mktemp -d)
   printf '%s\n' "$sources" > "$tmp/sources"
-  # The hooks are run by mmdebstrap's shell with the new root as $1: single quotes on purpose.
-  # The hooks clean apt's lists and cache, not mmdebstrap's cleanup (whose apt-get run would date
-  # the lists directory now), and date the emptied lists directory 1970: apt's cache_valid_time
-  # reads its mtime when no update ever ran, and an image built less than an hour ago must not
-  # pass for a fresh cache.
   # shellcheck disable=SC2016
-  mmdebstrap --variant=apt --format=tar --include="$INCLUDE" --skip=cleanup/apt \
-    --aptopt='Acquire::Languages "none"' \
-    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+  node_root "$suite" "$INCLUDE" \
     --customize-hook='rm -f "$1/etc/apt/sources.list" "$1"/etc/apt/sources.list.d/*' \
-    --customize-hook="upload $tmp/sources $dest" \
-    --customize-hook='echo gpufleet-node > "$1/etc/hostname"' \
-    --customize-hook='rm -f "$1/etc/machine-id"; : > "$1/etc/machine-id"' \
-    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/cache/apt/archives/*.deb' \
-    --customize-hook='touch -d @0 "$1/var/lib/apt/lists"' \
-    "$suite" - "$mirror $suite main" | \
-    podman import \
-      --change 'CMD ["/usr/bin/tini", "--", "sleep", "infinity"]' \
-      --change 'ENV container=podman' \
-      --message "gpufleet.nvidia lab node, Debian $suite" - "$image" >/dev/null
+    --customize-hook="upload $tmp/sources $dest" |
+    import_node "$image" "gpufleet.nvidia lab node, Debian $suite"
   rm -rf "$tmp"
   podman run --rm "$image" python3 -c 'import apt, platform; print(platform.freedesktop_os_release()["PRETTY_NAME"])'
 }
@@ -107,28 +91,16 @@ build_ubuntu() {
   printf '%s\n' "$lsb_release_ubuntu" > "$tmp/lsb-release"
   printf '%s\n' "$standin_ubuntu" > "$tmp/standin"
   # shellcheck disable=SC2016
-  mmdebstrap --variant=apt --format=tar --include="$INCLUDE,python3-tomlkit,containerd" --skip=cleanup/apt \
-    --aptopt='Acquire::Languages "none"' \
-    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-    --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+  node_root bookworm "$INCLUDE,python3-tomlkit,containerd" \
     --customize-hook='rm -f "$1/etc/apt/sources.list" "$1"/etc/apt/sources.list.d/* "$1/etc/os-release" "$1/usr/lib/os-release"' \
     --customize-hook="upload $tmp/os-release /usr/lib/os-release" \
     --customize-hook='ln -s ../usr/lib/os-release "$1/etc/os-release"' \
     --customize-hook="upload $tmp/lsb-release /etc/lsb-release" \
     --customize-hook="upload $tmp/standin /etc/gpufleet-standin" \
     --customize-hook='echo trixie/sid > "$1/etc/debian_version"' \
-    --customize-hook='chroot "$1" systemctl disable containerd.service' \
-    --customize-hook='echo gpufleet-node > "$1/etc/hostname"' \
-    --customize-hook='rm -f "$1/etc/machine-id"; : > "$1/etc/machine-id"' \
-    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/cache/apt/archives/*.deb' \
-    --customize-hook='touch -d @0 "$1/var/lib/apt/lists"' \
-    bookworm - "$mirror bookworm main" | \
-    podman import \
-      --change 'CMD ["/usr/bin/tini", "--", "sleep", "infinity"]' \
-      --change 'ENV container=podman' \
-      --change 'LABEL gpufleet.standin="Ubuntu 24.04 node: Debian 12 userland, real apt, dpkg and apt-mark, Ubuntu 24.04 os-release (/etc/gpufleet-standin)"' \
-      --message "gpufleet.nvidia lab node, STAND-IN for Ubuntu 24.04: Debian bookworm userland with real apt, dpkg and apt-mark" \
-      - "$image" >/dev/null
+    --customize-hook='chroot "$1" systemctl disable containerd.service' |
+    import_node "$image" "gpufleet.nvidia lab node, STAND-IN for Ubuntu 24.04: Debian bookworm userland with real apt, dpkg and apt-mark" \
+      --change 'LABEL gpufleet.standin="Ubuntu 24.04 node: Debian 12 userland, real apt, dpkg and apt-mark, Ubuntu 24.04 os-release (/etc/gpufleet-standin)"'
   rm -rf "$tmp"
   podman run --rm "$image" sh -c 'python3 -c "import apt, platform; print(platform.freedesktop_os_release()[\"PRETTY_NAME\"])"; apt-get --version | head -n1'
 }

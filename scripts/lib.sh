@@ -28,6 +28,39 @@ host_debian_mirror() {  # host_debian_mirror [debian|debian-security]
   printf '%s\n' "$uri"
 }
 
+# A lab node's root from Debian SUITE, as a tar on stdout: mmdebstrap (variant apt; no manual pages,
+# documentation but the copyrights, or locales) with the caller's options and hooks, then what every
+# node gets: its host name, an empty machine-id, apt's lists and caches emptied, not by mmdebstrap's
+# cleanup (whose apt-get run would date the lists directory now), and the emptied lists directory
+# dated 1970: apt's cache_valid_time reads its mtime when no update ever ran, and an image built less
+# than an hour ago must not pass for a fresh cache. The hooks are run by mmdebstrap's shell with the
+# new root as $1: single quotes on purpose.
+node_root() {  # node_root SUITE INCLUDE [MMDEBSTRAP-OPTION...]
+  local suite=$1 include=$2 mirror
+  shift 2
+  mirror=$(host_debian_mirror debian)
+  # shellcheck disable=SC2016
+  mmdebstrap --variant=apt --format=tar --include="$include" --skip=cleanup/apt \
+    --aptopt='Acquire::Languages "none"' \
+    --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+    "$@" \
+    --customize-hook='echo gpufleet-node > "$1/etc/hostname"' \
+    --customize-hook='rm -f "$1/etc/machine-id"; : > "$1/etc/machine-id"' \
+    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/cache/apt/archives/*.deb' \
+    --customize-hook='touch -d @0 "$1/var/lib/apt/lists"' \
+    "$suite" - "$mirror $suite main"
+}
+
+# A node root on stdin imported as IMAGE, tini as PID 1 keeping it up (a scenario that needs
+# systemd runs /sbin/init instead).
+import_node() {  # import_node IMAGE MESSAGE [PODMAN-IMPORT-OPTION...]
+  local image=$1 message=$2
+  shift 2
+  podman import --change 'CMD ["/usr/bin/tini", "--", "sleep", "infinity"]' --change 'ENV container=podman' \
+    "$@" --message "$message" - "$image" >/dev/null
+}
+
 # Run a stage, print how long it took, stop on its failure.
 STAGE_TIMES=()
 stage() {  # stage NAME COMMAND...
