@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The local lab: Debian nodes as rootful podman containers running systemd, privileged so that
-# containerd runs in them (its state on a tmpfs: overlayfs cannot stack on the container's root).
-#   lab.sh up NODE...        start the nodes that are not running; a name ending in debian12 or
-#                            debian13 picks that image (LAB_IMAGE overrides: any image with systemd)
+# The local lab: Debian and EL nodes as rootful podman containers running systemd, privileged so
+# that containerd runs in them (its state on a tmpfs: overlayfs cannot stack on the container's root).
+#   lab.sh up NODE...        start the nodes that are not running; a name ending in debian12,
+#                            debian13, el9 or el10 picks that image (the EL ones are STAND-INS:
+#                            scripts/build-el-images.sh; LAB_IMAGE overrides: any image with systemd)
 #   lab.sh prepare INVENTORY [ANSIBLE-PLAYBOOK ARGS]
-#                            containerd and the stand-in for NVIDIA's repository (scripts/lab/prepare.yml)
+#                            containerd and the stand-ins for NVIDIA's repositories (scripts/lab/prepare.yml)
 #   lab.sh down NODE...      remove the nodes
 #   lab.sh down-all          remove every lab node (label gpufleet-lab=1)
 # LAB_RESET=1 makes `up` recreate running nodes from their image.
@@ -17,7 +18,9 @@ node_image() {
   case "$1" in
     *debian12) printf '%s:debian12\n' "$IMAGE_REPO" ;;
     *debian13) printf '%s:debian13\n' "$IMAGE_REPO" ;;
-    *) die "lab node '$1': its name must end in debian12 or debian13 (or set LAB_IMAGE)" ;;
+    *el9) printf '%s:el9\n' "$IMAGE_REPO" ;;
+    *el10) printf '%s:el10\n' "$IMAGE_REPO" ;;
+    *) die "lab node '$1': its name must end in debian12, debian13, el9 or el10 (or set LAB_IMAGE)" ;;
   esac
 }
 
