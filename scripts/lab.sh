@@ -29,7 +29,10 @@ up() {
   for name in "$@"; do
     image=$(node_image "$name")
     if [ "${LAB_RESET:-0}" = 1 ]; then podman rm -f "$name" >/dev/null 2>&1 || true; fi
-    if [ "$(podman inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" = true ]; then
+    # running, and really: podman's record can outlive the container's processes (a machine
+    # restored from a snapshot), and then nothing can be run in it
+    if [ "$(podman inspect -f '{{.State.Running}}' "$name" 2>/dev/null)" = true ] &&
+       podman exec "$name" true >/dev/null 2>&1; then
       continue
     fi
     podman rm -f "$name" >/dev/null 2>&1 || true
