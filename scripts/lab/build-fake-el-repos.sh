@@ -32,11 +32,16 @@
 #       hidden until a stream is enabled, the strictest case for the module. One deliberate
 #       fault: 570.172.08's nvidia-persistenced requires a package no repository carries, so that
 #       installing branch 570 fails in dnf's transaction (the scenarios' rollback).
+#       nvidia-driver-cuda carries /usr/bin/nvidia-smi, a script that fails as the real one does
+#       where no driver is loaded (so that the lab's discovery finds the package that owns it).
 #   OUTDIR/stable/rpm/x86_64, OUTDIR/gpgkey   NVIDIA's container toolkit repository
 #       (https://nvidia.github.io/libnvidia-container/stable/rpm/$basearch and its gpgkey, as the
 #       NVIDIA Container Toolkit install guide's "With dnf" section configures it): the four
 #       packages at 1.17.8-1, 1.20.0-1, 1.20.1-1 (as scripts/lab/build-fake-nvidia-repo.sh), each
 #       requiring the others at its own version; repodata/repomd.xml signed (repo_gpgcheck).
+#       nvidia-container-toolkit-base carries /usr/bin/nvidia-container-runtime (a script that
+#       hands the call to runc), /usr/bin/nvidia-ctk (a script that answers --version only: what
+#       discovery reads on an rpm node) and /etc/nvidia-container-runtime/config.toml.
 #   OUTDIR/el9-distro, OUTDIR/el10-distro   the distribution's repositories (BaseOS, AppStream, EPEL) for the three
 #       packages the roles install from them: dkms (EPEL), python3-dnf-plugin-versionlock
 #       (BaseOS), python3-tomlkit. Empty: the image holds the real code of each from Debian
@@ -107,6 +112,13 @@ spec_build() {  # spec_build SPEC DESTDIR
 
 # --- NVIDIA's CUDA repository: the driver, per version ------------------------------------------
 driver_versions=(550.163.01 570.172.08 580.95.05 580.105.08)
+# nvidia-driver-cuda's /usr/bin/nvidia-smi (NVIDIA's package ships it there): a test double that
+# answers as the real one does where no driver is loaded, which is always so in a container (the
+# discovery of the lab's EL node asks rpm which package owns it, as on an EL node).
+smi_script='#!/bin/sh
+# test double of nvidia-smi (gpufleet.nvidia stand-in repository): no driver is loaded here
+echo "NVIDIA-SMI has failed because it couldn'"'"'t communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running."
+exit 9'
 for major in $majors; do
 for v in "${driver_versions[@]}"; do
   dist=el$major
@@ -114,7 +126,8 @@ for v in "${driver_versions[@]}"; do
   evr="3:$v-1.$dist"
   s=$work/driver-$v.spec
   spec_begin "$s" "$v" "1.$dist" 3
-  pkg "$s" nvidia-driver-cuda "nvidia-driver-cuda-libs = $evr, nvidia-kmod-common = $evr, nvidia-persistenced = $evr, nvidia-modprobe = $evr" "" ""
+  pkg "$s" nvidia-driver-cuda "nvidia-driver-cuda-libs = $evr, nvidia-kmod-common = $evr, nvidia-persistenced = $evr, nvidia-modprobe = $evr" "" "" \
+    /usr/bin/nvidia-smi 0755 "$smi_script"
   pkg "$s" nvidia-driver-cuda-libs "" "" ""
   pkg "$s" nvidia-kmod-common "nvidia-kmod = $evr" "" ""
   pkg "$s" nvidia-modprobe "" "" ""
@@ -146,6 +159,16 @@ load-kmods = true
 log-level = "info"
 mode = "auto"
 runtimes = ["runc", "crun"]'
+# nvidia-container-toolkit-base's /usr/bin/nvidia-ctk: a test double that says its version (what
+# discovery reads on an rpm node) and refuses everything else.
+# shellcheck disable=SC2016  # the script's own $1, not this one's
+ctk_script='#!/bin/sh
+# test double of nvidia-ctk (gpufleet.nvidia stand-in repository): --version only
+case "$1" in
+  --version|-v|version) echo "NVIDIA Container Toolkit CLI version VERSION"; echo "commit: gpufleet-standin"; exit 0 ;;
+esac
+echo "nvidia-ctk test double (gpufleet.nvidia stand-in): only --version is answered" >&2
+exit 1'
 for vr in 1.17.8-1 1.20.0-1 1.20.1-1; do
   v=${vr%-*} r=${vr#*-}
   s=$work/toolkit-$vr.spec
@@ -154,6 +177,7 @@ for vr in 1.17.8-1 1.20.0-1 1.20.1-1; do
   pkg "$s" libnvidia-container-tools "libnvidia-container1 = $vr" "" ""
   pkg "$s" nvidia-container-toolkit-base "" "" "" \
     /usr/bin/nvidia-container-runtime 0755 "$runtime_script" \
+    /usr/bin/nvidia-ctk 0755 "${ctk_script//VERSION/$v}" \
     /etc/nvidia-container-runtime/config.toml 0644 "$config_toml"
   pkg "$s" nvidia-container-toolkit "nvidia-container-toolkit-base = $vr, libnvidia-container-tools = $vr" "" ""
   spec_build "$s" "$toolkit"
