@@ -25,7 +25,7 @@ export PATH="$VENV/bin:$PATH"
 
 stage "lab nodes up" "$ROOT/scripts/lab.sh" up gpufleet-lab-debian12 gpufleet-lab-debian13 gpufleet-lab-el9
 log "preparing the lab: containerd, and the stand-ins for NVIDIA's repositories (scripts/lab/prepare.yml)"
-stage "lab prepared (containerd, stand-in repositories)" "$ROOT/scripts/lab.sh" prepare inventory/lab
+stage "lab prepared (containerd, stand-in repos)" "$ROOT/scripts/lab.sh" prepare inventory/lab
 log "running site.yml against the lab (inventory/lab)"
 # the roles' times at the end of the play (profile_roles); the report's summary printed as lines
 ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_roles ANSIBLE_CALLBACK_RESULT_FORMAT=yaml \
