@@ -18,7 +18,8 @@ style-preserving TOML helpers (``runtime.edit``: comments, order and every other
 original text of each key the module changes is recorded in one comment line at the top of the
 file, so that ``state=absent`` puts back exactly what was there (or removes a key that was not).
 
-:func:`isolation_of` and :func:`runtime_mode` read the file's data for validation.
+:func:`isolation_of` and :func:`runtime_mode`, which read the file's data for validation, are in
+``runtime.toolkit_settings``, which does not import tomlkit.
 """
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ import json
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
+# The settings as the toolkit reads them, without tomlkit; here too for this editor's callers.
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toolkit_settings import (  # noqa: F401  pylint: disable=unused-import
+    CONFIG_PATH,
+    ENVVAR_KEY,
+    ISOLATED,
+    VOLUME_MOUNTS_KEY,
+    isolation_of,
+    runtime_mode,
+)
 
-CONFIG_PATH = "/etc/nvidia-container-runtime/config.toml"
-ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
-VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
-#: What isolation sets, in the order written.
-ISOLATED = ((ENVVAR_KEY, False), (VOLUME_MOUNTS_KEY, True))
-#: What the toolkit does when a key is not in the file.
-TOOLKIT_DEFAULTS = {ENVVAR_KEY: True, VOLUME_MOUNTS_KEY: False}
+
 #: The comment that carries what the module changed, at the top of the file.
 RECORD_MARK = "gpufleet.nvidia.toolkit_config state:"
 
@@ -42,26 +46,6 @@ RECORD_MARK = "gpufleet.nvidia.toolkit_config state:"
 # --------------------------------------------------------------------------------------------
 # Reading
 # --------------------------------------------------------------------------------------------
-
-
-def isolation_of(data) -> dict:
-    """The two settings as the toolkit reads them from the file's plain ``data`` (its defaults
-    for a missing key) and whether together they isolate unprivileged containers."""
-    data = data if isinstance(data, dict) else {}
-    envvar = data.get(ENVVAR_KEY, TOOLKIT_DEFAULTS[ENVVAR_KEY])
-    volumes = data.get(VOLUME_MOUNTS_KEY, TOOLKIT_DEFAULTS[VOLUME_MOUNTS_KEY])
-    return {
-        "envvar_when_unprivileged": envvar,
-        "as_volume_mounts": volumes,
-        "isolated": envvar is False and volumes is True,
-    }
-
-
-def runtime_mode(data) -> str:
-    """``nvidia-container-runtime.mode`` of the file's plain ``data``; ``auto`` when unset."""
-    table = data.get("nvidia-container-runtime") if isinstance(data, dict) else None
-    mode = table.get("mode") if isinstance(table, dict) else None
-    return mode if isinstance(mode, str) and mode else "auto"
 
 
 def read_record(text) -> dict:

@@ -31,7 +31,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, kernels
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, toolkit_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import managed, toolkit_settings
 
 OK = "ok"
 DRIFT = "drift"
@@ -171,7 +171,7 @@ def _records(text):
     """The state records written into ``text`` by the runtime editors (one per handler)."""
     found = []
     for line in (text or "").splitlines():
-        record = edit.decode_record_line(line)
+        record = managed.decode_record_line(line)
         if record is not None:
             found.append(record)
     return found
@@ -180,13 +180,13 @@ def _records(text):
 def _settings(text, template):
     """The plain data of a TOML file (a Go template masked first), or None where it does not parse."""
     try:
-        return toml_subset.loads(edit.GoTemplateMask(text).masked if template else text)
+        return toml_subset.loads(managed.GoTemplateMask(text).masked if template else text)
     except (ValueError, RecursionError):
         return None
 
 
 def _toml_path(path):
-    return ".".join(edit.toml_key(str(k)) for k in path)
+    return ".".join(managed.toml_key(str(k)) for k in path)
 
 
 def _show(value):
@@ -199,7 +199,7 @@ def file_drift(path, text, template=False, edited=None):
     record is of what the module changed in the main file that imports it (its ``imports``)."""
     records = _records(text)
     if not records:
-        if text.startswith(edit.OWNER_MARK):
+        if text.startswith(managed.OWNER_MARK):
             return ["%s: managed by the collection but its state record is gone" % path], []
         return [], []
     if edited is not None:
@@ -212,8 +212,8 @@ def file_drift(path, text, template=False, edited=None):
         for entry in record.get("keys") or []:
             if "set" not in entry or not isinstance(entry.get("path"), list):
                 continue
-            now = edit.get_path(data, entry["path"])
-            if not edit.same(now, entry["set"]):
+            now = managed.get_path(data, entry["path"])
+            if not managed.same(now, entry["set"]):
                 key = _toml_path(entry["path"])
                 changes.append("%s: %s is %s, written %s" % (path, key, _show(now), _show(entry["set"])))
                 diff += ["-%s = %s" % (key, _show(entry["set"])), "+%s = %s" % (key, _show(now))]
@@ -262,7 +262,7 @@ ISOLATION_FIX = (
     "run the container_toolkit role with container_toolkit_isolate_unprivileged: true (gpufleet.nvidia.toolkit_config "
     "isolate_unprivileged=true), or set %s = false and %s = true at the top of %s; the device plugin must then hand GPUs "
     "over by volume mounts (device_plugin_device_list_strategy) or CDI" % (
-        toolkit_config.ENVVAR_KEY, toolkit_config.VOLUME_MOUNTS_KEY, toolkit_config.CONFIG_PATH))
+        toolkit_settings.ENVVAR_KEY, toolkit_settings.VOLUME_MOUNTS_KEY, toolkit_settings.CONFIG_PATH))
 
 
 def declared_isolation(declared, runtime):
@@ -276,18 +276,18 @@ def declared_isolation(declared, runtime):
 def _isolation_words(data):
     """What the file says of the two keys, each as the toolkit reads it (its default where unset)."""
     words = []
-    for key, unused in toolkit_config.ISOLATED:
+    for key, unused in toolkit_settings.ISOLATED:
         if key in data:
             words.append("%s = %s" % (key, _show(data[key])))
         else:
-            words.append("%s unset (the toolkit's default, %s)" % (key, _show(toolkit_config.TOOLKIT_DEFAULTS[key])))
+            words.append("%s unset (the toolkit's default, %s)" % (key, _show(toolkit_settings.TOOLKIT_DEFAULTS[key])))
     return ", ".join(words)
 
 
 def isolation_verdict(data, isolate, why):
     """``(status, msg)`` of the isolation check for the config's plain ``data`` (None: no file)."""
-    found = toolkit_config.isolation_of(data)
-    where = toolkit_config.CONFIG_PATH if data is not None else "%s (absent: the toolkit's defaults)" % toolkit_config.CONFIG_PATH
+    found = toolkit_settings.isolation_of(data)
+    where = toolkit_settings.CONFIG_PATH if data is not None else "%s (absent: the toolkit's defaults)" % toolkit_settings.CONFIG_PATH
     said = "%s: %s" % (where, _isolation_words(data or {}))
     if found["isolated"]:
         return OK, "unprivileged containers are isolated (%s; %s)" % (why, said)
@@ -303,7 +303,7 @@ def isolation_verdict(data, isolate, why):
 def check_isolation(checks, host, facts, declared, runtime):
     """``isolation``: the toolkit's config isolates unprivileged containers where that is declared."""
     isolate, why = declared_isolation(declared, runtime)
-    path = toolkit_config.CONFIG_PATH
+    path = toolkit_settings.CONFIG_PATH
     try:
         text = host.read(path)
     except GpuFleetError as exc:
