@@ -141,8 +141,8 @@ EXAMPLES = r"""
 
 - name: Stop when nvidia-smi cannot talk to the driver
   ansible.builtin.fail:
-    msg: "{{ gpu.gpufleet_nvidia.probes.nvidia_smi.detail }}"
-  when: gpu.gpufleet_nvidia.probes.nvidia_smi.state == 'error'
+    msg: "{{ gpu.ansible_facts.gpufleet_nvidia.probes.nvidia_smi.detail }}"
+  when: gpu.ansible_facts.gpufleet_nvidia.probes.nvidia_smi.state == 'error'
 
 - name: Gather the facts and validate the node in the same pass
   gpufleet.nvidia.gpu_facts:
@@ -165,235 +165,241 @@ validate_params:
   returned: when O(validate) is set
   type: dict
   sample: {driver_version: "580", container_runtime: containerd, host_root: /, command_timeout: 60}
-gpufleet_nvidia:
-  description:
-    - The facts, also set as the C(gpufleet_nvidia) host fact.
+ansible_facts:
+  description: The facts this module sets on the host.
   returned: always
   type: dict
   contains:
-    schema:
-      description: Version of this dict's layout.
-      type: int
-      returned: always
-      sample: 1
-    host_root:
-      description: The O(host_root) the facts were read under.
-      type: str
-      returned: always
-      sample: /
-    gpus:
-      description: NVIDIA display and 3D controllers (PCI class 0x0300 and 0x0302).
-      type: list
-      elements: dict
-      returned: always
-      sample:
-        - bus_id: "0000:00:06.0"
-          vendor_id: "0x10de"
-          device_id: "0x2335"
-          subsystem_vendor_id: "0x10de"
-          subsystem_device_id: "0x18bf"
-          class: "0x030200"
-          name: GH100 [H200 SXM 141GB]
-          name_source: table
-          architecture: Hopper
-          kernel_driver: nvidia
-          numa_node: null
-    gpu_count:
-      description: Number of GPUs.
-      type: int
-      returned: always
-      sample: 1
-    nvswitches:
-      description: NVIDIA NVSwitch bridges (PCI class 0x0680).
-      type: dict
-      returned: always
-      sample: {"count": 0, "bus_ids": []}
-    topology:
+    gpufleet_nvidia:
       description:
-        - The GPU-to-GPU topology as C(nvidia-smi topo -m) gives it, read only on hosts with two
-          GPUs or more (C(state=skipped) otherwise). C(links) maps each GPU to its peers with
-          nvidia-smi's link codes (C(NV<n>) for n bonded NVLinks, C(PIX), C(PXB), C(PHB), C(NODE),
-          C(SYS)); C(nvlink_pairs) counts the GPU pairs joined by NVLink.
-      type: dict
+        - The facts, set as the C(gpufleet_nvidia) host fact (and returned there only, not a second time
+          beside it).
       returned: always
-      sample:
-        state: ok
-        detail: 2 GPUs, 1 NVLink pairs
-        gpus: [GPU0, GPU1]
-        links: {GPU0: {GPU1: NV18}, GPU1: {GPU0: NV18}}
-        cpu_affinity: {GPU0: "0-47", GPU1: "0-47"}
-        numa_affinity: {GPU0: "0", GPU1: "0"}
-        nvlink_pairs: 1
-    fabric_manager:
-      description:
-        - NVIDIA's fabric manager, which hosts whose GPUs are joined by NVSwitches need at exactly
-          the driver's version (C(required) is true when NVSwitches are present). C(version) comes
-          from its package (C(version_source=package)) or from C(nv-fabricmanager --version);
-          C(service) is what C(systemctl is-active nvidia-fabricmanager) answers (null when not
-          asked, for instance through O(host_root)).
       type: dict
-      returned: always
-      sample:
-        required: true
-        installed: true
-        path: /usr/bin/nv-fabricmanager
-        version: 570.172.08
-        version_source: binary
-        package: null
-        service: active
-    driver:
-      description:
-        - The driver. C(loaded), C(version) and C(flavor) (C(open) or C(proprietary)) describe the
-          loaded kernel module; C(installed) the module on disk (C(modinfo)); C(nvidia_smi) the one
-          C(nvidia-smi -q -x) call, with per GPU its index, name, UUID, bus id, memory, C(mig_capable),
-          the current and pending MIG mode and the persistence mode; C(source) is C(package), C(preinstalled) or C(absent);
-          C(package) the owning package; C(packages) the installed NVIDIA packages (dpkg hosts).
-      type: dict
-      returned: always
-      sample:
-        loaded: true
-        modules: [nvidia, nvidia_uvm]
-        version: 580.159.04
-        flavor: open
-        nouveau_loaded: false
-        installed: {state: missing, version: null, flavor: null, filename: null, signer: null}
-        nvidia_smi:
-          state: ok
-          path: /usr/local/nvidia/bin/nvidia-smi
-          driver_version: 580.159.04
-          cuda_version: "13.0"
-          detail: 1 GPU
-          gpus:
-            - index: 0
-              name: NVIDIA H200
-              uuid: GPU-d35d5d0d-d305-4f92-c0d5-c310f071b577
-              bus_id: "0000:00:06.0"
+      contains:
+        schema:
+          description: Version of this dict's layout.
+          type: int
+          returned: always
+          sample: 1
+        host_root:
+          description: The O(host_root) the facts were read under.
+          type: str
+          returned: always
+          sample: /
+        gpus:
+          description: NVIDIA display and 3D controllers (PCI class 0x0300 and 0x0302).
+          type: list
+          elements: dict
+          returned: always
+          sample:
+            - bus_id: "0000:00:06.0"
+              vendor_id: "0x10de"
+              device_id: "0x2335"
+              subsystem_vendor_id: "0x10de"
+              subsystem_device_id: "0x18bf"
+              class: "0x030200"
+              name: GH100 [H200 SXM 141GB]
+              name_source: table
               architecture: Hopper
-              memory_total_mib: 143771
-              mig_capable: true
-              mig_mode_current: disabled
-              mig_mode_pending: disabled
-              persistence_mode: enabled
-        libcuda: /usr/local/nvidia/lib64/libcuda.so.1
-        source: preinstalled
-        package: null
-        packages: null
-    container:
-      description:
-        - The NVIDIA Container Toolkit (C(toolkit)) and the container runtimes (C(containerd),
-          C(docker), C(crio), C(k3s), C(rke2)), each with C(installed), its binary, version and
-          configuration paths. For containerd also the config's top-level C(version), the CRI
-          plugin's table name, C(disabled_plugins), C(cri_disabled), C(imports) and the runtimes of
-          the main file (null without a TOML library, Python's tomllib or tomli).
-      type: dict
-      returned: always
-      sample:
-        toolkit: {installed: false, version: null, version_source: null, nvidia_ctk: null,
-                  nvidia_container_cli: null, nvidia_container_runtime: null,
-                  config_path: /etc/nvidia-container-runtime/config.toml, config_exists: false,
-                  packages: {}}
-        containerd: {installed: true, path: /usr/bin/containerd, version: 1.6.20~ds1,
-                     config_path: /etc/containerd/config.toml, config_exists: true, config_version: 2,
-                     cri_plugin: io.containerd.grpc.v1.cri, disabled_plugins: [], cri_disabled: false,
-                     imports: [], runtimes: []}
-        docker: {installed: false, path: null, version: null, config_path: /etc/docker/daemon.json,
-                 config_exists: false, runtimes: null, default_runtime: null}
-        crio: {installed: false, path: null, version: null, config_path: /etc/crio/crio.conf,
-               config_exists: false, dropin_dir: /etc/crio/crio.conf.d, dropin_dir_exists: false}
-        k3s: {installed: false, path: null,
-              config_path: /var/lib/rancher/k3s/agent/etc/containerd/config.toml, config_exists: false,
-              template_path: /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl,
-              template_exists: false}
-        rke2: {installed: false, path: null,
-               config_path: /var/lib/rancher/rke2/agent/etc/containerd/config.toml, config_exists: false,
-               template_path: /var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl,
-               template_exists: false}
-    os:
-      description: From os-release; C(family) is C(debian), C(redhat) or C(other).
-      type: dict
-      returned: always
-      sample: {id: ubuntu, id_like: debian, version_id: "24.04", version_major: "24", codename: noble,
-               pretty_name: Ubuntu 24.04.3 LTS, family: debian}
-    kernel:
-      description: The running kernel and whether its headers (C(/lib/modules/RELEASE/build)) are installed.
-      type: dict
-      returned: always
-      sample: {release: 6.8.0-48-generic, headers_installed: true,
-               headers_path: /lib/modules/6.8.0-48-generic/build}
-    secure_boot:
-      description:
-        - C(state) is C(enabled), C(disabled), C(not_efi) or C(unknown) (from the SecureBoot EFI
-          variable); C(dkms_mok_key) whether C(/var/lib/dkms/mok.pub) exists; C(mok_keys) the MOK
-          key files found.
-      type: dict
-      returned: always
-      sample: {state: not_efi, dkms_mok_key: false, mok_keys: []}
-    kernels:
-      description:
-        - The installed kernels (C(/boot/vmlinuz-*), C(/lib/modules/*)), the running one, and the one
-          the next boot starts (C(next_boot.source) C(grubby) for C(grubby --default-kernel), C(grub)
-          for grubenv's C(saved_entry) or grub.cfg's first entry, C(newest), or C(unknown) where no
-          kernel is installed on the node, as with a direct kernel boot).
-        - C(modules) has, per kernel, the nvidia module files found (DKMS's C(updates/dkms), EL's
-          C(extra/), Ubuntu's precompiled C(kernel/nvidia-*), a pre-installed driver's
-          C(/usr/local/nvidia/modules)) with the C(version) and C(vermagic) of their C(.modinfo)
-          section (C(.ko), C(.ko.xz), C(.ko.zst) where Python can decompress it, else through
-          C(modinfo)), DKMS's builds and the precompiled package, and a C(state) - C(ok) (a module
-          of C(driver_version), the user-space libraries' version, built for that kernel),
-          C(other_version), C(wrong_kernel), C(unreadable), C(built_not_installed) or C(missing).
-        - C(unbooted_without_module) lists the installed kernels other than the running one whose
-          C(state) is not C(ok).
-      type: dict
-      returned: always
-      sample: {running: 6.8.0-45-generic, installed: [{release: 6.8.0-45-generic, vmlinuz: /boot/vmlinuz-6.8.0-45-generic,
-               modules_dir: /lib/modules/6.8.0-45-generic}, {release: 6.8.0-51-generic, vmlinuz: /boot/vmlinuz-6.8.0-51-generic,
-               modules_dir: /lib/modules/6.8.0-51-generic}],
-               next_boot: {release: 6.8.0-51-generic, source: grub, module: missing,
-                           detail: "/boot/grub/grubenv saved_entry=gnulinux-advanced-0b1c>gnulinux-6.8.0-51-generic-advanced-0b1c"},
-               driver_version: 580.159.04,
-               modules: [{release: 6.8.0-51-generic, state: missing, files: [], dkms: [], precompiled_package: null,
-                          detail: "no nvidia module for 6.8.0-51-generic (no DKMS build, no precompiled package, no module file)"}],
-               dkms: [{version: 580.159.04, kernel: 6.8.0-45-generic, arch: x86_64,
-                       module: /var/lib/dkms/nvidia/580.159.04/6.8.0-45-generic/x86_64/module/nvidia.ko.xz}],
-               precompiled_packages: {}, unbooted_without_module: [6.8.0-51-generic]}
-    driver_libraries:
-      description:
-        - The loaded module's version against the user-space libraries on disk
-          (C(libnvidia-ml.so.VERSION) files) and the driver's packages. C(state) is C(ok),
-          C(drift) (the "driver/library version mismatch" - NVML and CUDA calls fail until the
-          module is reloaded), C(not_loaded) or C(unknown) (no library found).
-        - On drift, C(holders) lists the processes with a C(/dev/nvidia*) file open (from
-          C(/proc/PID/fd)) and C(fix) is C(reload) where none does and every process could be read,
-          else C(reboot).
-      type: dict
-      returned: always
-      sample: {state: drift, loaded: 580.159.04, libraries: {580.173.02: [/usr/local/nvidia/lib64/libnvidia-ml.so.580.173.02]},
-               packages: {}, holders: [{pid: 4242, command: python3}], fix: reboot,
-               detail: "the loaded nvidia module is 580.159.04, the libraries or packages on disk are 580.173.02"}
-    nvml_reload:
-      description:
-        - Whether running containers lose NVML ("Failed to initialize NVML - Unknown Error") after
-          C(systemctl daemon-reload). C(state) is C(exposed) (systemd is the init, a runtime uses the
-          systemd cgroup driver - containerd's C(SystemdCgroup = true), CRI-O's C(cgroup_manager),
-          Docker's C(native.cgroupdriver) or its default on cgroup v2 - devices reach containers through
-          the NVIDIA runtime's legacy hook (its C(legacy) mode, C(auto) before toolkit 1.18 (from 1.18
-          C(auto) is JIT-CDI), or Docker's C(--gpus)), and a nvidia device node has no
-          C(/dev/char/MAJOR:MINOR) link), C(protected),
-          C(not_exposed) or C(unknown); C(reason) says why and C(fix) what to change.
-      type: dict
-      returned: always
-      sample: {state: not_exposed, systemd: false, cgroup_drivers: {containerd: null, crio: null, docker: null},
-               toolkit_mode: auto, dev_char_links: [], dev_char_missing: [], fix: null,
-               reason: "systemd is not the init (no /run/systemd/system): nothing runs daemon-reload"}
-    probes:
-      description: Every probe, by name, with C(state) (C(ok), C(missing) or C(error)) and C(detail).
-      type: dict
-      returned: always
-      sample:
-        nvidia_smi: {state: error, detail: "nvidia-smi -q -x exited 9: NVIDIA-SMI has failed because it
-          couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is
-          installed and running."}
-        modinfo: {state: missing, detail: modinfo not found (kmod not installed)}
+              kernel_driver: nvidia
+              numa_node: null
+        gpu_count:
+          description: Number of GPUs.
+          type: int
+          returned: always
+          sample: 1
+        nvswitches:
+          description: NVIDIA NVSwitch bridges (PCI class 0x0680).
+          type: dict
+          returned: always
+          sample: {"count": 0, "bus_ids": []}
+        topology:
+          description:
+            - The GPU-to-GPU topology as C(nvidia-smi topo -m) gives it, read only on hosts with two
+              GPUs or more (C(state=skipped) otherwise). C(links) maps each GPU to its peers with
+              nvidia-smi's link codes (C(NV<n>) for n bonded NVLinks, C(PIX), C(PXB), C(PHB), C(NODE),
+              C(SYS)); C(nvlink_pairs) counts the GPU pairs joined by NVLink.
+          type: dict
+          returned: always
+          sample:
+            state: ok
+            detail: 2 GPUs, 1 NVLink pairs
+            gpus: [GPU0, GPU1]
+            links: {GPU0: {GPU1: NV18}, GPU1: {GPU0: NV18}}
+            cpu_affinity: {GPU0: "0-47", GPU1: "0-47"}
+            numa_affinity: {GPU0: "0", GPU1: "0"}
+            nvlink_pairs: 1
+        fabric_manager:
+          description:
+            - NVIDIA's fabric manager, which hosts whose GPUs are joined by NVSwitches need at exactly
+              the driver's version (C(required) is true when NVSwitches are present). C(version) comes
+              from its package (C(version_source=package)) or from C(nv-fabricmanager --version);
+              C(service) is what C(systemctl is-active nvidia-fabricmanager) answers (null when not
+              asked, for instance through O(host_root)).
+          type: dict
+          returned: always
+          sample:
+            required: true
+            installed: true
+            path: /usr/bin/nv-fabricmanager
+            version: 570.172.08
+            version_source: binary
+            package: null
+            service: active
+        driver:
+          description:
+            - The driver. C(loaded), C(version) and C(flavor) (C(open) or C(proprietary)) describe the
+              loaded kernel module; C(installed) the module on disk (C(modinfo)); C(nvidia_smi) the one
+              C(nvidia-smi -q -x) call, with per GPU its index, name, UUID, bus id, memory, C(mig_capable),
+              the current and pending MIG mode and the persistence mode; C(source) is C(package), C(preinstalled) or C(absent);
+              C(package) the owning package; C(packages) the installed NVIDIA packages (dpkg hosts).
+          type: dict
+          returned: always
+          sample:
+            loaded: true
+            modules: [nvidia, nvidia_uvm]
+            version: 580.159.04
+            flavor: open
+            nouveau_loaded: false
+            installed: {state: missing, version: null, flavor: null, filename: null, signer: null}
+            nvidia_smi:
+              state: ok
+              path: /usr/local/nvidia/bin/nvidia-smi
+              driver_version: 580.159.04
+              cuda_version: "13.0"
+              detail: 1 GPU
+              gpus:
+                - index: 0
+                  name: NVIDIA H200
+                  uuid: GPU-d35d5d0d-d305-4f92-c0d5-c310f071b577
+                  bus_id: "0000:00:06.0"
+                  architecture: Hopper
+                  memory_total_mib: 143771
+                  mig_capable: true
+                  mig_mode_current: disabled
+                  mig_mode_pending: disabled
+                  persistence_mode: enabled
+            libcuda: /usr/local/nvidia/lib64/libcuda.so.1
+            source: preinstalled
+            package: null
+            packages: null
+        container:
+          description:
+            - The NVIDIA Container Toolkit (C(toolkit)) and the container runtimes (C(containerd),
+              C(docker), C(crio), C(k3s), C(rke2)), each with C(installed), its binary, version and
+              configuration paths. For containerd also the config's top-level C(version), the CRI
+              plugin's table name, C(disabled_plugins), C(cri_disabled), C(imports) and the runtimes of
+              the main file (null without a TOML library, Python's tomllib or tomli).
+          type: dict
+          returned: always
+          sample:
+            toolkit: {installed: false, version: null, version_source: null, nvidia_ctk: null,
+                      nvidia_container_cli: null, nvidia_container_runtime: null,
+                      config_path: /etc/nvidia-container-runtime/config.toml, config_exists: false,
+                      packages: {}}
+            containerd: {installed: true, path: /usr/bin/containerd, version: 1.6.20~ds1,
+                         config_path: /etc/containerd/config.toml, config_exists: true, config_version: 2,
+                         cri_plugin: io.containerd.grpc.v1.cri, disabled_plugins: [], cri_disabled: false,
+                         imports: [], runtimes: []}
+            docker: {installed: false, path: null, version: null, config_path: /etc/docker/daemon.json,
+                     config_exists: false, runtimes: null, default_runtime: null}
+            crio: {installed: false, path: null, version: null, config_path: /etc/crio/crio.conf,
+                   config_exists: false, dropin_dir: /etc/crio/crio.conf.d, dropin_dir_exists: false}
+            k3s: {installed: false, path: null,
+                  config_path: /var/lib/rancher/k3s/agent/etc/containerd/config.toml, config_exists: false,
+                  template_path: /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl,
+                  template_exists: false}
+            rke2: {installed: false, path: null,
+                   config_path: /var/lib/rancher/rke2/agent/etc/containerd/config.toml, config_exists: false,
+                   template_path: /var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl,
+                   template_exists: false}
+        os:
+          description: From os-release; C(family) is C(debian), C(redhat) or C(other).
+          type: dict
+          returned: always
+          sample: {id: ubuntu, id_like: debian, version_id: "24.04", version_major: "24", codename: noble,
+                   pretty_name: Ubuntu 24.04.3 LTS, family: debian}
+        kernel:
+          description: The running kernel and whether its headers (C(/lib/modules/RELEASE/build)) are installed.
+          type: dict
+          returned: always
+          sample: {release: 6.8.0-48-generic, headers_installed: true,
+                   headers_path: /lib/modules/6.8.0-48-generic/build}
+        secure_boot:
+          description:
+            - C(state) is C(enabled), C(disabled), C(not_efi) or C(unknown) (from the SecureBoot EFI
+              variable); C(dkms_mok_key) whether C(/var/lib/dkms/mok.pub) exists; C(mok_keys) the MOK
+              key files found.
+          type: dict
+          returned: always
+          sample: {state: not_efi, dkms_mok_key: false, mok_keys: []}
+        kernels:
+          description:
+            - The installed kernels (C(/boot/vmlinuz-*), C(/lib/modules/*)), the running one, and the one
+              the next boot starts (C(next_boot.source) C(grubby) for C(grubby --default-kernel), C(grub)
+              for grubenv's C(saved_entry) or grub.cfg's first entry, C(newest), or C(unknown) where no
+              kernel is installed on the node, as with a direct kernel boot).
+            - C(modules) has, per kernel, the nvidia module files found (DKMS's C(updates/dkms), EL's
+              C(extra/), Ubuntu's precompiled C(kernel/nvidia-*), a pre-installed driver's
+              C(/usr/local/nvidia/modules)) with the C(version) and C(vermagic) of their C(.modinfo)
+              section (C(.ko), C(.ko.xz), C(.ko.zst) where Python can decompress it, else through
+              C(modinfo)), DKMS's builds and the precompiled package, and a C(state) - C(ok) (a module
+              of C(driver_version), the user-space libraries' version, built for that kernel),
+              C(other_version), C(wrong_kernel), C(unreadable), C(built_not_installed) or C(missing).
+            - C(unbooted_without_module) lists the installed kernels other than the running one whose
+              C(state) is not C(ok).
+          type: dict
+          returned: always
+          sample: {running: 6.8.0-45-generic, installed: [{release: 6.8.0-45-generic, vmlinuz: /boot/vmlinuz-6.8.0-45-generic,
+                   modules_dir: /lib/modules/6.8.0-45-generic}, {release: 6.8.0-51-generic, vmlinuz: /boot/vmlinuz-6.8.0-51-generic,
+                   modules_dir: /lib/modules/6.8.0-51-generic}],
+                   next_boot: {release: 6.8.0-51-generic, source: grub, module: missing,
+                               detail: "/boot/grub/grubenv saved_entry=gnulinux-advanced-0b1c>gnulinux-6.8.0-51-generic-advanced-0b1c"},
+                   driver_version: 580.159.04,
+                   modules: [{release: 6.8.0-51-generic, state: missing, files: [], dkms: [], precompiled_package: null,
+                              detail: "no nvidia module for 6.8.0-51-generic (no DKMS build, no precompiled package, no module file)"}],
+                   dkms: [{version: 580.159.04, kernel: 6.8.0-45-generic, arch: x86_64,
+                           module: /var/lib/dkms/nvidia/580.159.04/6.8.0-45-generic/x86_64/module/nvidia.ko.xz}],
+                   precompiled_packages: {}, unbooted_without_module: [6.8.0-51-generic]}
+        driver_libraries:
+          description:
+            - The loaded module's version against the user-space libraries on disk
+              (C(libnvidia-ml.so.VERSION) files) and the driver's packages. C(state) is C(ok),
+              C(drift) (the "driver/library version mismatch" - NVML and CUDA calls fail until the
+              module is reloaded), C(not_loaded) or C(unknown) (no library found).
+            - On drift, C(holders) lists the processes with a C(/dev/nvidia*) file open (from
+              C(/proc/PID/fd)) and C(fix) is C(reload) where none does and every process could be read,
+              else C(reboot).
+          type: dict
+          returned: always
+          sample: {state: drift, loaded: 580.159.04, libraries: {580.173.02: [/usr/local/nvidia/lib64/libnvidia-ml.so.580.173.02]},
+                   packages: {}, holders: [{pid: 4242, command: python3}], fix: reboot,
+                   detail: "the loaded nvidia module is 580.159.04, the libraries or packages on disk are 580.173.02"}
+        nvml_reload:
+          description:
+            - Whether running containers lose NVML ("Failed to initialize NVML - Unknown Error") after
+              C(systemctl daemon-reload). C(state) is C(exposed) (systemd is the init, a runtime uses the
+              systemd cgroup driver - containerd's C(SystemdCgroup = true), CRI-O's C(cgroup_manager),
+              Docker's C(native.cgroupdriver) or its default on cgroup v2 - devices reach containers through
+              the NVIDIA runtime's legacy hook (its C(legacy) mode, C(auto) before toolkit 1.18 (from 1.18
+              C(auto) is JIT-CDI), or Docker's C(--gpus)), and a nvidia device node has no
+              C(/dev/char/MAJOR:MINOR) link), C(protected),
+              C(not_exposed) or C(unknown); C(reason) says why and C(fix) what to change.
+          type: dict
+          returned: always
+          sample: {state: not_exposed, systemd: false, cgroup_drivers: {containerd: null, crio: null, docker: null},
+                   toolkit_mode: auto, dev_char_links: [], dev_char_missing: [], fix: null,
+                   reason: "systemd is not the init (no /run/systemd/system): nothing runs daemon-reload"}
+        probes:
+          description: Every probe, by name, with C(state) (C(ok), C(missing) or C(error)) and C(detail).
+          type: dict
+          returned: always
+          sample:
+            nvidia_smi: {state: error, detail: "nvidia-smi -q -x exited 9: NVIDIA-SMI has failed because it
+              couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is
+              installed and running."}
+            modinfo: {state: missing, detail: modinfo not found (kmod not installed)}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -427,7 +433,7 @@ def main():
             result.update(validation=validation, validate_params=host_validate.read_params(validate))
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
-    module.exit_json(ansible_facts={"gpufleet_nvidia": facts}, gpufleet_nvidia=facts, **result)
+    module.exit_json(ansible_facts={"gpufleet_nvidia": facts}, **result)
 
 
 if __name__ == "__main__":

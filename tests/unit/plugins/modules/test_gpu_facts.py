@@ -34,8 +34,8 @@ def test_h200_capture(replay, check_mode):
     seen = replay("ubuntu2404-h200-preinstalled")
     result = run_module(gpu_facts, {}, check_mode=check_mode)
     assert result["changed"] is False
-    facts = result["gpufleet_nvidia"]
-    assert result["ansible_facts"] == {"gpufleet_nvidia": facts}
+    facts = result["ansible_facts"]["gpufleet_nvidia"]
+    assert sorted(result) == ["ansible_facts", "changed"]  # the facts once, as the host fact
     assert seen["args"] == ("/", 60)
     assert facts["gpu_count"] == 1
     assert facts["gpus"][0]["name"] == "GH100 [H200 SXM 141GB]"
@@ -50,7 +50,7 @@ def test_nvidia_smi_failure_does_not_fail_the_module(replay):
     replay("ubuntu2404-h200-smi-failing")
     result = run_module(gpu_facts, {"host_root": "/", "command_timeout": 10})
     assert "failed" not in result
-    assert result["gpufleet_nvidia"]["probes"]["nvidia_smi"]["state"] == "error"
+    assert result["ansible_facts"]["gpufleet_nvidia"]["probes"]["nvidia_smi"]["state"] == "error"
 
 
 def test_host_root_and_timeout_are_passed_on(replay):
@@ -79,7 +79,7 @@ def test_no_host_file_fails_the_module_or_hangs_it(tmp_path):
     os.symlink("/dev/zero", str(root / "proc" / "driver" / "nvidia" / "version"))
     result = run_module(gpu_facts, {"host_root": str(root), "command_timeout": 5})
     assert "failed" not in result and result["changed"] is False
-    facts = result["gpufleet_nvidia"]
+    facts = result["ansible_facts"]["gpufleet_nvidia"]
     states = dict((name, probe["state"]) for name, probe in facts["probes"].items())
     assert (states["os_release"], states["pci_ids"], states["dpkg_status"], states["docker_config"]) == ("error",) * 4
     assert facts["probes"]["os_release"]["detail"] == "/etc/os-release: [Errno 22] not a regular file but a FIFO"
@@ -91,7 +91,7 @@ def test_this_machine():
     """No mock at all: gathering on whatever runs the tests ends in facts."""
     result = run_module(gpu_facts, {})
     assert result["changed"] is False
-    assert "probes" in result["gpufleet_nvidia"]
+    assert "probes" in result["ansible_facts"]["gpufleet_nvidia"]
 
 
 # --- validate: the validation in the same pass ---------------------------------------------------
@@ -108,7 +108,8 @@ def test_validate_in_the_same_pass_is_host_validates_verdict(replay, check_mode)
     assert seen["args"] == ("/", 7)
     # one pass: the facts and the validation from the same reads, nvidia-smi asked once
     assert [c[0].rsplit("/", 1)[-1] for c in seen["host"].calls] == ["nvidia-smi"]
-    assert result["ansible_facts"] == {"gpufleet_nvidia": result["gpufleet_nvidia"]}
+    assert sorted(result) == ["ansible_facts", "changed", "validate_params", "validation"]
+    assert sorted(result["ansible_facts"]) == ["gpufleet_nvidia"]
     assert result["validate_params"] == dict(
         VALIDATE, gpu_count=None, toolkit_version="", runtime_handler="nvidia", cdi="auto",
         cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"], cuda_test=True, nvml_reload_test=False, nvml_reload_test_image="", prepared_without_gpu=False,
@@ -119,7 +120,7 @@ def test_validate_in_the_same_pass_is_host_validates_verdict(replay, check_mode)
     assert result["validation"] == alone["validation"]
     assert result["validation"]["status"] == "ok"
     assert result["validate_params"] == alone["validate_params"]
-    assert result["gpufleet_nvidia"] == alone["gpufleet_nvidia"]
+    assert result["ansible_facts"]["gpufleet_nvidia"] == alone["gpufleet_nvidia"]
 
 
 def test_without_validate_nothing_is_validated(replay):
