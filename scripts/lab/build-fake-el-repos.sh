@@ -47,6 +47,7 @@
 #       (BaseOS), python3-tomlkit. Empty: the image holds the real code of each from Debian
 #       (dnf-plugins-core's versionlock, python3-tomlkit), so only the rpm database entry is a
 #       stand-in.
+#   OUTDIR.tgz   all of the above in one archive, which the lab copies into its EL nodes.
 #   build-fake-el-repos.sh OUTDIR
 set -euo pipefail
 out=$1
@@ -210,4 +211,9 @@ for repo in "${repos[@]}"; do
   gpg --batch --quiet --yes --armor --detach-sign -o "$repo/repodata/repomd.xml.asc" "$repo/repodata/repomd.xml"
 done
 gpgconf --kill all 2>/dev/null || true
+# Everything above in one archive next to it, OUTDIR.tgz: the lab copies it into a node in one
+# transfer (scripts/lab/prepare.yml), not a round trip per file.
+out_abs=$(cd "$out" && pwd)
+tar -C "$out_abs" -czf "$work/lab.tgz" .
+mv "$work/lab.tgz" "$out_abs.tgz"
 printf '%s\n' "$out"

@@ -10,7 +10,8 @@
 # handler really runs containers, and /etc/nvidia-container-runtime/config.toml as a conffile
 # (NVIDIA's postinst writes it) in the toolkit's default layout, for the role's isolation edit.
 #   build-fake-nvidia-repo.sh OUTDIR [--ubuntu KERNEL]
-# Layout: OUTDIR/gpgkey (armored public key), OUTDIR/stable/deb/<arch>/{*.deb,Packages*,Release,InRelease,Release.gpg}
+# Layout: OUTDIR/gpgkey (armored public key), OUTDIR/stable/deb/<arch>/{*.deb,Packages*,Release,InRelease,Release.gpg},
+# and OUTDIR.tgz next to it (all of it in one archive, which the lab copies into its nodes)
 #
 # With --ubuntu KERNEL (the node's `uname -r`), it also builds OUTDIR/ubuntu: a STAND-IN of
 # Ubuntu 24.04's archive (dists/noble, noble-updates, noble-security; components main,
@@ -54,6 +55,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 rm -rf "$out"
 mkdir -p "$repo"
+out_abs=$(cd "$out" && pwd)  # for OUTDIR.tgz, at the end (the script cd's below)
 
 deb() {  # deb NAME VERSION DEPENDS [FILE MODE CONTENT]... (a FILE under etc/ is a conffile), into $dest
   local name=$1 version=$2 depends=$3 dir=$work/$1_$2 dest=${dest:-$repo}
@@ -206,4 +208,8 @@ gzip -9nk Packages
 
 sign .
 gpgconf --kill all 2>/dev/null || true
+# Everything above in one archive next to it, OUTDIR.tgz: the lab copies it into a node in one
+# transfer (scripts/lab/prepare.yml), not a round trip per file.
+tar -C "$out_abs" -czf "$work/lab.tgz" .
+mv "$work/lab.tgz" "$out_abs.tgz"
 printf '%s\n' "$repo"
