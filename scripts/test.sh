@@ -30,8 +30,9 @@ for s in $STAGES; do
     # Hypothesis over the config editors, apt/dnf writers and gpu_facts' parsers: a fixed seed and
     # budget (profile ci; HYPOTHESIS_PROFILE=long for make property-long), docs/reliability.md.
     property) stage "property tests (${HYPOTHESIS_PROFILE:-ci})" python -m pytest -q -p no:cacheprovider tests/property ;;
-    # The roles and playbooks run by ansible-playbook on local hosts (fake cluster, captured hosts).
-    playbook) stage "playbook tests" python -m pytest -q tests/playbook ;;
+    # The roles and playbooks run by ansible-playbook on local hosts (fake cluster, captured hosts):
+    # one ansible-playbook per test, each on one CPU, so they run on every CPU (pytest-xdist).
+    playbook) stage "playbook tests" python -m pytest -q -n auto tests/playbook ;;
     docs) stage "documentation" "$ROOT/scripts/build-docs.sh" ;;
     # The older ansible-core lines of the support matrix: sanity and unit tests on each.
     matrix) stage "support matrix" "$ROOT/scripts/run-matrix.sh" ;;
