@@ -76,7 +76,8 @@ stage() {  # stage NAME COMMAND...
     die "stage '$name' failed (exit $rc); the stages after it did not run"
   fi
 }
-print_stage_times() {
+print_stage_times() {  # each stage's time, then the whole run's (the shell's SECONDS)
   log "stage timings"
   printf '  %s\n' "${STAGE_TIMES[@]}" >&2
+  printf '  %-22s %5ss  (%d min %02d s)\n' "total" "$SECONDS" $((SECONDS / 60)) $((SECONDS % 60)) >&2
 }
