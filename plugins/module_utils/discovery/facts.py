@@ -665,9 +665,15 @@ def rpm_owner(host, probes, paths):
     return None
 
 
-def gather_driver(host, probes, dpkg):
+def gather_driver(host, probes, dpkg, family=None):
     """The NVIDIA driver: loaded (kernel module and its version), installed (modinfo), nvidia-smi,
-    libcuda, and where it came from (the package owning nvidia-smi or libcuda, else preinstalled)."""
+    libcuda, and where it came from (the package owning nvidia-smi or libcuda, else preinstalled).
+
+    ``family`` is the OS family (:func:`os_family`), read from os-release when not given: it
+    picks the package manager asked (:func:`_driver_package`).
+    """
+    if family is None:
+        family = gather_os(host, Probes())["family"]
     modules = _loaded_modules(host, probes)
     nvrm_version, nvrm_flavor = _nvrm_version(host, probes)
     sys_version = _sys_module_version(host)
@@ -686,7 +692,7 @@ def gather_driver(host, probes, dpkg):
         "operator_root": _operator_driver_root(host),
     }
     owned = _with_targets(host, [facts["nvidia_smi"]["path"], facts["libcuda"]])
-    facts["package"] = _driver_package(host, probes, dpkg, owned)
+    facts["package"] = _driver_package(host, probes, dpkg, owned, family)
     facts["source"] = _driver_source(facts)
     return facts
 
@@ -759,16 +765,43 @@ def _with_targets(host, paths):
     return found
 
 
-def _driver_package(host, probes, dpkg, owned):
-    """The package that owns one of the driver's files ``owned``, from dpkg's or rpm's database, or None."""
+# The package manager that installs a family's driver (the driver roles use apt on the one, dnf
+# on the other); a host of another family asks each database it has, dpkg first (no process).
+_FAMILY_MANAGERS = {"debian": ("dpkg",), "redhat": ("rpm",)}
+_ANY_MANAGER = ("dpkg", "rpm")
+
+
+def _driver_package(host, probes, dpkg, owned, family):
+    """The package that owns one of the driver's files ``owned``, from dpkg's or rpm's database, or None.
+
+    The OS family's own manager is asked, not whichever database exists: a host can carry the
+    other's too (EPEL ships dpkg to EL hosts, Debian ships rpm; the lab's EL stand-in has Debian's
+    userland and its dpkg database), and that database owns none of the driver's files, which came
+    from the family's repositories (apt on Debian and Ubuntu, dnf on EL) - the manager whose hold or
+    versionlock the roles keep. Asking dpkg first left a dnf-installed driver "preinstalled" on such
+    an EL host; asking the other manager as well would start an rpm process on every Debian host
+    with rpm installed and a driver no package owns, to find at best a package no role can hold.
+    A host of another family asks each database it has, dpkg, then rpm.
+    """
     if not owned:
         probes.missing("driver_package", "no nvidia-smi or libcuda.so.1 to look up")
         return None
-    if host.isdir("/var/lib/dpkg/info"):
-        return _dpkg_driver_package(host, probes, dpkg, owned)
-    if host.isdir("/var/lib/rpm") or host.isdir("/usr/lib/sysimage/rpm"):
-        return rpm_owner(host, probes, owned)
-    probes.missing("driver_package", "no dpkg or rpm database")
+    present = {
+        "dpkg": host.isdir("/var/lib/dpkg/info"),
+        "rpm": host.isdir("/var/lib/rpm") or host.isdir("/usr/lib/sysimage/rpm"),
+    }
+    wanted = _FAMILY_MANAGERS.get(family, _ANY_MANAGER)
+    managers = [manager for manager in wanted if present[manager]]
+    if not managers:
+        probes.missing("driver_package", "no %s database" % " or ".join(wanted))
+        return None
+    for manager in managers:
+        if manager == "dpkg":
+            package = _dpkg_driver_package(host, probes, dpkg, owned)
+        else:
+            package = rpm_owner(host, probes, owned)
+        if package:
+            return package
     return None
 
 
@@ -1185,7 +1218,7 @@ def gather_facts(host):
     secure_boot = gather_secure_boot(host, probes)
     gpus, nvswitches = gather_pci(host, probes)
     dpkg = gather_dpkg(host, probes)
-    driver = gather_driver(host, probes, dpkg)
+    driver = gather_driver(host, probes, dpkg, os_facts["family"])
     gpus = _merge_nvidia_smi(gpus, driver["nvidia_smi"])
     topology = gather_topology(host, probes, driver["nvidia_smi"])
     fabric_manager = gather_fabric_manager(host, probes, dpkg, len(nvswitches))

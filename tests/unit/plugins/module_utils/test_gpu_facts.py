@@ -165,6 +165,7 @@ ALL_PROBES = {
         "ubuntu2204-v100-nouveau",
         "rocky9-h100x8-rpm-rke2",
         "ubuntu2404-h200x2-preinstalled",
+        "el9-standin-dpkg-rpm",
     ],
 )
 def test_every_probe_is_reported(name):
@@ -455,6 +456,31 @@ def test_rpm_host_with_nvswitches_mig_and_rke2():
     rke2 = facts["container"]["rke2"]
     assert (rke2["installed"], rke2["config_exists"], rke2["template_exists"]) == (True, True, False)
     assert facts["container"]["k3s"]["installed"] is False
+
+
+def test_rpm_host_with_a_dpkg_database_asks_rpm():
+    """An EL host that also has a dpkg database (EPEL's dpkg; the lab's EL stand-in, whose userland
+    is Debian's): no dpkg package owns the dnf-installed nvidia-smi, rpm does (the capture's own
+    answer), so the driver comes from a package, not "preinstalled"."""
+    host = CaptureHost("el9-standin-dpkg-rpm")
+    facts = gf.gather_facts(host)
+    assert facts["os"]["family"] == "redhat"
+    assert facts["probes"]["dpkg_status"] == {"state": "ok", "detail": "3 installed packages"}
+    driver = facts["driver"]
+    assert driver["package"] == {"manager": "rpm", "name": "nvidia-driver-cuda", "version": "550.163.01-1.el9"}
+    assert driver["source"] == "package"
+    assert facts["probes"]["driver_package"] == {"state": "ok", "detail": "rpm: nvidia-driver-cuda 550.163.01-1.el9"}
+    assert [c for c in host.calls if c[0] == "/usr/bin/rpm"] == [
+        ["/usr/bin/rpm", "-qf", "--queryformat", "%{NAME}\t%{VERSION}-%{RELEASE}\n", "/usr/bin/nvidia-smi"]
+    ]
+
+
+def test_debian_host_asks_dpkg_only():
+    """A Debian host's driver packages are dpkg's: rpm is not asked, even where dpkg owns nothing."""
+    for name in ("debian12-l40s-x2-package", "debian12-nogpu", "ubuntu2404-h200-preinstalled"):
+        host = CaptureHost(name)
+        gf.gather_facts(host)
+        assert not [c for c in host.calls if posixpath.basename(c[0]) == "rpm"], name
 
 
 # --- probe failures become states --------------------------------------------------------------
