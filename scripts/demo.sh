@@ -36,7 +36,8 @@ What this lab is, and what it lacks (the report says the same at its top):
   - three containers that share this machine's kernel, with containerd: Debian 12, Debian 13,
     and an EL 9 node that is a STAND-IN (scripts/build-el-images.sh, /etc/gpufleet-standin in
     it): a Debian 12 userland, Debian's containerd included (no containerd rpm), that says it
-    is Rocky Linux 9.6, its dpkg database put aside; its dnf 4 with versionlock and rpm are real;
+    is Rocky Linux 9.6 (its Debian dpkg database kept, as EPEL's dpkg leaves one on an EL host);
+    its dnf 4 with versionlock and rpm are real;
   - no NVIDIA GPU: gpufleet_prepare_without_gpu makes the host layers prepare them anyway;
     Debian's driver is really installed and held, but no kernel module loads in a container;
   - no NVIDIA package repository: the toolkit comes from a local stand-in with test-double
