@@ -10,14 +10,15 @@ version_added: 0.1.0
 author: gpufleet.nvidia maintainers
 description:
   - Renders the output of P(gpufleet.nvidia.fleet_report#filter) as plain text - the fleet's
-    status and counts (nodes with GPUs, without GPU, never read; the rows by status), the
+    status and counts (nodes with GPUs, without GPU, never read; the rows by status), the run's
+    notes (the C(notes) of P(gpufleet.nvidia.fleet_report#filter)'s O(gpufleet.nvidia.fleet_report#filter:run)), the
     cluster's state and failures, the driver branches past their end of life or unknown, then one
     block per node (status, GPUs, driver with its flavour and branches, the day-2 guards, what
     drifted and what failed, the toolkit's and the runtimes' versions, the packages' held state,
     what this run changed, the fix of each state that is not ok) and what was not checked.
   - With O(summary_nodes), only the nodes that are not ok, the first O(summary_nodes) of them
     (failed first), and how many more - what the gpufleet.nvidia.report role prints at the end of a
-    run (the whole text is its C(.txt) file).
+    run (the whole text is its C(.txt) file); each note there is cut after its first sentence.
   - Long reasons are wrapped at 100 columns, never cut; a word longer than that (a path) stays whole.
 options:
   _input:

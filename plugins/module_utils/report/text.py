@@ -1,13 +1,14 @@
 # Copyright: (c) 2026, gpufleet.nvidia maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The fleet report as text: :func:`render_text`, the whole report (the ``.txt`` file), and
-:func:`render_summary`, what the report role prints at the end of a run - the counts and the
-nodes that are not ok with their reasons and fixes, capped, so that a run over 1,000 nodes does
+:func:`render_summary`, what the report role prints at the end of a run - the counts, the run's
+notes by their first sentences, and the nodes that are not ok with their reasons and fixes, capped, so that a run over 1,000 nodes does
 not print a megabyte. Nothing from a node reaches a terminal as a control character.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 import unicodedata
 
@@ -34,11 +35,36 @@ def summary_line(report):
                 s["ok"], s["drifted"], s["failed"], s["no_gpu"], s["not_validated"]))
 
 
-def _fleet_text(report, most=20):
-    """The lines about the fleet: title, summary, the cluster, the branches past their end of life."""
+def _first_sentence(text):
+    """The first sentence of ``text``, with `` [...]`` where more followed."""
+    match = re.match(r"(.+?[.!?])\s+\S", text)
+    return match.group(1) + " [...]" if match else text
+
+
+def _notes_on_one_line(report):
+    """``report`` with each of the run's notes on one line (its line breaks and runs of white space made
+    one space), before :func:`_terminal_safe` would write a line break as ``\\n``."""
+    run = report.get("run") or {}
+    if not run.get("notes"):
+        return report
+    return dict(report, run=dict(run, notes=[" ".join(str(note).split()) for note in run["notes"]]))
+
+
+def _notes_text(run, brief=False):
+    """The run's notes (what a lab lacks, for instance: the HTML's "About this fleet"), each under
+    ``note``; ``brief``: only each one's first sentence."""
+    lines = []
+    for note in run.get("notes") or []:
+        lines += _wrapped("note", _first_sentence(note) if brief else note)
+    return lines
+
+
+def _fleet_text(report, most=20, brief=False):
+    """The lines about the fleet: title, summary, the run's notes, the cluster, the branches past their end of life."""
     run = report.get("run") or {}
     lines = ["%s - %s" % (report.get("title") or "GPU fleet report", " | ".join(fleet.meta_lines(report, run)) or "no run details")]
     lines += textwrap.wrap(summary_line(report), width=TEXT_WIDTH, break_long_words=False, break_on_hyphens=False)
+    lines += _notes_text(run, brief)
     lines += _cluster_text(report.get("cluster") or {})
     for item in report.get("lifecycle") or []:
         if item["state"] in ("past", "unknown"):
@@ -124,7 +150,7 @@ def _terminal_safe(value):
 def render_text(report):
     """The report as plain text: the fleet, then one block per node, long reasons wrapped at
     :data:`TEXT_WIDTH` columns (never cut); no control character of the report reaches it (:func:`_terminal_safe`)."""
-    report = _terminal_safe(report)
+    report = _terminal_safe(_notes_on_one_line(report))
     lines = _fleet_text(report)
     for row in report["nodes"]:
         lines += _row_text(row)
@@ -151,8 +177,8 @@ SUMMARY_NODES = 20
 def render_summary(report, limit=SUMMARY_NODES, path=None):
     """What the report role prints: the fleet's lines, then the first ``limit`` nodes that are not ok
     (failed first), each with its first reason and fix, then how many more and where the whole report is."""
-    report = _terminal_safe(report)
-    lines = _fleet_text(report, most=5)
+    report = _terminal_safe(_notes_on_one_line(report))
+    lines = _fleet_text(report, most=5, brief=True)
     bad = [r for r in report["nodes"] if r["status"] in ("failed", "drift", "not_validated")]
     if bad:
         lines.append("")

@@ -772,3 +772,27 @@ def test_the_text_report_passes_no_terminal_control_through(hostile):
     text = T.render_text(R.build_report(["n" + hostile], hv))
     assert not any(ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") for ch in text)
     assert "bad " + hostile.encode("unicode_escape").decode("ascii") in text.replace("\n" + " " * 14, " ")
+
+
+def test_text_and_summary_show_the_notes_of_the_run_at_the_top():
+    """The notes (what a lab lacks, for instance) are in the text as in the HTML and JSON: whole in the
+    .txt file, their first sentences in the summary the report role prints."""
+    report = example_report(cluster=False)
+    assert "note" not in T.render_text(report).split("\n\n")[0]
+    report["run"]["notes"] = [
+        "This is the local lab: no GPU. The nodes share\nthis machine's kernel.",
+        "The EL 9 node is a STAND-IN, not Rocky Linux: a Debian 12 userland whose os-release says Rocky Linux "
+        "9.6 (scripts/build-el-images.sh), with the real dnf 4.14 and rpm.",
+    ]
+    text = T.render_text(report)
+    head = text[: text.index("  cluster")]
+    assert [line for line in head.splitlines() if line.startswith("  note")] == [
+        "  note        This is the local lab: no GPU. The nodes share this machine's kernel.",
+        "  note        The EL 9 node is a STAND-IN, not Rocky Linux: a Debian 12 userland whose os-release",
+    ]
+    assert "              says Rocky Linux 9.6 (scripts/build-el-images.sh), with the real dnf 4.14 and rpm.\n" in head
+    summary = T.render_summary(report, path="gpufleet-report/gpufleet-report.txt")
+    head = summary[: summary.index("  cluster")]
+    assert "  note        This is the local lab: no GPU. [...]\n" in head
+    assert "  note        The EL 9 node is a STAND-IN, not Rocky Linux: a Debian 12 userland whose os-release\n" in head
+    assert "share this machine's kernel" not in summary
