@@ -6,7 +6,8 @@ The report (``report/fleet.py``) puts :func:`row_layers` in each row from the re
 register on the node: ``nvidia_driver_result`` (``gpufleet.nvidia.nvidia_driver``: the driver's
 packages are installed pinned and held with ``apt-mark hold``, or locked with ``dnf versionlock``)
 and ``container_toolkit_result`` (``gpufleet.nvidia.toolkit_packages``: its ``held`` packages, the
-runtime's result under ``runtime``). A node the roles did not reach has no layer here.
+runtime's result under ``runtime``; on EL the role's own record, with the packages ``dnf versionlock``
+locked as ``held`` and ``backend: dnf``). A node the roles did not reach has no layer here.
 """
 
 from __future__ import annotations
@@ -45,11 +46,14 @@ def _driver(result):
 
 
 def _toolkit(result):
+    """The toolkit layer: its installed packages held (apt) or locked (dnf: the role's result says
+    ``backend: dnf``, its ``held`` the packages ``dnf versionlock`` locked), or which are not."""
     packages = sorted(p for p, v in (result.get("packages") or {}).items() if v)
     held = sorted(result.get("held") or [])
+    word = "locked" if result.get("backend") == "dnf" else "held"
     state = None
     if packages:
-        state = "held" if set(packages) <= set(held) else "not held: %s" % ", ".join(p for p in packages if p not in held)
+        state = word if set(packages) <= set(held) else "not %s: %s" % (word, ", ".join(p for p in packages if p not in held))
     return {"changed": bool(result.get("changed")), "msg": result.get("msg"), "held": state, "packages": packages,
             "files": list(result.get("files") or [])}
 

@@ -86,6 +86,60 @@ def test_a_row_says_what_the_run_changed_and_what_is_held():
     assert R.build_report(["n"], {"n": {}})["nodes"][0]["changed"] is None
 
 
+def _role_task(path, name):
+    with open(os.path.join(T.ROOT, "roles", "container_toolkit", "tasks", path)) as handle:
+        return next(task for task in yaml.safe_load(handle) if task.get("name") == name)
+
+
+def _rendered(task, variables):
+    """The value the task's set_fact gives container_toolkit_result, with ``variables`` and the task's vars."""
+    variables = dict(variables, **F._trusted(task.get("vars") or {}))  # pylint: disable=protected-access
+    value = F._trusted(task["ansible.builtin.set_fact"]["container_toolkit_result"])  # pylint: disable=protected-access
+    return F._templar(variables).template(value)  # pylint: disable=protected-access
+
+
+def test_an_el_row_says_the_toolkit_is_locked():
+    """The container_toolkit role's record on EL (setup-RedHat.yml, then toolkit.yml) as the report
+    reads it: the packages dnf versionlock locked make the toolkit "locked", as the driver's."""
+    skipped, unchanged = {"skipped": True, "changed": False}, {"changed": False}
+    with open(os.path.join(T.ROOT, "roles", "container_toolkit", "vars", "main.yml")) as handle:
+        packages = yaml.safe_load(handle)["__container_toolkit_packages"]
+    setup = {
+        "__container_toolkit_repo": unchanged, "__container_toolkit_install": unchanged,
+        "__container_toolkit_versionlock_plugin": unchanged, "__container_toolkit_deps": unchanged,
+        "__container_toolkit_versionlock": {"changed": False, "stdout": ""},
+        "__container_toolkit_packages": packages, "container_toolkit_runtime": "containerd",
+        "__container_toolkit_runtime_result": {"changed": False, "changed_files": []},
+    }
+    recorded = _rendered(_role_task("setup-RedHat.yml", "Record what the toolkit layer changed"), setup)
+    # rpm -q --qf '%{NAME} %{VERSION}-%{RELEASE}\n' on the lab's EL 9 stand-in node, the four and one
+    # that is not installed (2026-12-04)
+    rpm = ["nvidia-container-toolkit 1.20.0-1", "nvidia-container-toolkit-base 1.20.0-1",
+           "libnvidia-container-tools 1.20.0-1", "libnvidia-container1 1.20.0-1", "package nvidia-foo is not installed"]
+    final = {
+        "container_toolkit_result": recorded, "__container_toolkit_os_family": "RedHat",
+        "__container_toolkit_packages": packages, "__container_toolkit_rpm_versions": {"stdout_lines": rpm},
+        "__container_toolkit_config": {"changed": False, "cdi": {"method": "module"}},
+        "__container_toolkit_cdi_path": skipped, "__container_toolkit_cdi_service": skipped,
+        "__container_toolkit_cdi_spec": skipped, "__container_toolkit_cdi_removed": skipped,
+        "__container_toolkit_dev_char": unchanged,
+    }
+    result = _rendered(_role_task("toolkit.yml", "Record what the toolkit layer changed"), final)
+    assert result["packages"] == {name: "1.20.0-1" for name in packages}
+    row = R.build_report(["el"], {"el": {"nvidia_driver_result": dict(DRIVER, backend="dnf"),
+                                         "container_toolkit_result": result}})["nodes"][0]
+    assert (row["layers"]["driver"]["held"], row["layers"]["toolkit"]["held"]) == ("locked", "locked")
+    assert "  packages    driver locked; toolkit locked\n" in text.render_text(R.build_report(["el"], {"el": {
+        "nvidia_driver_result": dict(DRIVER, backend="dnf"), "container_toolkit_result": result}}))
+    # not locked (container_toolkit_hold false, or check mode): the versionlock task skipped
+    unlocked = _rendered(_role_task("setup-RedHat.yml", "Record what the toolkit layer changed"),
+                         dict(setup, __container_toolkit_versionlock=skipped))
+    final["container_toolkit_result"] = unlocked
+    result = _rendered(_role_task("toolkit.yml", "Record what the toolkit layer changed"), final)
+    row = R.build_report(["el"], {"el": {"container_toolkit_result": result}})["nodes"][0]
+    assert row["layers"]["toolkit"]["held"] == "not locked: " + ", ".join(sorted(packages))
+
+
 def test_every_state_that_is_not_ok_has_a_fix():
     report = T.example_report()
     for row in report["nodes"]:
