@@ -3,7 +3,7 @@
 
 help:
 	@echo "make test   set up what is missing, then lint, sanity, unit, property, playbook, docs, matrix, integration, package and molecule"
-	@echo "make demo   bring up the local lab (Debian 12 + 13 containers) and run site.yml against it"
+	@echo "make demo   bring up the local lab (Debian 12, Debian 13 and EL 9 stand-in containers) and run site.yml against it"
 	@echo "make setup  only the host packages, the virtual environment and the node images"
 	@echo "make property-long  the property suite (tests/property) at twenty times make test's examples (docs/reliability.md)"
 	@echo "make bench  the cost of a converge: no-op and first site.yml against their floors, 1-8 lab nodes (docs/performance.md)"

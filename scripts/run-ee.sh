@@ -14,7 +14,8 @@ cd "$ROOT"
 EE_VENV=$ROOT/.cache/venvs/ee-builder
 version=$(python3 -c 'import re,sys; print(re.search(r"^version:\s*(\S+)", open("galaxy.yml").read(), re.M).group(1))')
 EE=${GPUFLEET_EE_IMAGE:-localhost/gpufleet-ee}:$version
-NODES=(gpufleet-lab-debian12 gpufleet-lab-debian13)
+# every node of inventory/lab, which site.yml runs against: one not started would be unreachable
+NODES=(gpufleet-lab-debian12 gpufleet-lab-debian13 gpufleet-lab-el9)
 SOCK=/run/podman/podman.sock
 pdd=$ROOT/.build/ee/runner
 
