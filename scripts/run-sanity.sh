@@ -17,7 +17,9 @@ git -C "$dest" add -A
 pip_version=$("$VENV/bin/python" -c 'from ansible_test._internal.python_requirements import get_venv_packages as g; from types import SimpleNamespace as N; print(g(N(version="3"))["pip"])')
 cache=$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py
 mkdir -p "$(dirname "$cache")"
-cp "$ROOT/scripts/ansible-test-get-pip.py" "$cache"
+# (copied, then moved into place: the support matrix runs several of these at once)
+cp "$ROOT/scripts/ansible-test-get-pip.py" "$cache.$$"
+mv -f "$cache.$$" "$cache"
 cd "$dest"
 # --venv: each test's requirements go into ansible-test's own virtual environments.
 ansible-test sanity --venv --requirements --python "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" --color "$@"
