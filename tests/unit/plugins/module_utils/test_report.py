@@ -778,7 +778,7 @@ def test_text_and_summary_show_the_notes_of_the_run_at_the_top():
     """The notes (what a lab lacks, for instance) are in the text as in the HTML and JSON: whole in the
     .txt file, their first sentences in the summary the report role prints."""
     report = example_report(cluster=False)
-    assert "note" not in T.render_text(report).split("\n\n")[0]
+    assert "note" not in T.render_text(report).split("\n\n", maxsplit=1)[0]
     report["run"]["notes"] = [
         "This is the local lab: no GPU. The nodes share\nthis machine's kernel.",
         "The EL 9 node is a STAND-IN, not Rocky Linux: a Debian 12 userland whose os-release says Rocky Linux "
