@@ -580,13 +580,19 @@ def parse_dpkg_status(text):
     return installed
 
 
-def gather_dpkg(host, probes):
+def gather_dpkg(host, probes, family=None):
     """Installed packages from /var/lib/dpkg/status, or None on hosts without dpkg.
 
     An installed package's stanza without a version (a damaged database: dpkg itself refuses
-    it) is left out, and named in an error probe.
+    it) is left out, and named in an error probe. On an EL host (``family`` redhat) the database
+    is not read: its packages are rpm's, and a dpkg database there (EPEL's dpkg; the lab's EL
+    stand-in, a Debian userland) holds none of the driver's, the toolkit's or the kernel's
+    (:func:`_driver_package` says why), so it would report them as not installed.
     """
     path = "/var/lib/dpkg/status"
+    if family == "redhat":
+        probes.missing("dpkg_status", "not read: the host is of the redhat family, whose packages are rpm's")
+        return None
     if not host.exists(path):
         probes.missing("dpkg_status", "%s does not exist" % path)
         return None
@@ -1217,7 +1223,7 @@ def gather_facts(host):
     kernel = gather_kernel(host, probes)
     secure_boot = gather_secure_boot(host, probes)
     gpus, nvswitches = gather_pci(host, probes)
-    dpkg = gather_dpkg(host, probes)
+    dpkg = gather_dpkg(host, probes, os_facts["family"])
     driver = gather_driver(host, probes, dpkg, os_facts["family"])
     gpus = _merge_nvidia_smi(gpus, driver["nvidia_smi"])
     topology = gather_topology(host, probes, driver["nvidia_smi"])
