@@ -675,11 +675,9 @@ def gather_driver(host, probes, dpkg, family=None):
     """The NVIDIA driver: loaded (kernel module and its version), installed (modinfo), nvidia-smi,
     libcuda, and where it came from (the package owning nvidia-smi or libcuda, else preinstalled).
 
-    ``family`` is the OS family (:func:`os_family`), read from os-release when not given: it
-    picks the package manager asked (:func:`_driver_package`).
+    ``family`` is the OS family (:func:`os_family`, of :func:`gather_os`): it picks the package
+    manager asked (:func:`_driver_package`); without it, each database the host has is asked.
     """
-    if family is None:
-        family = gather_os(host, Probes())["family"]
     modules = _loaded_modules(host, probes)
     nvrm_version, nvrm_flavor = _nvrm_version(host, probes)
     sys_version = _sys_module_version(host)

@@ -600,8 +600,9 @@ def read_preinstalled(system):
     Fails when there is no driver at all: method preinstalled installs nothing.
     """
     probes = gpu_facts.Probes()
-    dpkg = gpu_facts.gather_dpkg(system, probes)
-    driver = gpu_facts.gather_driver(system, probes, dpkg)
+    family = gpu_facts.gather_os(system, probes)["family"]
+    dpkg = gpu_facts.gather_dpkg(system, probes, family)
+    driver = gpu_facts.gather_driver(system, probes, dpkg, family)
     if driver["source"] == "operator":
         raise GpuFleetError(
             "method preinstalled: the driver on this host is the GPU Operator's (its container's root at %s), not the "
