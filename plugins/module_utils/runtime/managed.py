@@ -46,30 +46,31 @@ def get_path(tree, path, default=None):
     return node
 
 
-def encode_record(record: dict) -> str:
-    """The comment line (without indentation) that carries ``record``."""
-    return "# %s %s" % (STATE_MARK, json.dumps(record, sort_keys=True, separators=(", ", ": ")))
+def encode_record(record: dict, mark: str = STATE_MARK) -> str:
+    """The comment line (without indentation) that carries ``record``, after ``mark`` (the
+    container runtime editor's; the toolkit config's editor has its own)."""
+    return "# %s %s" % (mark, json.dumps(record, sort_keys=True, separators=(", ", ": ")))
 
 
-def decode_record_line(line: str):
-    """The record in a comment line, or ``None`` when the line carries none."""
+def decode_record_line(line: str, mark: str = STATE_MARK):
+    """The record in a comment line after ``mark``, or ``None`` when the line carries none."""
     text = line.strip()
     if not text.startswith("#"):
         return None
     text = text.lstrip("#").strip()
-    if not text.startswith(STATE_MARK):
+    if not text.startswith(mark):
         return None
     try:
-        value = json.loads(text[len(STATE_MARK):].strip())
+        value = json.loads(text[len(mark):].strip())
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
 
 
-def find_record_in_text(text):
-    """The first record found in the comment lines of ``text`` (``{}`` when none)."""
+def find_record_in_text(text, mark: str = STATE_MARK):
+    """The first record after ``mark`` found in the comment lines of ``text`` (``{}`` when none)."""
     for line in (text or "").splitlines():
-        record = decode_record_line(line)
+        record = decode_record_line(line, mark)
         if record is not None:
             return record
     return {}

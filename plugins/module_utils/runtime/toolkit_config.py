@@ -1,33 +1,20 @@
 # Copyright: (c) 2026, gpufleet.nvidia maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NVIDIA Container Toolkit's own configuration, ``/etc/nvidia-container-runtime/config.toml``.
+"""The NVIDIA Container Toolkit's own configuration, ``/etc/nvidia-container-runtime/config.toml``,
+edited: isolation of unprivileged containers is the pair of top-level keys that
+``runtime.toolkit_settings`` describes (with :func:`isolation_of` and :func:`runtime_mode`, which
+read the file's data for validation without tomlkit).
 
-Two top-level keys of that file decide whether an unprivileged container can get GPUs by asking
-for them (NVIDIA, "Preventing unprivileged access to GPUs in Kubernetes"; the toolkit's
-``internal/config``):
-
-* ``accept-nvidia-visible-devices-envvar-when-unprivileged`` (toolkit default ``true``): honour
-  ``NVIDIA_VISIBLE_DEVICES`` in an unprivileged container. Any pod that sets the variable gets the
-  GPUs it names, whatever it was allocated; ``false`` closes that;
-* ``accept-nvidia-visible-devices-as-volume-mounts`` (toolkit default ``false``): read the device
-  list from the volume mounts under ``/var/run/nvidia-container-devices`` that the device plugin
-  (``deviceListStrategy: volume-mounts``) adds, which a pod cannot forge.
-
-Isolation is the pair ``false`` / ``true``. The file is edited in place with the runtime layer's
-style-preserving TOML helpers (``runtime.edit``: comments, order and every other key kept); the
-original text of each key the module changes is recorded in one comment line at the top of the
-file, so that ``state=absent`` puts back exactly what was there (or removes a key that was not).
-
-:func:`isolation_of` and :func:`runtime_mode`, which read the file's data for validation, are in
-``runtime.toolkit_settings``, which does not import tomlkit.
+The file is edited in place with the runtime layer's style-preserving TOML helpers
+(``runtime.edit``: comments, order and every other key kept); the original text of each key the
+module changes is recorded in one comment line at the top of the file, so that ``state=absent``
+puts back exactly what was there (or removes a key that was not).
 """
 
 from __future__ import annotations
 
-import json
-
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, managed
 # The settings as the toolkit reads them, without tomlkit; here too for this editor's callers.
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toolkit_settings import (  # noqa: F401  pylint: disable=unused-import
     CONFIG_PATH,
@@ -50,29 +37,11 @@ RECORD_MARK = "gpufleet.nvidia.toolkit_config state:"
 
 def read_record(text) -> dict:
     """What the module recorded in ``text`` (``{}`` when nothing)."""
-    for line in (text or "").splitlines():
-        record = _decode_record(line)
-        if record is not None:
-            return record
-    return {}
-
-
-def _decode_record(line: str):
-    stripped = line.strip()
-    if not stripped.startswith("#"):
-        return None
-    body = stripped.lstrip("#").strip()
-    if not body.startswith(RECORD_MARK):
-        return None
-    try:
-        value = json.loads(body[len(RECORD_MARK):].strip())
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return managed.find_record_in_text(text, RECORD_MARK)
 
 
 def _without_record(text: str) -> str:
-    return "".join(line for line in text.splitlines(True) if _decode_record(line) is None)
+    return "".join(line for line in text.splitlines(True) if managed.decode_record_line(line, RECORD_MARK) is None)
 
 
 def _with_record(text: str, record: dict) -> str:
@@ -80,8 +49,7 @@ def _with_record(text: str, record: dict) -> str:
     body = _without_record(text)
     if not record.get("keys"):
         return body
-    line = "# %s %s\n" % (RECORD_MARK, json.dumps(record, sort_keys=True, separators=(", ", ": ")))
-    return line + body
+    return managed.encode_record(record, RECORD_MARK) + "\n" + body
 
 
 # --------------------------------------------------------------------------------------------
