@@ -13,10 +13,10 @@ from __future__ import annotations
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import argspec
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import argspec
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html, junit, prometheus, text
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html, junit, prometheus, text
 
 # format: (file extension, renderer)
 RENDER = {

@@ -17,7 +17,7 @@ import os
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import argspec
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import argspec
 
 ARGUMENT_SPEC = argspec.from_stub(__file__)  # the options documented in plugins/modules/kube_client_info.py
 K8S_INFO = "ansible_collections.kubernetes.core.plugins.modules.k8s_info"

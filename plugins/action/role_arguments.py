@@ -21,7 +21,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import argspec
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import argspec
 
 COLLECTION = "gpufleet.nvidia"
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")

@@ -48,7 +48,7 @@ _value:
       the role's default) on 1 host (cpu-1); true on 2 hosts (gpu-a, gpu-b). ...
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.settings import disagreements
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.settings import disagreements
 
 
 class FilterModule(object):

@@ -81,7 +81,7 @@ _value:
       sample: {nodes: [gpu-a], runtime_class: nvidia}
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.plan import device_plugin_plan as _plan
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.plan import device_plugin_plan as _plan
 
 
 def device_plugin_plan(fleet, settings):

@@ -68,7 +68,7 @@ _value:
       sample: ["dra_driver: node gpu-b: 7 GPUs published, discovery found 8"]
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.dra import validation_result
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.dra import validation_result
 
 
 def dra_validation(slices, nodes, checks=None, claims=None, pods=None):

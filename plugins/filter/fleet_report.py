@@ -142,7 +142,7 @@ import os
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet
 
 
 #: The collection's root: galaxy.yml in a source tree, MANIFEST.json in an installed collection.

@@ -41,8 +41,8 @@ _value:
   sample: "<!DOCTYPE html>\n<html lang=\"en\">..."
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html
 
 
 def fleet_report_html(report):

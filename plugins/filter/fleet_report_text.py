@@ -50,8 +50,8 @@ _value:
   sample: "GPU fleet report - generated 2026-12-01T10:00:00Z\nOK: 1 nodes, 1 with GPUs (1 GPUs), 0 without GPU: ...\n"
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import text
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import text
 
 
 def fleet_report_text(report, summary_nodes=None, path=None):

@@ -56,7 +56,7 @@ _value:
           annotations: {gpufleet.nvidia/gpu-operator.labels: nvidia.com/gpu.deploy.driver}
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.transitions import operator_moves
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.transitions import operator_moves
 
 
 class FilterModule(object):

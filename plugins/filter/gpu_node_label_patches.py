@@ -89,7 +89,7 @@ _value:
         - "gpu_operator: host 'gpu-a': no node named 'gpu-a' in the cluster (expected gpufleet_node_name set to the node's name; nodes found: node-1)"
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.node_labels import label_changes
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.node_labels import label_changes
 
 
 def gpu_node_label_patches(node_labels, cluster_nodes=None, role="gpufleet"):

@@ -43,7 +43,7 @@ _value:
     - {apiVersion: v1, kind: Namespace, metadata: {name: gpu-operator}}
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.objects import objects_to_write
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.objects import objects_to_write
 
 
 class FilterModule(object):

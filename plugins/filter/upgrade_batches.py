@@ -43,8 +43,8 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import batches as upgrade
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.upgrade import batches as upgrade
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 

@@ -109,8 +109,8 @@ _value:
       sample: ["CUDA pod: not run in check mode (it would create a pod in the cluster)"]
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as fleet_report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as cluster_validate
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as cluster_validate
 
 _KEYS = ("gpufleet_nvidia", "gpufleet_nvidia_validation", "dra_driver_node", "gpufleet_cluster_layer")
 

@@ -11,8 +11,8 @@ from hypothesis import given, strategies as st
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as report
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import text as report_text
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import text as report_text
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import dev_char, edit
 from ansible_collections.gpufleet.nvidia.tests.property.tally import tally
 

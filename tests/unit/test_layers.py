@@ -82,27 +82,50 @@ def cycles(graph):
     return found
 
 
+#: Where the layers live: node code, and control-host code that only action and filter plugins run.
+UTILS = ("module_utils", "plugin_utils")
+
+
 def layer_of(module):
-    """The layer of a module of module_utils, or None for a plugin above them."""
+    """The layer of a module of module_utils or plugin_utils, or None for a plugin above them."""
     parts = module[len(PACKAGE) + 1:].split(".")
-    if parts[0] != "module_utils":
+    if parts[0] not in UTILS:
         return None
-    return parts[1] if len(parts) > 2 else "module_utils"
+    return parts[1] if len(parts) > 2 else parts[0]
+
+
+def _utils_of(module):
+    return module[len(PACKAGE) + 1:].split(".")[0]
+
+
+def _allowed(module, dep):
+    """Whether ``module`` may import ``dep``: down the layers, and control-host code only from control-host code."""
+    mine, theirs = layer_of(module), layer_of(dep)
+    if theirs is None:
+        return False  # nothing imports a module, action or filter plugin
+    if _utils_of(dep) == "plugin_utils" and _utils_of(module) not in ("plugin_utils", "action", "filter"):
+        return False  # a module, or node code, never carries control-host code
+    if mine is None:
+        return True
+    return mine in LAYERS and theirs in LAYERS and LAYERS.index(theirs) <= LAYERS.index(mine)
 
 
 def upward_imports(graph):
-    """``(importer, imported)`` pairs that go against the layers, or out of module_utils' folders."""
-    wrong = []
-    for module, deps in sorted(graph.items()):
-        mine = layer_of(module)
-        for dep in sorted(deps):
-            theirs = layer_of(dep)
-            if theirs is None:
-                wrong.append((module, dep))  # nothing imports a module, action or filter plugin
-            elif mine is not None and (mine not in LAYERS or theirs not in LAYERS
-                                       or LAYERS.index(theirs) > LAYERS.index(mine)):
-                wrong.append((module, dep))
-    return wrong
+    """``(importer, imported)`` pairs that go against the layers, out of the layers' folders, or to
+    control-host code from a module or node code."""
+    return [(module, dep) for module, deps in sorted(graph.items()) for dep in sorted(deps)
+            if not _allowed(module, dep)]
+
+
+def carried_by_modules(graph):
+    """Every module of the collection that some module (plugins/modules) carries to a node, at any depth."""
+    seen, stack = set(), [m for m in graph if _utils_of(m) == "modules"]
+    while stack:
+        for dep in graph.get(stack.pop(), ()):
+            if dep not in seen:
+                seen.add(dep)
+                stack.append(dep)
+    return seen
 
 
 def test_no_import_circle_in_plugins():
@@ -116,6 +139,28 @@ def test_module_utils_is_one_folder_per_layer():
     assert sorted(f for f in os.listdir(here) if f.endswith(".py") and f != "__init__.py") == []
     assert sorted(d for d in os.listdir(here) if os.path.isdir(os.path.join(here, d)) and d != "__pycache__") \
         == sorted(LAYERS)
+
+
+def test_plugin_utils_keeps_the_same_layers():
+    here = os.path.join(PLUGINS, "plugin_utils")
+    assert sorted(f for f in os.listdir(here) if f.endswith(".py") and f != "__init__.py") == []
+    folders = [d for d in os.listdir(here) if os.path.isdir(os.path.join(here, d)) and d != "__pycache__"]
+    assert folders and set(folders) <= set(LAYERS)
+
+
+def test_no_module_carries_control_host_code():
+    graph = import_graph(PLUGINS)
+    carried = carried_by_modules(graph)
+    assert any(_utils_of(m) == "module_utils" for m in carried)  # the walk followed the modules' imports
+    assert sorted(m for m in carried if _utils_of(m) == "plugin_utils") == []
+
+
+def test_node_code_that_no_module_runs_lives_in_plugin_utils():
+    graph = import_graph(PLUGINS)
+    carried = carried_by_modules(graph)
+    files = [m for m in graph if _utils_of(m) == "module_utils" and m[len(PACKAGE) + 1:].count(".") >= 2]
+    assert len(files) > 20
+    assert sorted(m for m in files if m not in carried) == []
 
 
 def test_imports_run_down_the_layers():
@@ -163,3 +208,22 @@ def test_an_import_up_the_layers_or_of_a_plugin_is_found(tmp_path):
         (M + ".discovery.facts", M + ".report.fleet"),
         (PACKAGE + ".modules.a", PACKAGE + ".modules.b"),
     ]
+
+
+def test_control_host_code_in_a_module_or_node_code_is_found(tmp_path):
+    U = PACKAGE + ".plugin_utils"
+    graph = _tree(tmp_path, {
+        "module_utils/common/errors.py": "",
+        "module_utils/driver/apt.py": "from %s.report import fleet\n" % U,
+        "plugin_utils/report/fleet.py": "from %s.common import errors\n" % M,
+        "plugin_utils/cluster/plan.py": "from %s.report import fleet\n" % U,
+        "modules/a.py": "from %s.driver import apt\n" % M,
+        "modules/b.py": "from %s.report.fleet import x\n" % U,
+        "filter/f.py": "from %s.report import fleet\n" % U,
+    })
+    assert upward_imports(graph) == [
+        (M + ".driver.apt", U + ".report.fleet"),
+        (PACKAGE + ".modules.b", U + ".report.fleet"),
+        (U + ".cluster.plan", U + ".report.fleet"),
+    ]
+    assert sorted(carried_by_modules(graph)) == [M + ".common.errors", M + ".driver.apt", U + ".report.fleet"]

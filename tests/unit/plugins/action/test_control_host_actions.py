@@ -10,8 +10,8 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.action import fleet_report_files as F
 from ansible_collections.gpufleet.nvidia.plugins.action import kube_client_info as K
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html as H
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as R
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html as H
 
 REPORT = R.build_report(["n1"], {"n1": {}}, generated_at="2026-11-29T18:00:00Z", run={"notes": ["lab"]})
 

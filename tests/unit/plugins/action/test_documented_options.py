@@ -26,7 +26,7 @@ from ansible.template import Templar
 from ansible_collections.gpufleet.nvidia.plugins.action import fleet_report_files as F
 from ansible_collections.gpufleet.nvidia.plugins.action import kube_client_info as K
 from ansible_collections.gpufleet.nvidia.plugins.action import role_arguments as R
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import argspec
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import argspec
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight as preflight_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate_lib
 

@@ -26,7 +26,7 @@ import yaml
 from ansible_collections.gpufleet.nvidia.plugins.filter.dra_cluster_check import dra_cluster_check
 from ansible_collections.gpufleet.nvidia.plugins.filter.dra_validation import dra_validation
 from ansible_collections.gpufleet.nvidia.plugins.filter.gpu_node_label_patches import gpu_node_label_patches
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import operator_releases
 
 from . import fleets as F
 

@@ -1,4 +1,4 @@
-"""The steps of module_utils/cluster/plan.py on their own; the plans are tested whole in tests/unit/plugins/filter."""
+"""The steps of plugin_utils/cluster/plan.py on their own; the plans are tested whole in tests/unit/plugins/filter."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import plan as P
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import plan as P
 
 
 @pytest.mark.parametrize("replicas,count", [(4, 4), ("3", 3), (True, None), (None, None), ("x", None), (2.0, None)])

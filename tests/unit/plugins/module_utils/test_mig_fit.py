@@ -12,7 +12,7 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import mig_fit
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures")
 

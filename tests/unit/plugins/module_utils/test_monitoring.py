@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import monitoring as M
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import monitoring as M
 
 BASE = {
     "enabled": True,

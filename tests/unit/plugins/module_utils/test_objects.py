@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.objects import contained, objects_to_write
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.objects import contained, objects_to_write
 
 NS = {"apiVersion": "v1", "kind": "Namespace",
       "metadata": {"name": "gpu-operator", "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}

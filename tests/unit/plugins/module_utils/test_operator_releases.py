@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import helm as H
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases as R
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import operator_releases as R
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 

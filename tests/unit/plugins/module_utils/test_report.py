@@ -1,4 +1,4 @@
-"""Tests of module_utils/report/fleet.py: the fleet report of example fleets, as data, JSON and HTML.
+"""Tests of plugin_utils/report/fleet.py: the fleet report of example fleets, as data, JSON and HTML.
 
 The example fleet is described in ``tests/unit/fixtures/report/README.md``: the H200 host's facts
 are the real output in ``docs/h200/gpu_facts.txt``, the other hosts replay host captures, and
@@ -22,11 +22,11 @@ from ansible.template import trust_as_template
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import fleet_report
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report_html import fleet_report_html
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html as H
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import text as T
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as R
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html as H
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import text as T
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as C
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as C
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import CaptureHost, fixture_facts
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import node, pod, read

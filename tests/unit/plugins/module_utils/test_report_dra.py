@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html as report_html
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html as report_html
 
 DRA = {"name": "gpu-a", "host": "gpu-a", "published": 8, "expected": 8, "status": "ok", "text": "DRA: 8 devices published",
        "claim": "allocated, pod running"}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet, html, text as report_text
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet, html, text as report_text
 
 LABELS_OK = {"name": "gfd_labels", "status": "ok", "msg": "node gpu-a: nvidia.com/gpu.count=8, nvidia.com/gpu.memory=143771"}
 METRICS_SKIPPED = {"name": "metrics", "status": "skipped", "msg": (

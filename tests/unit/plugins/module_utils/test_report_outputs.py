@@ -11,8 +11,8 @@ import yaml
 
 from ansible.template import trust_as_template
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fixes, junit, prometheus, text
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as R
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fixes, junit, prometheus, text
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_report as T
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_report_page import fleet

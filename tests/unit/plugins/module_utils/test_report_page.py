@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet as R
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import html as H
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as R
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html as H
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import test_report as T
 
 OUT = os.path.join(T.ROOT, "tests", "output", "report-page")

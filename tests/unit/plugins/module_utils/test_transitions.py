@@ -3,8 +3,8 @@ plan's hold of the nodes whose host layer failed."""
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import node_labels, plan as P
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.transitions import operator_moves
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import node_labels, plan as P
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.transitions import operator_moves
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 
 DRIVER = "nvidia.com/gpu.deploy.driver"

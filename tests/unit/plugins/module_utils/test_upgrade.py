@@ -8,7 +8,7 @@ import pytest
 
 from ansible.executor.playbook_executor import PlaybookExecutor
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import batches as upgrade
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.upgrade import batches as upgrade
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 

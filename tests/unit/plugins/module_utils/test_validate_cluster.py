@@ -1,4 +1,4 @@
-"""Tests of module_utils/validate/cluster.py: the cluster verdict from what the role read.
+"""Tests of plugin_utils/validate/cluster.py: the cluster verdict from what the role read.
 
 No cluster here: Node and Pod objects are written by hand in the shape of the Kubernetes v1 API
 (``kubectl get node -o json``), with the labels GPU Feature Discovery and the GPU Operator
@@ -12,7 +12,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as C
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as C
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import fixture_facts
 
 LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "", "nvidia.com/gpu.count": ""}

@@ -11,8 +11,8 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as C
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import labels as L
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as C
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import labels as L
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import (
     H200, OPERATOR_PODS, hostvars, node, read)
 

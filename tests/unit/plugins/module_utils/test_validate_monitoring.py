@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import cluster as V
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import monitoring as M
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as V
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import monitoring as M
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import FAILED, OK, SKIPPED, Checks
 
 FACTS = {"gpu_count": 2, "driver": {"nvidia_smi": {"gpus": [

@@ -14,7 +14,7 @@ preflight's ``driver_not_package_owned`` while a host driver is there.)
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import node_labels
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import node_labels
 
 __all__ = ["operator_moves"]
 

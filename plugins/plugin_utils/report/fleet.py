@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fixes, floors, layers as report_layers, monitoring
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fixes, floors, layers as report_layers, monitoring
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 SCHEMA = 1

@@ -12,7 +12,7 @@ import re
 import textwrap
 import unicodedata
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet, floors, monitoring
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet, floors, monitoring
 
 TEXT_WIDTH = 100
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import calendar
 import time
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet
 
 #: (name, help) of each metric, in the order the file gives them.
 METRICS = (

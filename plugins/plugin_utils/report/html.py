@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.report import fleet, floors
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet, floors
 
 CSS = """
 * { box-sizing: border-box; }

@@ -21,7 +21,7 @@ import functools
 import json
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import mig_fit, operator_releases
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import mig_fit, operator_releases
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain, plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import version_tuple
@@ -1034,7 +1034,7 @@ def _check_node_mig(node, manager, names, strategy, configs, problems, notes):
 
 
 def _check_mig_fit(node, mig_configs, problems, notes):
-    """The node's MIG config against the GPUs discovery found on it (see :mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster.mig_fit`)."""
+    """The node's MIG config against the GPUs discovery found on it (see :mod:`ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.mig_fit`)."""
     name = node["mig_config"]
     entries = mig_fit.config_entries(name, mig_configs)
     gpus = node.get("gpus")

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import plan
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, plain
 

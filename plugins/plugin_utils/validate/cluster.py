@@ -31,8 +31,8 @@ from __future__ import annotations
 import hashlib
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import labels as node_labels
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import monitoring
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import labels as node_labels
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import monitoring
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import (
     DRIFT,
     FAILED,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster import operator_releases, plan as P
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import operator_releases, plan as P
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version, version_tuple
