@@ -74,11 +74,7 @@ _value:
       sample: {enabled: true, release: dcgm-exporter, chart: 4.8.2, dra: false, nodes: nvidia.com/gpu.present=true}
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.monitoring import dcgm_exporter_plan as _plan
-
-
-def dcgm_exporter_plan(settings):
-    return _plan(settings)
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.monitoring import dcgm_exporter_plan
 
 
 class FilterModule(object):

@@ -81,11 +81,7 @@ _value:
       sample: {nodes: [gpu-a], runtime_class: nvidia}
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.plan import device_plugin_plan as _plan
-
-
-def device_plugin_plan(fleet, settings):
-    return _plan(fleet, settings)
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.device_plugin import device_plugin_plan
 
 
 class FilterModule(object):

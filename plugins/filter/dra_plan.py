@@ -103,11 +103,7 @@ _value:
       sample: {path: gpucluster, nodes: [gpu-a], device_plugin_nodes: [], device_classes: [gpu.nvidia.com, mig.nvidia.com]}
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.dra import dra_plan as _plan
-
-
-def dra_plan(fleet, settings, hostvars):
-    return _plan(fleet, settings, hostvars)
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.dra import dra_plan
 
 
 class FilterModule(object):

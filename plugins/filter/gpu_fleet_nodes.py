@@ -78,7 +78,7 @@ _value:
         - "gpu_operator: host 'gpu-b': nvidia_driver_method 'rpm' is not a driver method (expected one of: package, preinstalled, operator)"
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.plan import fleet_nodes
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.fleet import fleet_nodes
 
 
 def gpu_fleet_nodes(hosts, hostvars, role="gpufleet", run=None):

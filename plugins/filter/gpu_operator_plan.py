@@ -87,11 +87,7 @@ _value:
       sample: {driver: mixed, toolkit: mixed, container_runtime: containerd}
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.plan import gpu_operator_plan as _plan
-
-
-def gpu_operator_plan(fleet, settings):
-    return _plan(fleet, settings)
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.gpu_operator import gpu_operator_plan
 
 
 class FilterModule(object):

@@ -66,7 +66,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.plan import image_pull_secret as _image_pull_secret
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.release import image_pull_secret as _image_pull_secret
 
 
 def image_pull_secret(credentials, name, namespace):

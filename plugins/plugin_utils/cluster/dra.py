@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, gpufleet.nvidia maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NVIDIA's DRA driver for GPUs as a cluster layer: the plan, the checks of the cluster, the slices.
+"""NVIDIA's DRA driver for GPUs as a cluster layer: its plan, built from the inventory and discovery.
 
 Two ways to install it, chosen by the GPU Operator release the site runs (``dra_driver_operator_version``):
 
@@ -16,24 +16,31 @@ Two ways to install it, chosen by the GPU Operator release the site runs (``dra_
 
 What can be known from the inventory and discovery is checked by ``dra_plan`` (driver >= 580 on every DRA
 node, a CDI-capable runtime, a mix of device-plugin and DRA nodes only where the chosen path can keep them
-apart); what needs the cluster by ``cluster_problems`` (Kubernetes >= 1.34.2, ``resource.k8s.io/v1``
-served, no conflicting ClusterPolicy, the runtime each node's kubelet reports). Problems are collected,
-never raised, each naming the node or variable, the value and what would be accepted.
+apart); what needs the cluster by :func:`cluster_problems`, and what the driver publishes once
+applied by :func:`validation_result`. Problems are collected, never raised, each naming the node or
+variable, the value and what would be accepted.
 """
 
 from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import operator_releases, plan as P
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, host_fact, plain
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.versions import try_parse_driver_version, version_tuple
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import operator_releases
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.checks import (
+    CHART_VERSION, DNS_SUBDOMAIN, Settings, check_input, check_name, check_namespace, one_of, quoted, to_bool,
+)
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.fleet import TOOLKIT_ENABLE_CDI_DEFAULT, nodes_of
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.node_labels import LABEL_GPU_PRESENT, label_plan
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.release import (
+    chart_repo_url, common, image_registry, namespace_object, overrides, pull_secrets, result,
+)
 
 ROLE = "dra_driver"
 # The first GPU Operator release with the GPUCluster resource (crds/nvidia.com_gpuclusters.yaml).
 GPUCLUSTER_RELEASE = (26, 7, 0)
-MIN_KUBERNETES = (1, 34, 2)
 MIN_DRIVER_BRANCH = 580
 RESOURCE_API = "resource.k8s.io/v1"
 DRIVER_NAME = "gpu.nvidia.com"
@@ -74,10 +81,6 @@ CHART_EXTENDED_RESOURCE = "nvidia.com/gpu"
 
 
 # --- Small readers ------------------------------------------------------------------------------
-def _dotted(parts):
-    return ".".join(str(p) for p in parts)
-
-
 def _facts(raw):
     """The node's discovery facts (common/data.host_fact: ansible_facts first), None without any."""
     facts = host_fact(raw, "gpufleet_nvidia")
@@ -109,21 +112,21 @@ def dra_node(node, raw):
         "driver_method": node["driver_method"],
         "driver": {"version": str(discovered or declared or ""), "source": "discovery" if discovered else "inventory" if declared else ""},
         "runtime": {"name": node["runtime"], "version": str(runtime_version or ""),
-                    "cdi_enabled": plain(raw.get("container_toolkit_enable_cdi", P.TOOLKIT_ENABLE_CDI_DEFAULT))},
+                    "cdi_enabled": plain(raw.get("container_toolkit_enable_cdi", TOOLKIT_ENABLE_CDI_DEFAULT))},
         "gpus": (facts or {}).get("gpu_count") if facts else None,
     }
 
 
 def _check_node(node, problems):
     """What one DRA node needs of the host: the driver on it, R580 or later, and a CDI-capable runtime."""
-    where = "%s: host %s" % (ROLE, P._q(node["host"]))
+    where = "%s: host %s" % (ROLE, quoted(node["host"]))
     if not node["host_driver"]:
         problems.append(
             "%s: nvidia_driver_method is %s, but the DRA layer needs the driver on the host (expected package or "
-            "preinstalled, R%d or later)" % (where, P._q(node["driver_method"]), MIN_DRIVER_BRANCH))
+            "preinstalled, R%d or later)" % (where, quoted(node["driver_method"]), MIN_DRIVER_BRANCH))
         return
     _check_driver(where, node["driver"], problems)
-    cdi = P.to_bool(node["runtime"]["cdi_enabled"], where + ": container_toolkit_enable_cdi", problems)
+    cdi = to_bool(node["runtime"]["cdi_enabled"], where + ": container_toolkit_enable_cdi", problems)
     problem = runtime_cdi_problem(node["runtime"]["name"], node["runtime"]["version"], cdi)
     if problem:
         problems.append("%s: %s" % (where, problem))
@@ -135,7 +138,7 @@ def _check_driver(where, driver, problems):
         problems.append(
             "%s: the driver's version is not known (%s), and the DRA driver needs R%d or later (expected discovery "
             "to have read the node in this run, or nvidia_driver_version declared in the inventory)"
-            % (where, P._q(driver["version"]) if driver["version"] else "not discovered, not declared", MIN_DRIVER_BRANCH))
+            % (where, quoted(driver["version"]) if driver["version"] else "not discovered, not declared", MIN_DRIVER_BRANCH))
     elif version.branch < MIN_DRIVER_BRANCH:
         problems.append(
             "%s: driver %s (from %s) is older than the DRA driver needs (expected R%d or later: upgrade the node's "
@@ -151,7 +154,7 @@ def runtime_cdi_problem(runtime, version, cdi_enabled):
         return None
     if runtime not in CONTAINERD_FAMILY:
         return ("container_toolkit_runtime is %s, which cannot inject CDI devices for the DRA driver (expected containerd, "
-                "k3s, rke2 or crio)" % P._q(runtime))
+                "k3s, rke2 or crio)" % quoted(runtime))
     parsed = version_tuple(version)
     if parsed is None:
         return None
@@ -174,31 +177,31 @@ def dra_plan(fleet, settings, hostvars):
     operator release, the nodes and their checks (not for ``state`` absent), the release, the chart,
     the values, the objects.
     """
-    s = plain(settings or {})
-    base, problems = P._fleet(fleet, ROLE, s.get("node_group"))
-    mode = release_mode(s.get("operator_version"), problems)
+    s = Settings(settings, ROLE)
+    base = nodes_of(fleet, s)
+    mode = release_mode(s.get("operator_version"), s.problems)
     nodes = [dra_node(n, (hostvars or {}).get(n["host"])) for n in base]
-    selected = _selected(nodes, mode, problems)
+    selected = _selected(nodes, mode, s.problems)
     if s.get("state") != "absent":  # removing the driver needs nothing of the nodes' drivers and runtimes
         for node in selected:
-            _check_node(node, problems)
+            _check_node(node, s.problems)
     release = _release(s, mode)
-    pod_security = P._common(dict(s, namespace=release["namespace"], release_name=release["name"]), ROLE, problems)
-    chart = _chart(s, mode, problems)
-    values = chart_values(s, mode, selected, problems)
-    classes = device_classes(s.get("device_classes"), mode, problems)
+    pod_security = common(s.under(ROLE, namespace=release["namespace"], release_name=release["name"]))
+    chart = _chart(s, mode)
+    values = chart_values(s, mode, selected)
+    classes = device_classes(s.get("device_classes"), mode, s.problems)
     chosen = set(n["name"] for n in selected)
     wanted = dict((n["name"], {LABEL_KUBELET_PLUGIN: "true"} if mode == "standalone" and n["name"] in chosen else {}) for n in nodes)
-    return P._result(
-        problems,
+    return result(
+        s.problems,
         mode=mode,
         chart=chart,
         release=release,
         chart_values=values,
-        objects=[P.namespace_object(release["namespace"], pod_security)] + classes,
-        node_labels=P._label_plan(nodes, lambda n: wanted[n["name"]], {LABEL_KUBELET_PLUGIN: ["true"]}),
+        objects=[namespace_object(release["namespace"], pod_security)] + classes,
+        node_labels=label_plan(nodes, lambda n: wanted[n["name"]], {LABEL_KUBELET_PLUGIN: ["true"]}),
         nodes=[{"host": n["host"], "name": n["name"], "gpus": n["gpus"], "runtime": n["runtime"]} for n in selected],
-        validation=claim_checks(selected, s, problems),
+        validation=claim_checks(s, selected),
         summary=_summary(s, mode, nodes, selected, classes),
     )
 
@@ -208,11 +211,11 @@ def release_mode(operator_version, problems):
     text = operator_version or ""
     if not text:
         return "standalone"
-    parsed = version_tuple(text) if isinstance(text, str) and P._CHART_VERSION.fullmatch(text) else None
+    parsed = version_tuple(text) if isinstance(text, str) and CHART_VERSION.fullmatch(text) else None
     if parsed is None:
         problems.append(
             "%s_operator_version: %s is not a GPU Operator release (expected e.g. v26.7.0 for the GPUCluster path, "
-            "an older release such as v26.3.3 or '' for the standalone dra-driver-nvidia-gpu chart)" % (ROLE, P._q(text)))
+            "an older release such as v26.3.3 or '' for the standalone dra-driver-nvidia-gpu chart)" % (ROLE, quoted(text)))
         return "gpucluster"
     return "gpucluster" if parsed >= GPUCLUSTER_RELEASE else "standalone"
 
@@ -223,7 +226,7 @@ def _selected(nodes, mode, problems):
     for node in nodes:
         if node["allocation"] not in ALLOCATIONS:
             problems.append("%s: host %s: gpufleet_gpu_allocation %s is not an allocation (expected %s)"
-                            % (ROLE, P._q(node["host"]), P._q(node["allocation"]), P._one_of(ALLOCATIONS)))
+                            % (ROLE, quoted(node["host"]), quoted(node["allocation"]), one_of(ALLOCATIONS)))
         elif node["allocation"] == "dra":
             selected.append(node)
         else:
@@ -239,26 +242,27 @@ def _selected(nodes, mode, problems):
     return selected
 
 
-def _chart(settings, mode, problems):
+def _chart(s, mode):
     """The chart of the path: a local one (``chart_path``), an OCI reference (``chart_ref``, the
     standalone chart), else the repository's at the path's version."""
-    if settings.get("chart_path"):
-        P._check_input(settings["chart_path"], ROLE + "_chart_path", inputs.chart_path, problems)
-        return {"ref": settings["chart_path"], "check_values": True}
-    if settings.get("chart_ref"):
-        return _oci_chart(settings, mode, problems)
+    problems = s.problems
+    if s.get("chart_path"):
+        check_input(s.get("chart_path"), ROLE + "_chart_path", inputs.chart_path, problems)
+        return {"ref": s.get("chart_path"), "check_values": True}
+    if s.get("chart_ref"):
+        return _oci_chart(s, mode)
     # The GPUCluster path installs the operator's chart at the operator's release, which release_mode checked:
     # its values are checked like the gpu_operator role's, and an upgrade goes one release line at a time.
-    version = settings.get("operator_version") if mode == "gpucluster" else settings.get("chart_version")
-    if mode == "standalone" and (not isinstance(version, str) or not P._CHART_VERSION.fullmatch(version)):
-        problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
-    url = settings.get("chart_repo_url") or ""
+    version = s.get("operator_version") if mode == "gpucluster" else s.get("chart_version")
+    if mode == "standalone" and (not isinstance(version, str) or not CHART_VERSION.fullmatch(version)):
+        problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, quoted(version)))
+    url = s.get("chart_repo_url") or ""
     if isinstance(url, str) and url.startswith("oci://"):
         problems.append("%s_chart_repo_url: %s is an OCI registry, which Helm does not take as a repository (expected %s_chart_ref: "
-                        "%s/%s for the chart there)" % (ROLE, P._q(url), ROLE, url.rstrip("/"), CHARTS["standalone"]))
-    elif not P.chart_repo_url(url):
+                        "%s/%s for the chart there)" % (ROLE, quoted(url), ROLE, url.rstrip("/"), CHARTS["standalone"]))
+    elif not chart_repo_url(url):
         problems.append("%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://..., %s_chart_ref for an oci:// "
-                        "chart, or %s_chart_path for a chart on the control host)" % (ROLE, P._q(url), ROLE, ROLE))
+                        "chart, or %s_chart_path for a chart on the control host)" % (ROLE, quoted(url), ROLE, ROLE))
     chart = {"ref": CHARTS[mode], "repo_url": url, "version": version, "check_values": True}
     if mode == "gpucluster":
         problem = operator_releases.parse(version) and operator_releases.release_problem(version, ROLE + "_operator_version")
@@ -268,39 +272,40 @@ def _chart(settings, mode, problems):
     return chart
 
 
-def _oci_chart(settings, mode, problems):
+def _oci_chart(s, mode):
     """The standalone chart by its OCI reference, at ``chart_version``."""
-    ref, version = settings["chart_ref"], settings.get("chart_version")
+    problems = s.problems
+    ref, version = s.get("chart_ref"), s.get("chart_version")
     if mode != "standalone":
         problems.append("%s_chart_ref: the GPUCluster path installs the gpu-operator chart from %s_chart_repo_url (expected '' with "
-                        "%s_operator_version %s)" % (ROLE, ROLE, ROLE, P._q(settings.get("operator_version"))))
+                        "%s_operator_version %s)" % (ROLE, ROLE, ROLE, quoted(s.get("operator_version"))))
     elif not isinstance(ref, str) or not _OCI_CHART.fullmatch(ref):
         problems.append("%s_chart_ref: %s is not an OCI reference of the %s chart (expected e.g. "
-                        "oci://registry.k8s.io/dra-driver-nvidia/charts/%s)" % (ROLE, P._q(ref), CHARTS["standalone"], CHARTS["standalone"]))
-    if not isinstance(version, str) or not P._CHART_VERSION.fullmatch(version):
-        problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, P._q(version)))
+                        "oci://registry.k8s.io/dra-driver-nvidia/charts/%s)" % (ROLE, quoted(ref), CHARTS["standalone"], CHARTS["standalone"]))
+    if not isinstance(version, str) or not CHART_VERSION.fullmatch(version):
+        problems.append("%s_chart_version: %s is not a chart version (expected e.g. 0.5.0)" % (ROLE, quoted(version)))
     return {"ref": ref, "version": version, "check_values": True}
 
 
-def _release(settings, mode):
+def _release(s, mode):
     name, namespace = DEFAULT_RELEASES[mode]
-    return {"name": settings.get("release_name") or name, "namespace": settings.get("namespace") or namespace}
+    return {"name": s.get("release_name") or name, "namespace": s.get("namespace") or namespace}
 
 
 # --- Values -------------------------------------------------------------------------------------
-def chart_values(settings, mode, selected, problems):
+def chart_values(s, mode, selected):
     """The chart's values for the path: the derived ones, the images, then the overrides."""
-    gates = feature_gates(settings.get("feature_gates"), problems)
-    compute_domains = P.to_bool(settings.get("compute_domains_enabled", False), ROLE + "_compute_domains_enabled", problems)
-    registry = P._image_registry(settings, ROLE, problems)
-    secrets = P._pull_secrets(settings, ROLE, problems)
-    overrides = P._check_overrides(settings.get("values_overrides") or {}, ROLE + "_values_overrides", DERIVED_VALUES[mode], problems)
+    gates = feature_gates(s.get("feature_gates"), s.problems)
+    compute_domains = s.flag("compute_domains_enabled", False)
+    registry = image_registry(s)
+    secrets = pull_secrets(s)
+    found = overrides(s, DERIVED_VALUES[mode])
     if mode == "gpucluster":
         values = _gpucluster_values(selected, gates, compute_domains, registry, secrets)
     else:
-        values = _standalone_values(settings, gates, compute_domains, registry, secrets, problems)
-        _check_webhook(compute_domains, overrides, problems)
-    return deep_merge(values, overrides)
+        values = _standalone_values(s, gates, compute_domains, registry, secrets)
+        _check_webhook(compute_domains, found, s.problems)
+    return deep_merge(values, found)
 
 
 def _gpucluster_values(selected, gates, compute_domains, registry, secrets):
@@ -324,10 +329,10 @@ def _gpucluster_values(selected, gates, compute_domains, registry, secrets):
     }
 
 
-def _standalone_values(settings, gates, compute_domains, registry, secrets, problems):
-    root = settings.get("driver_root") or "/"
+def _standalone_values(s, gates, compute_domains, registry, secrets):
+    root = s.get("driver_root") or "/"
     if not isinstance(root, str) or not root.startswith("/"):
-        problems.append("%s_driver_root: %s is not an absolute path (expected / for a driver installed on the host)" % (ROLE, P._q(root)))
+        s.problems.append("%s_driver_root: %s is not an absolute path (expected / for a driver installed on the host)" % (ROLE, quoted(root)))
     selector = {LABEL_KUBELET_PLUGIN: "true"}
     values = {
         "nvidiaDriverRoot": root,
@@ -362,15 +367,15 @@ def feature_gates(gates, problems):
     """``dra_driver_feature_gates``: gate name -> boolean, sorted."""
     var = ROLE + "_feature_gates"
     if not isinstance(gates, dict):
-        problems.append("%s: %s is not a mapping of feature gates to booleans (expected e.g. {NVMLDeviceHealthCheck: true})" % (var, P._q(gates)))
+        problems.append("%s: %s is not a mapping of feature gates to booleans (expected e.g. {NVMLDeviceHealthCheck: true})" % (var, quoted(gates)))
         return {}
-    result = {}
+    found = {}
     for name in sorted(gates, key=str):
         if not isinstance(name, str) or not _FEATURE_GATE.fullmatch(name):
-            problems.append("%s: %s is not a feature gate name (expected CamelCase, e.g. NVMLDeviceHealthCheck)" % (var, P._q(name)))
+            problems.append("%s: %s is not a feature gate name (expected CamelCase, e.g. NVMLDeviceHealthCheck)" % (var, quoted(name)))
             continue
-        result[name] = P.to_bool(gates[name], "%s.%s" % (var, name), problems)
-    return result
+        found[name] = to_bool(gates[name], "%s.%s" % (var, name), problems)
+    return found
 
 
 # --- Objects ------------------------------------------------------------------------------------
@@ -380,7 +385,7 @@ def device_classes(classes, mode, problems):
     optionally serving pods that ask for an extended resource (``nvidia.com/gpu``) through DRA."""
     var = ROLE + "_device_classes"
     if not isinstance(classes, (list, tuple)):
-        problems.append("%s: %s is not a list of {name, expression} (expected e.g. [{name: h200.nvidia.com, expression: ...}])" % (var, P._q(classes)))
+        problems.append("%s: %s is not a list of {name, expression} (expected e.g. [{name: h200.nvidia.com, expression: ...}])" % (var, quoted(classes)))
         return []
     objects, seen = [], set()
     # the standalone chart's gpu.nvidia.com already serves nvidia.com/gpu: a second class would take it over
@@ -402,11 +407,11 @@ def _extended_resource(entry, where, obj, resources, problems):
     where += ".extended_resource_name"
     if not isinstance(name, str) or len(name) > 316 or not _EXTENDED_RESOURCE.match(name) or name.split("/")[0].endswith("kubernetes.io"):
         problems.append("%s: %s is not an extended resource name (expected a domain-prefixed name outside kubernetes.io, e.g. "
-                        "nvidia.com/gpu or example.com/h200)" % (where, P._q(name)))
+                        "nvidia.com/gpu or example.com/h200)" % (where, quoted(name)))
         return False
     if name in resources:
         problems.append("%s: %s is already served by %s (expected one DeviceClass per extended resource: Kubernetes gives it to the "
-                        "newer class)" % (where, P._q(name), resources[name]))
+                        "newer class)" % (where, quoted(name), resources[name]))
         return False
     resources[name] = "%s (%s)" % (obj["metadata"]["name"], where.rsplit(".", 1)[0])
     obj["spec"]["extendedResourceName"] = name
@@ -416,19 +421,19 @@ def _extended_resource(entry, where, obj, resources, problems):
 def _device_class(entry, where, seen, problems):
     if not isinstance(entry, dict) or set(entry) - {"name", "expression", "extended_resource_name"}:
         problems.append("%s: %s is not {name, expression, extended_resource_name} (expected those keys, the last one optional)"
-                        % (where, P._q(entry)))
+                        % (where, quoted(entry)))
         return None
     name, expression = entry.get("name"), entry.get("expression")
-    if not P._check_name(name, where + ".name", P._DNS_SUBDOMAIN, "a DeviceClass name (expected lower-case alphanumerics, '-' and '.')", problems):
+    if not check_name(name, where + ".name", DNS_SUBDOMAIN, "a DeviceClass name (expected lower-case alphanumerics, '-' and '.')", problems):
         return None
     if name in DRIVER_DEVICE_CLASSES or name in seen:
         problems.append("%s.name: %s is %s (expected a name of the site's own, e.g. h200.gpu.example.com)"
-                        % (where, P._q(name), "a class the DRA driver creates itself" if name in DRIVER_DEVICE_CLASSES else "listed twice"))
+                        % (where, quoted(name), "a class the DRA driver creates itself" if name in DRIVER_DEVICE_CLASSES else "listed twice"))
         return None
     seen.add(name)
     if not isinstance(expression, str) or not expression.strip():
         problems.append("%s.expression: %s is not a CEL expression (expected e.g. \"device.attributes['%s'].productName == 'NVIDIA H200'\")"
-                        % (where, P._q(expression), DRIVER_NAME))
+                        % (where, quoted(expression), DRIVER_NAME))
         return None
     selectors = [{"cel": {"expression": "device.driver == '%s' && device.attributes['%s'].type == 'gpu'" % (DRIVER_NAME, DRIVER_NAME)}},
                  {"cel": {"expression": expression.strip()}}]
@@ -436,14 +441,14 @@ def _device_class(entry, where, seen, problems):
             "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpufleet.nvidia"}}, "spec": {"selectors": selectors}}
 
 
-def claim_checks(nodes, settings, problems):
+def claim_checks(s, nodes):
     """Per DRA node, a ResourceClaim for one whole GPU and a pause pod on that node that uses it: the
     validation creates them, waits for the claim to be allocated and the pod to run, then deletes them."""
-    namespace = settings.get("validate_namespace") or "gpufleet-dra-check"
-    P._check_namespace(namespace, ROLE + "_validate_namespace", problems)
-    image = settings.get("validate_image") or ""
+    namespace = s.get("validate_namespace") or "gpufleet-dra-check"
+    check_namespace(namespace, ROLE + "_validate_namespace", s.problems)
+    image = s.get("validate_image") or ""
     if not isinstance(image, str) or not image or any(c.isspace() for c in image):
-        problems.append("%s_validate_image: %s is not an image reference (expected e.g. registry.k8s.io/pause:3.10)" % (ROLE, P._q(image)))
+        s.problems.append("%s_validate_image: %s is not an image reference (expected e.g. registry.k8s.io/pause:3.10)" % (ROLE, quoted(image)))
     checks = []
     for node in nodes:
         name = ("gpufleet-dra-%s" % node["name"].replace(".", "-"))[:63].rstrip("-")
@@ -462,10 +467,10 @@ def claim_checks(nodes, settings, problems):
     return {"namespace": namespace, "checks": checks}
 
 
-def _summary(settings, mode, nodes, selected, classes):
+def _summary(s, mode, nodes, selected, classes):
     return {
         "path": mode,
-        "operator_version": settings.get("operator_version") or "",
+        "operator_version": s.get("operator_version") or "",
         "nodes": [n["name"] for n in selected],
         "device_plugin_nodes": [n["name"] for n in nodes if n["allocation"] == "device_plugin"],
         "kubelet_plugin_on": ("the nodes labelled %s=true" % LABEL_KUBELET_PLUGIN) if mode == "standalone"
@@ -476,6 +481,9 @@ def _summary(settings, mode, nodes, selected, classes):
 
 
 # --- What the cluster must offer ----------------------------------------------------------------
+MIN_KUBERNETES = (1, 34, 2)
+
+
 def cluster_problems(plan, cluster_info, cluster_policies, cluster_nodes):
     """Why the cluster cannot take the planned DRA layer, one message each; [] when it can.
 
@@ -509,12 +517,12 @@ def _check_kubernetes(cluster_info, problems):
     parsed = version_tuple(text)
     if parsed is None:
         problems.append("%s: the API server's version could not be read (got %s; expected Kubernetes %s or later)"
-                        % (ROLE, P._q(text), _dotted(MIN_KUBERNETES)))
+                        % (ROLE, quoted(text), ".".join(map(str, MIN_KUBERNETES))))
     elif parsed < MIN_KUBERNETES:
         problems.append(
             "%s: the cluster runs Kubernetes %s, and the DRA driver needs %s or later (what GPU Operator 26.7 and NVIDIA's "
             "DRA driver require of resource.k8s.io/v1; expected the control plane and kubelets upgraded first, or the "
-            "device plugin layer)" % (ROLE, text, _dotted(MIN_KUBERNETES)))
+            "device plugin layer)" % (ROLE, text, ".".join(map(str, MIN_KUBERNETES))))
 
 
 def _check_resource_api(cluster_info, problems):
@@ -544,14 +552,14 @@ def _check_cluster_policy(plan, policy, problems):
             problems.append(
                 "%s: ClusterPolicy %s exists, and a GPUCluster cannot coexist with a ClusterPolicy (expected it removed, "
                 "or the gpu-operator release that made it to be %s in namespace %s, which this change turns to the "
-                "GPUCluster)" % (ROLE, P._q(name), P._q(release["name"]), P._q(release["namespace"])))
+                "GPUCluster)" % (ROLE, quoted(name), quoted(release["name"]), quoted(release["namespace"])))
         return
     plugin = ((policy.get("spec") or {}).get("devicePlugin") or {}).get("enabled", True)
     if plugin is not False:
         problems.append(
             "%s: ClusterPolicy %s runs the device plugin (spec.devicePlugin.enabled is %s), which cannot share the GPUs with "
             "the DRA driver (expected gpu_operator_values_overrides devicePlugin.enabled: false, or GPU Operator 26.7 and "
-            "%s_operator_version v26.7.0)" % (ROLE, P._q(name), P._q(plugin), ROLE))
+            "%s_operator_version v26.7.0)" % (ROLE, quoted(name), quoted(plugin), ROLE))
 
 
 def _check_undeclared_gpu_nodes(plan, cluster_nodes, problems):
@@ -560,14 +568,14 @@ def _check_undeclared_gpu_nodes(plan, cluster_nodes, problems):
     declared = set(entry["name"] for entry in plan.get("node_labels") or [])
     found = sorted(
         (item.get("metadata") or {}).get("name") for item in cluster_nodes
-        if ((item.get("metadata") or {}).get("labels") or {}).get(P.LABEL_GPU_PRESENT) == "true"
+        if ((item.get("metadata") or {}).get("labels") or {}).get(LABEL_GPU_PRESENT) == "true"
         and (item.get("metadata") or {}).get("name") not in declared)
     if found:
         problems.append(
             "%s: nodes %s are GPU nodes of the cluster (%s=true) that the inventory does not declare, and the GPUCluster of GPU "
             "Operator 26.7 places the DRA kubelet plugin on every GPU node (expected them in the node group, where their driver "
             "and runtime are checked, or %s_operator_version older than v26.7.0 or '' for the standalone chart, which runs only "
-            "on the nodes it labels)" % (ROLE, ", ".join(found), P.LABEL_GPU_PRESENT, ROLE))
+            "on the nodes it labels)" % (ROLE, ", ".join(found), LABEL_GPU_PRESENT, ROLE))
 
 
 def _check_node_runtimes(plan, cluster_nodes, problems):
@@ -584,7 +592,7 @@ def _check_node_runtimes(plan, cluster_nodes, problems):
         runtime = {"containerd": "containerd", "cri-o": "crio"}.get(scheme, scheme)
         problem = runtime_cdi_problem(runtime, version, node["runtime"]["cdi_enabled"] is True)
         if problem:
-            problems.append("%s: node %s: its kubelet reports %s: %s" % (ROLE, P._q(node["name"]), text, problem.replace(
+            problems.append("%s: node %s: its kubelet reports %s: %s" % (ROLE, quoted(node["name"]), text, problem.replace(
                 "container_toolkit_runtime is", "the runtime is")))
 
 

@@ -27,16 +27,18 @@ with these values:
 - ``serviceMonitor.enabled``: off unless asked for; the chart's default (on) needs the
   Prometheus Operator's ServiceMonitor API in the cluster.
 
-Nothing here talks to a cluster; problems are collected as in :mod:`cluster.plan`.
+Nothing here talks to a cluster; problems are collected as in :mod:`cluster.checks`.
 """
 
 from __future__ import annotations
 
 import re
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import release
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.checks import Settings, check_input
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.node_labels import LABEL_GPU_PRESENT
 
 PREFIX = "device_plugin_dcgm_exporter"
 CHART = "dcgm-exporter"
@@ -48,49 +50,31 @@ DERIVED_VALUES = ("nodeSelector", "kubernetesDRA.enabled", "runtimeClassName")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 
 
-def _chart(settings, problems):
-    path = settings.get("chart_path") or ""
-    if path:
-        plan._check_input(path, PREFIX + "_chart_path", inputs.chart_path, problems)
-        return {"ref": path, "check_values": True}
-    version = settings.get("chart_version")
-    if not isinstance(version, str) or not _VERSION.fullmatch(version):
-        problems.append("%s_chart_version: %s is not a chart version (expected e.g. 4.8.2)" % (PREFIX, plan._q(version)))
-    url = settings.get("chart_repo_url") or ""
-    if not plan.chart_repo_url(url):
-        problems.append(
-            "%s_chart_repo_url: %s is not a chart repository URL (expected http(s)://... or oci://..., "
-            "or %s_chart_path for a chart on the control host)" % (PREFIX, plan._q(url), PREFIX)
-        )
-    return {"ref": CHART, "repo_url": url, "version": version, "check_values": True}
-
-
-def _images(settings, values, problems):
-    """The image repository (the exporter's exact one, else the mirror's prefix) and pull secrets."""
-    registry = plan._image_registry(settings, "device_plugin", problems)
-    repository = settings.get("image_repository") or (registry + "/" + IMAGE if registry else "")
+def _images(s, values):
+    """The image repository (the exporter's exact one, else the mirror's prefix) and pull secrets,
+    named as the device plugin's settings they are."""
+    images = s.under("device_plugin")
+    registry = release.image_registry(images)
+    repository = s.get("image_repository") or (registry + "/" + IMAGE if registry else "")
     if repository:
         values["image"] = {"repository": repository}
-    secrets = plan._pull_secrets(settings, "device_plugin", problems)
+    secrets = release.pull_secrets(images)
     if secrets:
         values["imagePullSecrets"] = [{"name": n} for n in secrets]
 
 
-def exporter_values(settings, problems):
+def exporter_values(s):
     """The dcgm-exporter chart's values (see the module's docstring), then the overrides."""
-    dra = plan.to_bool(settings.get("dra", False), PREFIX + "_dra", problems)
-    monitor = plan.to_bool(settings.get("service_monitor", False), PREFIX + "_service_monitor", problems)
     values = {
-        "nodeSelector": {plan.LABEL_GPU_PRESENT: "true"},
-        "kubernetesDRA": {"enabled": dra},
-        "serviceMonitor": {"enabled": monitor},
+        "nodeSelector": {LABEL_GPU_PRESENT: "true"},
+        "kubernetesDRA": {"enabled": s.flag("dra", False)},
+        "serviceMonitor": {"enabled": s.flag("service_monitor", False)},
     }
-    rc_name = settings.get("runtime_class_name") or ""
+    rc_name = s.get("runtime_class_name") or ""
     if rc_name:
         values["runtimeClassName"] = rc_name
-    _images(settings, values, problems)
-    overrides = plan._check_overrides(settings.get("values_overrides") or {}, PREFIX + "_values_overrides", DERIVED_VALUES, problems)
-    return deep_merge(values, overrides)
+    _images(s, values)
+    return deep_merge(values, release.overrides(s, DERIVED_VALUES))
 
 
 def dcgm_exporter_plan(settings):
@@ -98,18 +82,17 @@ def dcgm_exporter_plan(settings):
     namespace, no node labels (the device plugin's release owns them). ``settings``: the
     exporter's variables without the ``device_plugin_dcgm_exporter_`` prefix, with the device
     plugin's ``namespace``, ``namespace_pod_security``, ``runtime_class_name`` and image settings."""
-    s = plain(settings or {})
-    problems = []
-    enabled = plan.to_bool(s.get("enabled", True), PREFIX + "_enabled", problems)
-    plan._check_input(s.get("release_name"), PREFIX + "_release_name", inputs.release_name, problems)
-    chart = _chart(s, problems)
-    values = exporter_values(s, problems)
-    objects = [plan.namespace_object(s.get("namespace"), s.get("namespace_pod_security") or "")]
+    s = Settings(settings, PREFIX)
+    enabled = s.flag("enabled", True)
+    check_input(s.get("release_name"), PREFIX + "_release_name", inputs.release_name, s.problems)
+    chart = release.chart(s, CHART, "4.8.2", _VERSION)
+    values = exporter_values(s)
+    objects = [release.namespace_object(s.get("namespace"), s.get("namespace_pod_security") or "")]
     summary = {
         "enabled": enabled,
         "release": s.get("release_name"),
         "chart": chart.get("version") or chart["ref"],
         "dra": values["kubernetesDRA"]["enabled"],
-        "nodes": "%s=true" % plan.LABEL_GPU_PRESENT,
+        "nodes": "%s=true" % LABEL_GPU_PRESENT,
     }
-    return plan._result(problems, chart=chart, chart_values=values, objects=objects, node_labels=[], summary=summary, held=[])
+    return release.result(s.problems, chart=chart, chart_values=values, objects=objects, node_labels=[], summary=summary, held=[])

@@ -19,6 +19,30 @@ the second, so a run interrupted between the two still knows what it added.
 from __future__ import annotations
 
 ANNOTATION_PREFIX = "gpufleet.nvidia/"
+# The labels of the NVIDIA stack that the cluster roles set.
+LABEL_DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
+LABEL_DEPLOY_TOOLKIT = "nvidia.com/gpu.deploy.container-toolkit"
+LABEL_PLUGIN_CONFIG = "nvidia.com/device-plugin.config"
+LABEL_MIG_CONFIG = "nvidia.com/mig.config"
+LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
+
+
+def label_plan(nodes, wanted, removable):
+    """A plan's ``node_labels``: per node, the labels to set (``wanted(node)``) and the label values the
+    role owns (``removable``) and removes when not wanted; a node whose host layer failed is held."""
+    plan = []
+    for node in nodes:
+        labels = wanted(node)
+        entry = {
+            "host": node["host"],
+            "name": node["name"],
+            "labels": dict(sorted(labels.items())),
+            "remove": dict((k, sorted(v)) for k, v in sorted(removable.items()) if k not in labels),
+        }
+        if node.get("held") and not node.get("moved_back"):
+            entry["hold"] = True  # its host layer failed: its labels stay as they are
+        plan.append(entry)
+    return plan
 
 
 def annotation_key(component):

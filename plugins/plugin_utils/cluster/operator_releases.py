@@ -154,22 +154,23 @@ def nri_runtime_problem(runtime, version_text, operator_version):
 
 
 # --- The release of a GPU Operator plan ---------------------------------------------------------
-def plan_release(settings, nodes, toolkit_nodes, values, problems):
+def plan_release(s, toolkit_nodes, values):
     """Check the planned release against the table and return its summary entry.
 
-    ``toolkit_nodes`` are the nodes where the operator deploys the toolkit (the NRI plugin runs in
-    its container); ``values`` the values as the plan builds them (overrides included). A chart
+    ``s`` are the role's settings (:class:`cluster.checks.Settings`, where the problems go);
+    ``toolkit_nodes`` the nodes where the operator deploys the toolkit (the NRI plugin runs in its
+    container); ``values`` the values as the plan builds them (overrides included). A chart
     from a path has its version in the chart: the table is not consulted and the helm_release
     module's check of the values against the chart stands alone.
     """
-    if settings.get("chart_path"):
-        return {"version": None, "source": "chart path %s" % settings["chart_path"], "warnings": []}
-    version = settings.get("chart_version")
+    if s.get("chart_path"):
+        return {"version": None, "source": "chart path %s" % s.get("chart_path"), "warnings": []}
+    version = s.get("chart_version")
     if parse(version) is None:
         return None  # not a version at all: the plan's chart check says so
     problem = release_problem(version, "gpu_operator_chart_version")
     if problem:
-        problems.append(problem)
+        s.problems.append(problem)
         return None
     entry = release(version)
     warnings = []
@@ -183,9 +184,9 @@ def plan_release(settings, nodes, toolkit_nodes, values, problems):
         warnings.append("gpu_operator_chart_version: %s is not a release this collection was tested with (the %s line's newest "
                         "known is %s)" % (version, entry["line"], newest_of_line(entry["line"])))
     for path, since in values_too_new(values, version):
-        problems.append("gpu_operator: %s is read from GPU Operator %s on; the planned %s does not know it (expected "
-                        "gpu_operator_chart_version %s or later, or no %s)" % (path, since, version, newest_of_line(since), path))
-    _check_nri(values, version, toolkit_nodes, problems)
+        s.problems.append("gpu_operator: %s is read from GPU Operator %s on; the planned %s does not know it (expected "
+                          "gpu_operator_chart_version %s or later, or no %s)" % (path, since, version, newest_of_line(since), path))
+    _check_nri(values, version, toolkit_nodes, s.problems)
     return dict(entry, warnings=warnings)
 
 

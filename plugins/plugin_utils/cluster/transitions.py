@@ -18,8 +18,6 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import nod
 
 __all__ = ["operator_moves"]
 
-LABEL_DEPLOY_DRIVER = "nvidia.com/gpu.deploy.driver"
-
 
 def _operator_drives(release):
     """Whether the deployed release deploys the operator's driver (driver.enabled, true by default)."""
@@ -39,7 +37,7 @@ def operator_moves(driver_sides, cluster_nodes, release, component="gpu_operator
         if not side.get("host_driver") or side.get("name") not in live:
             continue
         meta = live[side["name"]]
-        labelled_out = (meta.get("labels") or {}).get(LABEL_DEPLOY_DRIVER) == "false"
+        labelled_out = (meta.get("labels") or {}).get(node_labels.LABEL_DEPLOY_DRIVER) == "false"
         why = []
         if drives and not labelled_out:
             why.append("the deployed release (revision %s) runs the operator's driver there" % release.get("revision"))
@@ -47,5 +45,5 @@ def operator_moves(driver_sides, cluster_nodes, release, component="gpu_operator
             why.append("discovery found the operator's driver container on it")
         if why:
             moves.append({"host": side["host"], "name": side["name"], "why": " and ".join(why),
-                          "patch": node_labels.label_out(side["name"], meta, LABEL_DEPLOY_DRIVER, "false", component)})
+                          "patch": node_labels.label_out(side["name"], meta, node_labels.LABEL_DEPLOY_DRIVER, "false", component)})
     return moves

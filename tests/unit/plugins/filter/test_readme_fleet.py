@@ -62,7 +62,7 @@ def test_on_debian_12s_containerd_the_plan_names_the_fix_the_readme_gives():
 
 
 def test_the_roles_and_the_cluster_layer_share_the_cdi_default():
-    from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import plan
+    from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import fleet
 
     toolkit = F.role_defaults("container_toolkit")["container_toolkit_enable_cdi"]
-    assert toolkit is plan.TOOLKIT_ENABLE_CDI_DEFAULT is F.role_defaults("gpu_operator")["gpu_operator_cdi_enabled"] is True
+    assert toolkit is fleet.TOOLKIT_ENABLE_CDI_DEFAULT is F.role_defaults("gpu_operator")["gpu_operator_cdi_enabled"] is True

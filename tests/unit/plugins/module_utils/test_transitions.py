@@ -3,7 +3,9 @@ plan's hold of the nodes whose host layer failed."""
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import node_labels, plan as P
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import node_labels
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.fleet import fleet_nodes
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.gpu_operator import gpu_operator_plan
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.transitions import operator_moves
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 
@@ -48,7 +50,7 @@ def test_label_out_writes_nothing_when_the_label_and_its_record_are_there():
 def _fleet(run):
     hostvars = {"a": {"nvidia_driver_method": "package"}, "b": {"nvidia_driver_method": "package"},
                 "o": {"nvidia_driver_method": "operator"}}
-    return P.fleet_nodes(["a", "b", "o"], hostvars, "gpu_operator", run)
+    return fleet_nodes(["a", "b", "o"], hostvars, "gpu_operator", run)
 
 
 def test_a_node_whose_host_layer_failed_is_held_and_a_moving_one_goes_back_to_the_operator():
@@ -57,7 +59,7 @@ def test_a_node_whose_host_layer_failed_is_held_and_a_moving_one_goes_back_to_th
     assert (nodes["a"]["driver_method"], nodes["a"]["host_driver"], nodes["a"]["moved_back"]) == ("operator", False, True)
     assert (nodes["b"]["driver_method"], nodes["b"]["held"], nodes["b"]["moved_back"]) == ("package", True, False)
     fleet = {"hosts": {"a": {}, "b": {}, "o": {}}}
-    planned = P.gpu_operator_plan(_fleet(run), F.settings(fleet, "gpu_operator"))
+    planned = gpu_operator_plan(_fleet(run), F.settings(fleet, "gpu_operator"))
     assert planned["problems"] == []
     labels = dict((e["host"], e) for e in planned["node_labels"])
     assert labels["b"].get("hold") is True and "hold" not in labels["a"] and DRIVER not in labels["a"]["labels"]
