@@ -60,11 +60,7 @@ _value:
     - "dra_driver: the cluster runs Kubernetes v1.33.2, and the DRA driver needs 1.34.2 or later (...)"
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.dra import cluster_problems
-
-
-def dra_cluster_check(plan, cluster_info, cluster_policies, cluster_nodes):
-    return cluster_problems(plan, cluster_info, cluster_policies, cluster_nodes)
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.dra_cluster import cluster_problems as dra_cluster_check
 
 
 class FilterModule(object):

@@ -68,11 +68,7 @@ _value:
       sample: ["dra_driver: node gpu-b: 7 GPUs published, discovery found 8"]
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.dra import validation_result
-
-
-def dra_validation(slices, nodes, checks=None, claims=None, pods=None):
-    return validation_result(slices, nodes, checks, claims, pods)
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.dra_validation import validation_result as dra_validation
 
 
 class FilterModule(object):
