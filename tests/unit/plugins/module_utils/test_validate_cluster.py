@@ -12,7 +12,8 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as C
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as C, nodes, pods
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cuda as CUDA
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import fixture_facts
 
 LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "", "nvidia.com/gpu.count": ""}
@@ -368,10 +369,10 @@ def test_cuda_pod_per_node_and_only_where_gpus_are_allocatable():
 
 def test_long_node_names_give_valid_pod_names():
     name = ".".join(["a" * 60] * 4)
-    assert len(C.cuda_pod_name("gpu-a")) < 253 and C.cuda_pod_name("gpu-a") == "gpufleet-vectoradd-gpu-a"
-    long_name = C.cuda_pod_name(name)
+    assert len(CUDA.cuda_pod_name("gpu-a")) < 253 and CUDA.cuda_pod_name("gpu-a") == "gpufleet-vectoradd-gpu-a"
+    long_name = CUDA.cuda_pod_name(name)
     assert len(long_name) <= 253 and long_name.startswith("gpufleet-vectoradd-aaa")
-    assert C.cuda_pod_name(name) == long_name
+    assert CUDA.cuda_pod_name(name) == long_name
 
 
 def test_cleanup_failure_is_a_fleet_failure():
@@ -384,15 +385,15 @@ def test_cleanup_failure_is_a_fleet_failure():
 
 def test_expected_label_problems():
     labels = {"a": "1", "b": "x"}
-    assert C._expected_label_problems(labels, {"a": 1, "b": "", "c": None}) == ["label c is missing"]
-    assert C._expected_label_problems(labels, {"b": "y"}) == ["label b is 'x', expected 'y'"]
+    assert nodes._expected_label_problems(labels, {"a": 1, "b": "", "c": None}) == ["label c is missing"]
+    assert nodes._expected_label_problems(labels, {"b": "y"}) == ["label b is 'x', expected 'y'"]
 
 
 def test_stack_label_problems():
-    labels = {C.LABEL_COUNT: "2", C.LABEL_REPLICAS: "1", C.LABEL_CONFIG: "default"}
-    assert C._stack_label_problems(labels, {}, 2, False) == []
-    assert C._stack_label_problems(labels, {}, 1, True) == []  # with MIG the count label is not compared
-    assert C._stack_label_problems(labels, {"replicas": 4, "sharing_config": "ts-4"}, 1, False) == [
+    labels = {nodes.LABEL_COUNT: "2", nodes.LABEL_REPLICAS: "1", nodes.LABEL_CONFIG: "default"}
+    assert nodes._stack_label_problems(labels, {}, 2, False) == []
+    assert nodes._stack_label_problems(labels, {}, 1, True) == []  # with MIG the count label is not compared
+    assert nodes._stack_label_problems(labels, {"replicas": 4, "sharing_config": "ts-4"}, 1, False) == [
         "label nvidia.com/gpu.count is '2', the node has 1 GPUs",
         "label nvidia.com/gpu.replicas is '1', expected 4: the sharing config has not taken effect",
         "label nvidia.com/device-plugin.config is 'default', expected 'ts-4': the node runs another sharing config",
@@ -401,15 +402,15 @@ def test_stack_label_problems():
 
 def test_pending_problem_says_what_holds_the_pod():
     unscheduled = {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
-    assert C._pending_problem(unscheduled, "Pending") == "Pending, not scheduled: Unschedulable"
+    assert pods._pending_problem(unscheduled, "Pending") == "Pending, not scheduled: Unschedulable"
     init = {"initContainerStatuses": [{"name": "init", "state": {"waiting": {"reason": "PodInitializing"}}}]}
-    assert C._pending_problem(init, "Pending") == "Pending, init container init PodInitializing"
-    assert C._pending_problem({}, "Unknown") == "Unknown"
+    assert pods._pending_problem(init, "Pending") == "Pending, init container init PodInitializing"
+    assert pods._pending_problem({}, "Unknown") == "Unknown"
 
 
 def test_failure_of_a_failed_pod():
-    assert C._failure({"reason": "Evicted", "message": "low on memory\nmore"}) == "Evicted: low on memory"
-    assert C._failure({}) == "failed"
+    assert pods._failure({"reason": "Evicted", "message": "low on memory\nmore"}) == "Evicted: low on memory"
+    assert pods._failure({}) == "failed"
 
 
 @pytest.mark.parametrize("pod, phase, log, cuda, status, msg", [
@@ -421,7 +422,7 @@ def test_failure_of_a_failed_pod():
     ({"status": {"phase": "Pending"}}, "Pending", "", {"timeout": 300}, "failed", "CUDA pod p did not complete within 300 s: Pending"),
 ])
 def test_cuda_pod_status(pod, phase, log, cuda, status, msg):
-    assert C._cuda_pod_status("p", pod, phase, log, cuda) == (status, msg)
+    assert CUDA._cuda_pod_status("p", pod, phase, log, cuda) == (status, msg)
 
 
 # --- nodes of the DRA layer ---------------------------------------------------------------------
