@@ -41,12 +41,12 @@ _value:
   sample: "<!DOCTYPE html>\n<html lang=\"en\">..."
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html
 
 
 def fleet_report_html(report):
-    return html.render_html(fleet_report.plain(report))
+    return html.render_html(hostvars_reader.plain(report))
 
 
 class FilterModule(object):

@@ -83,7 +83,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.upgrade import batches as upgrade
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -92,14 +92,14 @@ _KEYS = ("upgrade_result",)
 
 def upgrade_progress(hosts, hostvars, serial, reached=None):
     hosts = [str(h) for h in hosts or []]
-    data = fleet_report.host_data(hosts, hostvars, _KEYS)
+    data = hostvars_reader.host_data(hosts, hostvars, _KEYS)
     results = dict((h, data.get(h, {}).get("upgrade_result")) for h in hosts)
     if isinstance(reached, str):
         reached = str(reached) or None
     elif reached is not None:
         reached = int(reached)
     try:
-        return upgrade.progress(hosts, fleet_report.plain(serial), results, reached=reached)
+        return upgrade.progress(hosts, hostvars_reader.plain(serial), results, reached=reached)
     except GpuFleetError as exc:
         raise AnsibleFilterError(exc.msg) from exc
 

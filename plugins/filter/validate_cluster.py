@@ -109,7 +109,7 @@ _value:
       sample: ["CUDA pod: not run in check mode (it would create a pod in the cluster)"]
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as fleet_report
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as cluster_validate
 
 _KEYS = ("gpufleet_nvidia", "gpufleet_nvidia_validation", "dra_driver_node", "gpufleet_cluster_layer")
@@ -117,12 +117,12 @@ _KEYS = ("gpufleet_nvidia", "gpufleet_nvidia_validation", "dra_driver_node", "gp
 
 def validate_cluster(hosts, hostvars, cluster):
     hosts = [str(h) for h in hosts or []]
-    data = fleet_report.host_data(hosts, hostvars, _KEYS)
-    cluster = fleet_report.plain(cluster or {})
+    data = hostvars_reader.host_data(hosts, hostvars, _KEYS)
+    cluster = hostvars_reader.plain(cluster or {})
     labels = cluster.get("labels")
     if isinstance(labels, dict) and labels.get("enabled"):
         outside = [str(h) for h in labels.get("inventory") or [] if str(h) not in set(hosts)]
-        names = fleet_report.host_data(outside, hostvars, ("gpufleet_node_name",))
+        names = hostvars_reader.host_data(outside, hostvars, ("gpufleet_node_name",))
         labels["kept_nodes"] = sorted(str((names.get(h) or {}).get("gpufleet_node_name") or h) for h in outside)
     return cluster_validate.evaluate(hosts, data, cluster)
 
