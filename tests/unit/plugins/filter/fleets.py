@@ -124,11 +124,11 @@ def _plain(value):
 def settings(fleet, role, extra_vars=None):
     """The settings dict the role's task passes to its plan filter, templated."""
     task = planning_task(role)
-    (name, template), = task["vars"].items()
     variables = _trusted(role_defaults(role))
     variables.update(_trusted(copy.deepcopy(fleet.get("vars") or {})))
     variables.update(_trusted(copy.deepcopy(extra_vars or {})))
-    return _plain(_templar(variables).template(_trusted(template)))
+    variables.update(_trusted(task["vars"]))
+    return _plain(_templar(variables).template(trust_as_template("{{ __%s_settings }}" % role)))
 
 
 def direct(fleet, role, extra_vars=None):
