@@ -80,7 +80,6 @@ _EXTENDED_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 CHART_EXTENDED_RESOURCE = "nvidia.com/gpu"
 
 
-# --- Small readers ------------------------------------------------------------------------------
 def _facts(raw):
     """The node's discovery facts (common/data.host_fact: ansible_facts first), None without any."""
     facts = host_fact(raw, "gpufleet_nvidia")
@@ -93,7 +92,6 @@ def _discovered_driver(facts):
     return driver.get("version") or smi.get("driver_version") or None
 
 
-# --- The DRA view of each node ------------------------------------------------------------------
 def dra_node(node, raw):
     """A node of gpu_fleet_nodes with what the DRA layer reads besides: its allocation, driver, runtime, GPUs."""
     raw = raw or {}
@@ -167,7 +165,6 @@ def runtime_cdi_problem(runtime, version, cdi_enabled):
     return None
 
 
-# --- The plan -----------------------------------------------------------------------------------
 def dra_plan(fleet, settings, hostvars):
     """The chart, values, objects and node labels of the DRA layer, and every problem found.
 
@@ -292,7 +289,6 @@ def _release(s, mode):
     return {"name": s.get("release_name") or name, "namespace": s.get("namespace") or namespace}
 
 
-# --- Values -------------------------------------------------------------------------------------
 def chart_values(s, mode, selected):
     """The chart's values for the path: the derived ones, the images, then the overrides."""
     gates = feature_gates(s.get("feature_gates"), s.problems)
@@ -378,7 +374,6 @@ def feature_gates(gates, problems):
     return found
 
 
-# --- Objects ------------------------------------------------------------------------------------
 def device_classes(classes, mode, problems):
     """DeviceClasses the site adds beside the driver's own: ``[{name, expression, extended_resource_name}]``,
     each a narrower selection of the driver's GPUs (a CEL expression over ``device.attributes['gpu.nvidia.com']``),

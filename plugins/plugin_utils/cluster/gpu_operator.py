@@ -123,7 +123,6 @@ def gpu_operator_plan(fleet, settings):
     )
 
 
-# --- The container runtime ----------------------------------------------------------------------
 def _runtime(s, nodes):
     """The runtime flavour the toolkit's containerd settings are for.
 
@@ -172,7 +171,6 @@ def _toolkit_runtime(nodes, problems):
     return flavours[0] if flavours else "containerd"
 
 
-# --- The driver ---------------------------------------------------------------------------------
 def _driver(s, enabled):
     """The chart's ``driver`` values, and the switches of the modules the driver containers load
     (``{rdma_enabled, rdma_use_host_mofed, gds_enabled, gdrcopy_enabled}``)."""
@@ -237,7 +235,6 @@ def _driver_modules(s, driver_enabled):
     return extras
 
 
-# --- The toolkit --------------------------------------------------------------------------------
 def _toolkit(s, enabled, runtime):
     """The chart's ``toolkit`` values: the containerd settings of a k3s or RKE2 fleet, then
     ``gpu_operator_toolkit_env`` (its own names sorted)."""
@@ -283,7 +280,6 @@ def _env_value(value):
     return json.dumps(value)
 
 
-# --- Sharing, CDI, images: the values -----------------------------------------------------------
 def _sharing(s, nodes, mig_strategy):
     """The device plugin's configs as the operator deploys them: ``{default, data, config_map}``."""
     default = s.get("sharing_default") or "default"
@@ -404,7 +400,6 @@ def _set_images(values, registry, repositories, secrets):
             release.set_path(values, component + ".imagePullSecrets", list(secrets))
 
 
-# --- Node labels and summary --------------------------------------------------------------------
 def _node_labels(deploys, node):
     """The labels a node gets: the operator's driver / toolkit kept off a prepared node, its configs."""
     labels = {}
