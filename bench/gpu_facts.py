@@ -69,7 +69,7 @@ def bench_probes(runs: int, host_root: str, out: dict) -> dict:
 
     times, commands, facts = [], 0, {}
     for _run in range(runs):
-        host = common_host.make_host(host_root)
+        host = common_host.Host.for_module(None, host_root, 60)
         calls = []
         host.run = _counting(host.run, calls)
         start = time.perf_counter()

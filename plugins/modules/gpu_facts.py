@@ -404,7 +404,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -423,13 +423,12 @@ def main():
     result = dict(changed=False)
     try:
         if params["validate"] is None:
-            host = common_host.make_host(params["host_root"], params["command_timeout"])
+            host = Host.for_module(module, params["host_root"], params["command_timeout"])
             facts = gpu_facts.gather_facts(host)
         else:
             validate = dict(params["validate"], host_root=params["host_root"], command_timeout=params["command_timeout"])
-            validation, facts = host_validate.validate_node(
-                validate, params["host_root"], params["command_timeout"], option_prefix="validate."
-            )
+            host = Host.for_module(module, params["host_root"], params["command_timeout"])
+            validation, facts = host_validate.validate_node(host, validate, option_prefix="validate.")
             result.update(validation=validation, validate_params=host_validate.read_params(validate))
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)

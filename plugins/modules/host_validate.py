@@ -354,6 +354,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 
 
 def main():
@@ -365,7 +366,8 @@ def main():
     if validation is not None:
         module.exit_json(**host_validate.reused_result(validation, params))
     try:
-        validation, facts = host_validate.validate_node(params, params["host_root"], params["command_timeout"])
+        validation, facts = host_validate.validate_node(
+            Host.for_module(module, params["host_root"], params["command_timeout"]), params)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     result = dict(

@@ -493,31 +493,8 @@ package:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-
-
-class _AtomicWriter(object):
-    def __init__(self, module):
-        self.module = module
-
-    def write(self, path, content, mode=0o644):
-        safe_io.write_file(self.module, path, content, mode=mode)
-
-    def remove(self, path):
-        safe_io.remove_file(self.module, path)
-
-
-def module_host(module):
-    """This machine as the module sees it: its commands through run_command, in the C locale."""
-
-    def runner(argv, env=None):
-        environ = {"LC_ALL": "C", "LANG": "C", "LANGUAGE": "C"}
-        environ.update(env or {})
-        return module.run_command(argv, environ_update=environ)
-
-    return common_host.Host("/", runner=runner, module=module)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 
 
 def main():
@@ -525,11 +502,9 @@ def main():
         argument_spec=driver.ARGUMENT_SPEC,
         supports_check_mode=True,
     )
-    system = module_host(module)
     try:
-        result = driver.run(
-            system, module.params, check_mode=module.check_mode, diff_mode=module._diff, writer=_AtomicWriter(module)
-        )
+        system = Host.for_module(module, timeout=driver.COMMAND_TIMEOUT)
+        result = driver.run(system, module.params, check_mode=module.check_mode, diff_mode=module._diff)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     module.exit_json(**result)

@@ -333,7 +333,7 @@ import datetime
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -349,7 +349,7 @@ def main():
     try:
         facts = params["facts"]
         if facts is None:
-            facts = gpu_facts.gather_facts(common_host.make_host(params["host_root"]))
+            facts = gpu_facts.gather_facts(Host.for_module(module, params["host_root"], 60))
         # the node's date: what the driver branches' end of life is compared with
         result = preflight.run(facts, params, datetime.datetime.now(datetime.timezone.utc).date())
     except GpuFleetError as exc:

@@ -319,14 +319,24 @@ class Host(object):
 
     @classmethod
     def for_module(cls, module, root="/", timeout=None, **kwargs):
-        """The host of ``module``, its commands run under ``timeout`` seconds (default :data:`COMMAND_TIMEOUT`).
+        """The host of ``module`` at ``root``, its commands run under ``timeout`` seconds (default
+        :data:`COMMAND_TIMEOUT`); the one way a module opens its host.
 
         Not through ``module.run_command``, which has no timeout: through :func:`subprocess_runner`
         (under ``chroot root`` when ``root`` is not /), whose timeout kills the command's process group
-        and which keeps the last :data:`OUTPUT_CAP` bytes of each stream.
+        and which keeps the last :data:`OUTPUT_CAP` bytes of each stream. A ``root`` that is not a
+        folder, or a ``timeout`` under a second, fails naming the option (``host_root``, ``command_timeout``).
         """
-        runner = subprocess_runner(root or "/", timeout or COMMAND_TIMEOUT)
-        return cls(root, runner=runner, module=module, **kwargs)
+        local = os.path.abspath(root or "/")
+        if not os.path.isdir(local):
+            raise GpuFleetError("host_root: '%s' is not a directory" % root, host_root=root)
+        if timeout is not None and timeout < 1:
+            raise GpuFleetError(
+                "command_timeout: %s is not a number of seconds (expected 1 or more)" % timeout,
+                command_timeout=timeout,
+            )
+        runner = subprocess_runner(local, timeout or COMMAND_TIMEOUT)
+        return cls(local, runner=runner, module=module, **kwargs)
 
     # --- paths ----------------------------------------------------------------------------
     def _join(self, base, path):
@@ -526,16 +536,3 @@ def is_char_device(path):
         return stat.S_ISCHR(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def make_host(host_root="/", timeout=60):
-    """A :class:`Host` for ``host_root`` whose commands run under chroot with ``timeout``."""
-    root = os.path.abspath(host_root or "/")
-    if not os.path.isdir(root):
-        raise GpuFleetError("host_root: '%s' is not a directory" % host_root, host_root=host_root)
-    if timeout is None or timeout < 1:
-        raise GpuFleetError(
-            "command_timeout: %s is not a number of seconds (expected 1 or more)" % timeout,
-            command_timeout=timeout,
-        )
-    return Host(root, runner=subprocess_runner(root, timeout))

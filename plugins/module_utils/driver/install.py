@@ -102,6 +102,10 @@ KERNEL_RELEASE = functools.partial(inputs.name, what="a kernel release")
 
 # NVIDIA made the open kernel modules its default in the R560 release.
 OPEN_DEFAULT_BRANCH = 560
+# The timeout of each command, in seconds: apt-get or dnf fetching the driver from a slow mirror
+# and DKMS building its modules for every installed kernel take many minutes; a command that
+# hangs (a lock never released, a mirror that stops answering) must still end.
+COMMAND_TIMEOUT = 3600
 
 NOUVEAU_FILE = "/etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf"
 NOUVEAU_CONTENT = (
@@ -180,19 +184,18 @@ COMMITTING = ("packages", "initramfs")
 
 
 class Executor(object):
-    """Carries a plan out: files through ``writer`` (atomic writes), commands through the runner.
+    """Carries a plan out: files through the host's atomic writer (``Host.write``), commands through its runner.
 
     A step that fails puts back what the steps before it changed and no committing command has
     made good yet (:class:`Journal`), then raises.
     """
 
-    def __init__(self, system, writer=None):
+    def __init__(self, system):
         self.system = system
-        self.writer = writer or LocalWriter(system)
 
     def execute(self, plan):
         done = []
-        journal = Journal(self.system, self.writer)
+        journal = Journal(self.system)
         commits = commit_points(plan.actions)
         for index, action in enumerate(plan.actions):
             try:
@@ -213,9 +216,9 @@ class Executor(object):
         journal.save(action["path"])
         try:
             if action["kind"] == "write":
-                self.writer.write(action["path"], action["content"], action["mode"])
+                self.system.write(action["path"], action["content"], mode=action["mode"])
             else:
-                self.writer.remove(action["path"])
+                self.system.remove(action["path"])
         except (IOError, OSError) as exc:
             raise GpuFleetError("could not %s %s: %s%s" % (action["kind"], action["path"], exc, _done(done)),
                                 path=action["path"], done=done)
@@ -271,9 +274,8 @@ class Journal(object):
     """What a run changed that a failure puts back: each file's bytes and mode before its first change
     (None: it was not there), and the commands that restore the holds and locks it released."""
 
-    def __init__(self, system, writer):
+    def __init__(self, system):
         self.system = system
-        self.writer = writer
         self.entries = []  # ("file", path, bytes or None, mode) and ("run", argv), in the order they happened
         self.saved = set()
 
@@ -332,36 +334,12 @@ class Journal(object):
             if data is None:
                 if not os.path.lexists(self.system.local(path)):
                     return None
-                self.writer.remove(path)
+                self.system.remove(path)
                 return "%s (removed: it was not there)" % path
-            self.writer.write(path, data, mode)
+            self.system.write(path, data, mode=mode)
         except (IOError, OSError) as exc:
             raise GpuFleetError("%s: %s" % (path, exc))
         return path
-
-
-class LocalWriter(object):
-    """Plain writes under the system's root (unit tests); the module passes an atomic writer."""
-
-    def __init__(self, system):
-        self.system = system
-
-    def write(self, path, content, mode=0o644):
-        """Write ``content`` (text, or bytes as they are); a new file gets ``mode``."""
-        local = self.system.local(path)
-        directory = os.path.dirname(local)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, 0o755)
-        existed = os.path.exists(local)
-        with open(local, "wb") as handle:
-            handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))
-        if not existed:
-            os.chmod(local, mode)
-
-    def remove(self, path):
-        local = self.system.local(path)
-        if os.path.lexists(local):
-            os.remove(local)
 
 
 # --- what the host is -------------------------------------------------------------------------
@@ -732,7 +710,7 @@ def check_params(params):
     return declared
 
 
-def run(system, params, check_mode=False, diff_mode=False, writer=None):
+def run(system, params, check_mode=False, diff_mode=False):
     """Everything the module does; returns its result dict (raises GpuFleetError on failure).
 
     ``params`` are the module's, or some of them (the others take their defaults).
@@ -758,7 +736,7 @@ def run(system, params, check_mode=False, diff_mode=False, writer=None):
     service, verbs = plan_fabric_manager(system, plan, need, state, desired, container)
     done = []
     if plan and not check_mode:
-        done = Executor(system, writer).execute(plan)
+        done = Executor(system).execute(plan)
         if verbs:
             service = fabric_manager.check_started(system, container, verbs, done)
     result = {"changed": bool(plan), "method": "package", "state": state, "os": _os_summary(os_facts),

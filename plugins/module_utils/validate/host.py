@@ -1169,13 +1169,12 @@ def reused_result(validation, params):
     )
 
 
-def validate_node(params, host_root="/", command_timeout=60, option_prefix=""):
-    """Validate the node at ``host_root`` with the module options ``params``: ``(validation, facts)``.
+def validate_node(host, params, option_prefix=""):
+    """Validate the node ``host`` (``Host.for_module``) with the module options ``params``: ``(validation, facts)``.
 
     A bad option fails before anything is read, named with ``option_prefix`` (gpu_facts passes
     ``validate.``, the name of the option that holds them).
     """
-    host = common_host.make_host(host_root, command_timeout)
     try:
         check_options(params)
     except GpuFleetError as exc:

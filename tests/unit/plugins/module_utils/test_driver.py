@@ -31,6 +31,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_host import FakeModule
 
 FIXTURES = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "driver"))
 HGX = os.path.join(FIXTURES, "hgx")
@@ -132,7 +133,7 @@ class Replay(object):
     def system(self):
         return common_host.Host(
             self.root, runner=self.runner, kernel_root=self.root, kernel_release=self.host["kernel"], path_env="",
-            tmpdir=self.tmp,
+            tmpdir=self.tmp, module=FakeModule(self.tmp),
         )
 
     def mutations(self):

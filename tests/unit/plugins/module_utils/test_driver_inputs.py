@@ -297,15 +297,17 @@ def test_d12_failed_write_puts_the_files_before_it_back(tmp_path):
     replay = Replay(D12_PRISTINE, tmp_path)
     system = replay.system()
 
-    class Writer(driver.LocalWriter):
-        def write(self, path, content, mode=0o644):
-            if path == apt.UU_FILE:
-                raise GpuFleetError("could not write %s: No space left on device" % path, path=path)
-            return super(Writer, self).write(path, content, mode)
+    write = system.write
 
+    def full_disk(path, content, backup=False, mode=0o644):
+        if path == apt.UU_FILE:
+            raise GpuFleetError("could not write %s: No space left on device" % path, path=path)
+        return write(path, content, backup=backup, mode=mode)
+
+    system.write = full_disk
     sources = replay.read("/etc/apt/sources.list")
     with pytest.raises(GpuFleetError) as raised:
-        driver.run(system, driver.default_params(version="535.261.03", flavor="proprietary"), writer=Writer(system))
+        driver.run(system, driver.default_params(version="535.261.03", flavor="proprietary"))
     assert raised.value.msg.startswith("could not write %s: No space left on device; done before it: " % apt.UU_FILE)
     assert replay.read("/etc/apt/sources.list") == sources and replay.read(apt.PIN_FILE) is None
 

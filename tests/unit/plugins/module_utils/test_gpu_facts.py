@@ -739,18 +739,6 @@ def test_which_looks_under_the_root(tmp_path):
     assert host.which("nvidia-smi") == "/usr/local/nvidia/bin/nvidia-smi"
 
 
-def test_make_host_checks_its_arguments(tmp_path):
-    with pytest.raises(GpuFleetError) as exc:
-        common_host.make_host(str(tmp_path / "missing"))
-    assert exc.value.msg == "host_root: '%s' is not a directory" % (tmp_path / "missing")
-    with pytest.raises(GpuFleetError) as exc:
-        common_host.make_host(str(tmp_path), 0)
-    assert exc.value.msg == "command_timeout: 0 is not a number of seconds (expected 1 or more)"
-    host = common_host.make_host(str(tmp_path) + "/")
-    assert host.root == str(tmp_path)
-    assert host.kernel_root == "/"  # an empty host root: /proc and /sys of this machine
-
-
 def test_default_kernel_root(tmp_path):
     assert common_host.default_kernel_root("/") == "/"
     assert common_host.default_kernel_root(str(tmp_path)) == "/"
@@ -785,7 +773,7 @@ def test_subprocess_runner_chroots_under_a_host_root(monkeypatch):
 
 def test_live_machine_does_not_crash():
     """Whatever this machine is, gathering ends in facts, not an exception."""
-    facts = gf.gather_facts(common_host.make_host("/", 30))
+    facts = gf.gather_facts(common_host.Host("/", runner=common_host.subprocess_runner("/", 30)))
     assert set(facts["probes"]) == ALL_PROBES
 
 

@@ -280,12 +280,34 @@ def test_a_module_host_kills_a_command_past_its_timeout_with_what_it_started(tmp
     assert _gone(int(open(pidfile).read()))
 
 
-def test_a_module_host_has_the_documented_default_timeout(monkeypatch):
+def test_a_module_host_has_the_documented_default_timeout(monkeypatch, tmp_path):
     seen = []
     monkeypatch.setattr(H, "subprocess_runner", lambda root, timeout: seen.append((root, timeout)) or (lambda argv, env=None: (0, "", "")))
     H.Host.for_module(FakeModule("/tmp"))
-    H.Host.for_module(FakeModule("/tmp"), root="/host", timeout=7)
-    assert seen == [("/", H.COMMAND_TIMEOUT), ("/host", 7)] and H.COMMAND_TIMEOUT == 900
+    H.Host.for_module(FakeModule("/tmp"), root=str(tmp_path) + "/", timeout=7)
+    assert seen == [("/", H.COMMAND_TIMEOUT), (str(tmp_path), 7)] and H.COMMAND_TIMEOUT == 900
+
+
+def test_a_module_host_checks_its_root_and_timeout(tmp_path):
+    with pytest.raises(GpuFleetError) as exc:
+        H.Host.for_module(FakeModule("/tmp"), str(tmp_path / "missing"))
+    assert exc.value.msg == "host_root: '%s' is not a directory" % (tmp_path / "missing")
+    with pytest.raises(GpuFleetError) as exc:
+        H.Host.for_module(FakeModule("/tmp"), str(tmp_path), 0)
+    assert exc.value.msg == "command_timeout: 0 is not a number of seconds (expected 1 or more)"
+    host = H.Host.for_module(FakeModule("/tmp"), str(tmp_path) + "/")
+    assert host.root == str(tmp_path)
+    assert host.kernel_root == "/"  # an empty host root: /proc and /sys of this machine
+
+
+def test_a_module_host_writes_bytes_as_they_are_and_a_new_file_gets_its_mode(tmp_path):
+    """What the driver's journal puts back: a file's bytes (not UTF-8 here) and its mode."""
+    host = H.Host.for_module(FakeModule(tmp_path / "tmp"), str(tmp_path))
+    host.write("/etc/apt/sources.list", b"# caf\xe9\n", mode=0o640)
+    path = str(tmp_path / "etc" / "apt" / "sources.list")
+    with open(path, "rb") as handle:
+        assert handle.read() == b"# caf\xe9\n"
+    assert os.stat(path).st_mode & 0o777 == 0o640
 
 
 def test_the_output_of_a_command_is_capped_to_its_tail_without_blocking():

@@ -686,7 +686,7 @@ def test_cuda_test_turned_off(tmp_path):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
 def test_the_vector_add_source_builds_with_the_real_nvcc(tmp_path, monkeypatch):
     """Builds with this machine's nvcc and runs; without a GPU it must say Test FAILED and why."""
-    host = common_host.make_host("/")
+    host = common_host.Host("/")
     checks = V.Checks()
     made = []  # the work folder this check makes (other test runs may share /tmp)
     mkdtemp = V.tempfile.mkdtemp

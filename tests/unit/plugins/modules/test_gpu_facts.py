@@ -18,12 +18,12 @@ def replay(monkeypatch):
     seen = {}
 
     def use(name):
-        def make_host(host_root="/", timeout=60):
-            seen["args"] = (host_root, timeout)
+        def for_module(cls, module, root="/", timeout=None):
+            seen["args"] = (root, timeout)
             seen["host"] = CaptureHost(name)
             return seen["host"]
 
-        monkeypatch.setattr(common_host, "make_host", make_host)
+        monkeypatch.setattr(common_host.Host, "for_module", classmethod(for_module))
         return seen
 
     return use

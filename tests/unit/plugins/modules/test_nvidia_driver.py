@@ -1,8 +1,8 @@
 """Tests of the nvidia_driver module: check mode, real run, idempotence, diff, failures.
 
 The host is a replayed fixture of tests/unit/fixtures/driver (``Replay`` in
-test_driver.py); ``nvidia_driver.module_host`` is patched to it and the module's atomic writer to one that
-writes under the replayed root, so nothing on this machine is touched.
+test_driver.py); ``Host.for_module`` is patched to give it, whose atomic writes go under the replayed
+root, so nothing on this machine is touched.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from unittest import mock
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvidia_driver
@@ -30,10 +31,15 @@ ARGS = {"version": "535.261.03", "flavor": "proprietary"}
 @contextlib.contextmanager
 def host(replay):
     system = replay.system()
-    with mock.patch.object(nvidia_driver, "module_host", lambda module: system), mock.patch.object(
-        nvidia_driver, "_AtomicWriter", lambda module: driver_lib.LocalWriter(system)
-    ):
+    seen = []
+
+    def for_module(cls, module, root="/", timeout=None):
+        seen.append((root, timeout))
+        return system
+
+    with mock.patch.object(common_host.Host, "for_module", classmethod(for_module)):
         yield replay
+    assert set(seen) <= {("/", driver_lib.COMMAND_TIMEOUT)}
 
 
 def test_four_steps(tmp_path):
@@ -157,23 +163,6 @@ def test_preinstalled_fabric_manager_drift_through_the_module(tmp_path):
     assert replay.mutations() == []
 
 
-def test_module_host_runs_commands_in_the_c_locale(tmp_path):
-    calls = []
-
-    class Module(object):
-        tmpdir = str(tmp_path)
-
-        def run_command(self, argv, environ_update=None):
-            calls.append((argv, environ_update))
-            return 0, "out", ""
-
-    system = nvidia_driver.module_host(Module())
-    assert system.run(["apt-get", "update"], env={"DEBIAN_FRONTEND": "noninteractive"}) == (0, "out", "")
-    assert calls == [(["apt-get", "update"],
-                      {"LC_ALL": "C", "LANG": "C", "LANGUAGE": "C", "DEBIAN_FRONTEND": "noninteractive"})]
-    assert system.root == "/" and system.tmpdir == str(tmp_path)
-
-
 # --- malformed options and failed runs, as the user sees them (issue: no input and no interruption breaks a node) ---
 
 
@@ -217,20 +206,3 @@ def test_failed_install_fails_the_task_with_the_files_put_back(tmp_path):
 def run_module_plan(replay):
     with host(replay):
         return run_module(nvidia_driver, ARGS, check_mode=True)["plan"]
-
-
-def test_atomic_writer_puts_bytes_back_as_they_were(tmp_path):
-    class Module(object):
-        params = {}
-
-        def add_cleanup_file(self, path):
-            pass
-
-        def atomic_move(self, src, dest, unsafe_writes=False):
-            os.rename(src, dest)
-
-    path = str(tmp_path / "sources.list")
-    nvidia_driver._AtomicWriter(Module()).write(path, b"# caf\xe9\n", 0o640)
-    with open(path, "rb") as handle:
-        assert handle.read() == b"# caf\xe9\n"
-    assert os.stat(path).st_mode & 0o777 == 0o640

@@ -134,11 +134,11 @@ def test_not_a_facts_dict_fails_cleanly():
 def test_gathers_the_facts_itself_without_facts(monkeypatch):
     seen = {}
 
-    def make_host(host_root="/", timeout=60):
-        seen["root"] = host_root
+    def for_module(cls, module, root="/", timeout=None):
+        seen["root"] = root
         return CaptureHost("debian12-nogpu")
 
-    monkeypatch.setattr(common_host, "make_host", make_host)
+    monkeypatch.setattr(common_host.Host, "for_module", classmethod(for_module))
     result = run_module(preflight, {"driver_version": "580", "host_root": "/host", "waive": ["kernel_headers", "security_floor"]})
     assert seen["root"] == "/host"
     assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 0 blocking, 0 warnings, 2 waived"
