@@ -414,18 +414,6 @@ def parse_nvrm_version(text):
     return version, flavor
 
 
-def parse_modinfo(text):
-    info = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        key = key.strip()
-        if key in ("filename", "version", "license", "signer", "sig_key", "vermagic") and key not in info:
-            info[key] = value.strip()
-    return info
-
-
 def _normalise_bus_id(bus_id):
     """nvidia-smi's ``00000000:3B:00.0`` -> sysfs' ``0000:3b:00.0``."""
     if not bus_id:
@@ -549,7 +537,7 @@ def gather_modinfo(host, probes):
             facts["state"] = "error"
             probes.error("modinfo", _command_detail(argv, rc, out, err))
         return facts
-    info = parse_modinfo(out)
+    info = kernels.parse_modinfo(out)
     facts["state"] = "ok"
     facts["version"] = info.get("version")
     facts["filename"] = info.get("filename")
@@ -678,14 +666,12 @@ def gather_driver(host, probes, dpkg, family=None):
     ``family`` is the OS family (:func:`os_family`, of :func:`gather_os`): it picks the package
     manager asked (:func:`_driver_package`); without it, each database the host has is asked.
     """
-    modules = _loaded_modules(host, probes)
-    nvrm_version, nvrm_flavor = _nvrm_version(host, probes)
-    sys_version = _sys_module_version(host)
+    modules, version, flavor = loaded_driver(host, probes)
     facts = {
-        "loaded": "nvidia" in modules or nvrm_version is not None or sys_version is not None,
+        "loaded": "nvidia" in modules or version is not None,
         "modules": sorted(m for m in modules if m == "nvidia" or m.startswith("nvidia_")),
-        "version": sys_version or nvrm_version,
-        "flavor": nvrm_flavor,
+        "version": version,
+        "flavor": flavor,
         "nouveau_loaded": "nouveau" in modules or host.isdir("/sys/module/nouveau", kernel=True),
         "installed": gather_modinfo(host, probes),
         "nvidia_smi": gather_nvidia_smi(host, probes),
@@ -711,6 +697,15 @@ def _operator_driver_root(host):
     """The GPU Operator's driver root when its driver container runs on the host, else None."""
     smi = OPERATOR_DRIVER_ROOT + "/usr/bin/nvidia-smi"
     return OPERATOR_DRIVER_ROOT if host.exists(smi) else None
+
+
+def loaded_driver(host, probes):
+    """``(modules, version, flavor)``: the names of the loaded kernel modules (/proc/modules), the
+    nvidia module's version (/sys/module/nvidia/version, else /proc/driver/nvidia/version) and its
+    flavour; Nones where no nvidia module says one."""
+    modules = _loaded_modules(host, probes)
+    nvrm_version, flavor = _nvrm_version(host, probes)
+    return modules, _sys_module_version(host) or nvrm_version, flavor
 
 
 def _loaded_modules(host, probes):

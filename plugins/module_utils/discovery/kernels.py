@@ -22,7 +22,6 @@ import lzma
 import os
 import posixpath
 import re
-import stat
 import struct
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
@@ -81,30 +80,10 @@ def _zstd_decompress(data):
     return None
 
 
-def _read_file(host, path, cap):
-    """The bytes of the host's regular file ``path``, at most ``cap`` (OSError otherwise)."""
-    local = host.local(path)
-    fd = os.open(local, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError("%s is not a regular file" % path)
-        if info.st_size > cap:
-            raise OSError("%s is %d bytes, more than the %d read at most" % (path, info.st_size, cap))
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-
-
 def _module_image(host, path):
     """``(elf_bytes, None)`` of a module file, or ``(None, why)`` when it cannot be read here."""
     try:
-        data = _read_file(host, path, MODULE_CAP)
+        data = host.read_bytes(path, cap=MODULE_CAP)
     except (IOError, OSError) as exc:
         return None, "%s: %s" % (path, exc)
     try:
@@ -147,6 +126,16 @@ def _elf_sections(data):
     return sections
 
 
+def parse_modinfo(text):
+    """``{key: value}`` of ``modinfo``'s answer (``key: value`` lines; the first value of a key)."""
+    info = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in info:
+            info[key.strip()] = value.strip()
+    return info
+
+
 def parse_modinfo_section(blob):
     """``{key: value}`` of a ``.modinfo`` section (NUL-separated ``key=value``; the first value of a key)."""
     info = {}
@@ -174,12 +163,7 @@ def _modinfo_command(host, path):
     rc, out, err = host.run([modinfo, path])
     if rc != 0:
         return None, "modinfo %s exited %d: %s" % (path, rc, (err or out).strip()[:200])
-    info = {}
-    for line in out.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() not in info:
-            info[key.strip()] = value.strip()
-    return info, None
+    return parse_modinfo(out), None
 
 
 def read_module(host, path):

@@ -373,25 +373,10 @@ def detect_container(system):
 
 
 def read_kernel_module(system):
-    """What the kernel has loaded and what modinfo would load, for the running kernel."""
-    modules = []
-    try:
-        modules = gpu_facts.parse_proc_modules(system.read_text("/proc/modules", kernel=True))
-        proc_modules = True
-    except (IOError, OSError):
-        proc_modules = False
-    loaded_version = loaded_flavor = None
-    try:
-        loaded_version, loaded_flavor = gpu_facts.parse_nvrm_version(
-            system.read_text("/proc/driver/nvidia/version", kernel=True)
-        )
-    except (IOError, OSError):
-        pass
-    try:
-        loaded_version = system.read_text("/sys/module/nvidia/version", kernel=True).strip() or loaded_version
-    except (IOError, OSError):
-        pass
-    installed = gpu_facts.gather_modinfo(system, gpu_facts.Probes())
+    """What the kernel has loaded and what modinfo would load, for the running kernel (as gpu_facts reads them)."""
+    probes = gpu_facts.Probes()
+    modules, loaded_version, loaded_flavor = gpu_facts.loaded_driver(system, probes)
+    installed = gpu_facts.gather_modinfo(system, probes)
     return {
         "loaded": "nvidia" in modules or loaded_version is not None,
         "loaded_version": loaded_version,
@@ -399,7 +384,7 @@ def read_kernel_module(system):
         "installed_version": installed.get("version"),
         "installed_flavor": installed.get("flavor"),
         "installed_filename": installed.get("filename"),
-        "proc_modules": proc_modules,
+        "proc_modules": probes["proc_modules"]["state"] == "ok",
         "nouveau_loaded": "nouveau" in modules,
     }
 
