@@ -6,7 +6,12 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.container import parse_containerd_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.machine import parse_os_release
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.nvidia_smi import parse_nvidia_smi_xml
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.packages import parse_dpkg_status
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.pci import parse_pci_ids
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.topology import parse_topo_matrix
 from ansible_collections.gpufleet.nvidia.tests.property import strategies as s
 from ansible_collections.gpufleet.nvidia.tests.property.tally import tally
 
@@ -31,7 +36,7 @@ def survives(target, parse, text, allowed=()):
 
 @given(text=s.captured_text("root/etc/os-release", OS_RELEASE))
 def test_os_release(text):
-    survives("os-release", facts.parse_os_release, text)
+    survives("os-release", parse_os_release, text)
 
 
 PCI_CAPTURE = s.host_capture("root/usr/share/misc/pci.ids")
@@ -40,17 +45,17 @@ PCI_CAPTURE = s.host_capture("root/usr/share/misc/pci.ids")
 @given(data=st.one_of(st.binary(max_size=400), s.mutated(PCI_CAPTURE),
                       s.any_text(PCI_IDS).map(lambda t: t.encode("utf-8", "surrogatepass"))))
 def test_pci_ids(data):
-    survives("pci.ids", facts.parse_pci_ids, data)  # load_pci_ids gives it the (gunzipped) bytes
+    survives("pci.ids", parse_pci_ids, data)  # load_pci_ids gives it the (gunzipped) bytes
 
 
 @given(text=s.captured_text("root/var/lib/dpkg/status", DPKG))
 def test_dpkg_status(text):
-    survives("dpkg status", facts.parse_dpkg_status, text)
+    survives("dpkg status", parse_dpkg_status, text)
 
 
 @given(text=s.captured_text("commands/nvidia-smi-q-x.txt", XML))
 def test_nvidia_smi_xml(text):
-    survives("nvidia-smi XML", facts.parse_nvidia_smi_xml, text, ValueError)
+    survives("nvidia-smi XML", parse_nvidia_smi_xml, text, ValueError)
 
 
 CONFIGS = st.one_of(s.toml_file(s.containerd_tree(), s.CONTAINERD_FIXTURES).filter(lambda t: t is not None), s.any_text(TOML))
@@ -58,7 +63,7 @@ CONFIGS = st.one_of(s.toml_file(s.containerd_tree(), s.CONTAINERD_FIXTURES).filt
 
 @given(text=CONFIGS)
 def test_containerd_config(text):
-    survives("containerd config.toml", facts.parse_containerd_config, text, (ValueError, RecursionError))
+    survives("containerd config.toml", parse_containerd_config, text, (ValueError, RecursionError))
 
 
 @given(text=CONFIGS)
@@ -68,4 +73,4 @@ def test_toml_subset(text):
 
 @given(text=s.captured_text("commands/nvidia-smi-topo-m.txt", TOPO))
 def test_topo_matrix(text):
-    survives("nvidia-smi topo", facts.parse_topo_matrix, text, ValueError)
+    survives("nvidia-smi topo", parse_topo_matrix, text, ValueError)

@@ -15,7 +15,9 @@ import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.pci import gather_pci
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.topology import gather_fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import sort_versions, upstream_version
 
 UNIT = "nvidia-fabricmanager"
@@ -95,7 +97,7 @@ class Need(object):
 
 def read_need(system, mode):
     """The need of this host, its NVSwitches read from sysfs as gpu_facts reads them."""
-    dummy, nvswitches = gpu_facts.gather_pci(system, gpu_facts.Probes())
+    dummy, nvswitches = gather_pci(system, Probes())
     return Need(mode, nvswitches)
 
 
@@ -304,7 +306,7 @@ def verify(system, need, dpkg, version, container, drift, notes):
         report["detail"] = "%s: not checked" % need.reason
         return report
     report["action"] = "verify"
-    facts = gpu_facts.gather_fabric_manager(system, gpu_facts.Probes(), dpkg, len(need.nvswitches))
+    facts = gather_fabric_manager(system, Probes(), dpkg, len(need.nvswitches))
     report["installed_version"] = facts["version"]
     if facts["package"]:
         report["packages"] = {facts["package"]: (dpkg or {}).get(facts["package"])}

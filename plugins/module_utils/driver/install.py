@@ -27,7 +27,15 @@ import errno
 import functools
 import os
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import (
+    gather_driver,
+    gather_modinfo,
+    loaded_driver,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.machine import gather_os
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.packages import gather_dpkg
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.pci import gather_pci
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
@@ -346,7 +354,7 @@ class Journal(object):
 
 
 def read_os(system):
-    facts = gpu_facts.gather_os(system, gpu_facts.Probes())
+    facts = gather_os(system, Probes())
     if not facts.get("id"):
         raise GpuFleetError("could not tell the OS: neither /etc/os-release nor /usr/lib/os-release is readable")
     return facts
@@ -374,9 +382,9 @@ def detect_container(system):
 
 def read_kernel_module(system):
     """What the kernel has loaded and what modinfo would load, for the running kernel (as gpu_facts reads them)."""
-    probes = gpu_facts.Probes()
-    modules, loaded_version, loaded_flavor = gpu_facts.loaded_driver(system, probes)
-    installed = gpu_facts.gather_modinfo(system, probes)
+    probes = Probes()
+    modules, loaded_version, loaded_flavor = loaded_driver(system, probes)
+    installed = gather_modinfo(system, probes)
     return {
         "loaded": "nvidia" in modules or loaded_version is not None,
         "loaded_version": loaded_version,
@@ -438,7 +446,7 @@ def resolve_flavor(system, requested, declared):
     """``(flavor, reason)``: ``requested`` unless auto, else what the host's GPUs and the branch want."""
     if requested in ("open", "proprietary"):
         return requested, "asked for"
-    gpus, dummy = gpu_facts.gather_pci(system, gpu_facts.Probes())
+    gpus, dummy = gather_pci(system, Probes())
     needs_open = [g for g in gpus if _needs_open(g)]
     needs_prop = [g for g in gpus if _pre_turing(g)]
     if needs_open and needs_prop:
@@ -562,10 +570,10 @@ def read_preinstalled(system):
 
     Fails when there is no driver at all: method preinstalled installs nothing.
     """
-    probes = gpu_facts.Probes()
-    family = gpu_facts.gather_os(system, probes)["family"]
-    dpkg = gpu_facts.gather_dpkg(system, probes, family)
-    driver = gpu_facts.gather_driver(system, probes, dpkg, family)
+    probes = Probes()
+    family = gather_os(system, probes)["family"]
+    dpkg = gather_dpkg(system, probes, family)
+    driver = gather_driver(system, probes, dpkg, family)
     if driver["source"] == "operator":
         raise GpuFleetError(
             "method preinstalled: the driver on this host is the GPU Operator's (its container's root at %s), not the "

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Host validation: what NVIDIA's validator checks on a node, read only, in one pass.
 
-:func:`validate_host` takes a :class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.facts.Host`, gathers fresh ``gpufleet_nvidia``
+:func:`validate_host` takes a :class:`~ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host.Host`, gathers fresh ``gpufleet_nvidia``
 facts and checks, in order:
 
 - ``gpus``: the node has the GPUs it is declared to have (``gpu_count``); a node without GPU
@@ -46,6 +46,15 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.container import (
+    CONTAINERD_CONFIG,
+    CRIO_CONFIG,
+    CRIO_DROPIN_DIR,
+    CRI_PLUGINS,
+    DOCKER_CONFIG,
+    TOOLKIT_CONFIG,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import first_line
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import day2 as day2_checks
@@ -199,10 +208,6 @@ class Checks(object):
 def _tail(text, limit=_TAIL):
     text = (text or "").strip()
     return text if len(text) <= limit else "..." + text[-(limit - 3):]
-
-
-def _first_line(text):
-    return gpu_facts._first_line(text)  # pylint: disable=protected-access
 
 
 def _read(host, path):
@@ -463,7 +468,7 @@ def _containerd_files(host, path):
 
 
 def _cri_table(config):
-    for plugin in gpu_facts.CRI_PLUGINS:
+    for plugin in CRI_PLUGINS:
         table = _dig(config, "plugins", plugin)
         if isinstance(_dig(table, "containerd", "runtimes"), dict):
             return plugin, table
@@ -472,7 +477,7 @@ def _cri_table(config):
 
 def _explicit_cdi(files_data):
     for data in files_data:
-        for plugin in gpu_facts.CRI_PLUGINS:
+        for plugin in CRI_PLUGINS:
             if _dig(data, "plugins", plugin, "enable_cdi") is True:
                 return True
     return False
@@ -499,7 +504,7 @@ def _locate_containerd(host, facts, flavor):
         binary = host.which("containerd")
         if binary is None:
             return None, None, "containerd is not installed (container_runtime containerd)"
-        return gpu_facts.CONTAINERD_CONFIG, binary, None
+        return CONTAINERD_CONFIG, binary, None
     path, bundled = RANCHER_CONTAINERD[flavor]
     if not (_dig(facts, "container", flavor, "installed") or host.which(flavor)):
         return None, None, "%s is not installed (container_runtime %s)" % (flavor, flavor)
@@ -531,7 +536,7 @@ def _containerd_dump(host, binary, path, info):
     # which have no nvidia handler.)
     rc, out, err = host.run([binary, "--config", path, "config", "dump"])
     if rc != 0:
-        detail = _first_line(err) or _first_line(out) or "exit %s" % rc
+        detail = first_line(err) or first_line(out) or "exit %s" % rc
         return None, "containerd cannot load %s: %s" % (path, detail)
     try:
         merged = toml_subset.loads(out)
@@ -544,7 +549,7 @@ def _containerd_dump(host, binary, path, info):
 def _containerd_handler(host, merged, path, handler, info):
     """``(status, msg)`` of the handler in the merged config: the CRI plugin enabled, the handler
     there with a runtime_type, running nvidia-container-runtime; ``info`` gets the default runtime."""
-    disabled = [p for p in (merged.get("disabled_plugins") or []) if p in gpu_facts.CRI_PLUGINS]
+    disabled = [p for p in (merged.get("disabled_plugins") or []) if p in CRI_PLUGINS]
     if disabled:
         return (
             FAILED,
@@ -554,7 +559,7 @@ def _containerd_handler(host, merged, path, handler, info):
     plugin, cri = _cri_table(merged)
     runtimes = _dig(cri, "containerd", "runtimes") or {}
     info["default_runtime"] = _dig(cri, "containerd", "default_runtime_name")
-    where = 'plugins."%s".containerd.runtimes.%s' % (plugin or gpu_facts.CRI_PLUGINS[1], handler)
+    where = 'plugins."%s".containerd.runtimes.%s' % (plugin or CRI_PLUGINS[1], handler)
     if handler not in runtimes:
         return (
             FAILED,
@@ -571,10 +576,10 @@ def _containerd_handler(host, merged, path, handler, info):
 
 
 def check_docker(host, facts, handler):
-    info = {"config": gpu_facts.DOCKER_CONFIG, "source": gpu_facts.DOCKER_CONFIG, "cdi": False, "default_runtime": None}
+    info = {"config": DOCKER_CONFIG, "source": DOCKER_CONFIG, "cdi": False, "default_runtime": None}
     if not (_dig(facts, "container", "docker", "installed") or host.which("dockerd")):
         return FAILED, "dockerd is not installed (container_runtime docker)", info
-    path = gpu_facts.DOCKER_CONFIG
+    path = DOCKER_CONFIG
     if not host.exists(path):
         return FAILED, "%s does not exist: Docker has no runtime %r" % (path, handler), info
     text, error = _read(host, path)
@@ -598,16 +603,16 @@ def check_docker(host, facts, handler):
 
 
 def check_crio(host, facts, handler):
-    info = {"config": gpu_facts.CRIO_CONFIG, "source": None, "cdi": False, "default_runtime": None}
+    info = {"config": CRIO_CONFIG, "source": None, "cdi": False, "default_runtime": None}
     if not (_dig(facts, "container", "crio", "installed") or host.which("crio")):
         return FAILED, "crio is not installed (container_runtime crio)", info
-    files = [gpu_facts.CRIO_CONFIG] if host.exists(gpu_facts.CRIO_CONFIG) else []
-    if host.isdir(gpu_facts.CRIO_DROPIN_DIR):
+    files = [CRIO_CONFIG] if host.exists(CRIO_CONFIG) else []
+    if host.isdir(CRIO_DROPIN_DIR):
         try:
-            names = host.listdir(gpu_facts.CRIO_DROPIN_DIR)
+            names = host.listdir(CRIO_DROPIN_DIR)
         except OSError as exc:
-            return FAILED, "%s: %s" % (gpu_facts.CRIO_DROPIN_DIR, exc), info
-        files += [posixpath.join(gpu_facts.CRIO_DROPIN_DIR, n) for n in names if not n.startswith(".")]
+            return FAILED, "%s: %s" % (CRIO_DROPIN_DIR, exc), info
+        files += [posixpath.join(CRIO_DROPIN_DIR, n) for n in names if not n.startswith(".")]
     merged = {}
     for path in files:
         data, error = _read_toml_file(host, path)
@@ -800,7 +805,7 @@ def _read_cdi_data(entry, data):
 
 
 def _toolkit_mode(host):
-    data, error = _read_toml_file(host, gpu_facts.TOOLKIT_CONFIG)
+    data, error = _read_toml_file(host, TOOLKIT_CONFIG)
     if error or not data:
         return None
     return _dig(data, "nvidia-container-runtime", "mode")
@@ -829,7 +834,7 @@ def _cdi_enabled_by(host, mode, runtime):
     if runtime.get("cdi"):
         why.append("%s enables CDI" % runtime.get("name"))
     if _toolkit_mode(host) == "cdi":
-        why.append('%s has mode = "cdi"' % gpu_facts.TOOLKIT_CONFIG)
+        why.append('%s has mode = "cdi"' % TOOLKIT_CONFIG)
     return why
 
 
@@ -942,7 +947,7 @@ def _run_vector_add(result, nvcc, work, host_work, runner):
     result["output"] = _tail(out + ("\n" + err if err else ""))
     result["passed"] = rc == 0 and PASSED in out
     if result["passed"]:
-        return OK, "CUDA vectorAdd passed on the host (%s)" % (_first_line(out) or "Test PASSED")
+        return OK, "CUDA vectorAdd passed on the host (%s)" % (first_line(out) or "Test PASSED")
     return FAILED, "CUDA vectorAdd failed on the host: %s" % _vector_add_failure(rc, out, err)
 
 

@@ -450,9 +450,9 @@ def test_nodes_on_containerd_and_cri_o_share_one_release():
 
 
 def _smi_facts(path):
-    from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.nvidia_smi import parse_nvidia_smi_xml
     with open(os.path.join(F.FIXTURES, path)) as f:
-        smi = gpu_facts.parse_nvidia_smi_xml(f.read())
+        smi = parse_nvidia_smi_xml(f.read())
     return {"gpu_count": len(smi["gpus"]), "driver": {"nvidia_smi": smi}}
 
 

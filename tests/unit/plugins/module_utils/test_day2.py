@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, kernels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight as pf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import day2 as vday2
@@ -275,7 +276,7 @@ def _nvml_host(tmp_path, monkeypatch, files, links=()):
 
 
 def test_systemd_cgroup_legacy_mode_without_links_is_exposed(tmp_path, monkeypatch):
-    facts = day2.gather_nvml_reload(_nvml_host(tmp_path, monkeypatch, {}), gpu_facts.Probes(), CONTAINER)
+    facts = day2.gather_nvml_reload(_nvml_host(tmp_path, monkeypatch, {}), Probes(), CONTAINER)
     assert facts["state"] == "exposed" and facts["cgroup_drivers"]["containerd"] == "systemd"
     assert facts["dev_char_missing"] == ["/dev/nvidia0 (/dev/char/195:0)", "/dev/nvidiactl (/dev/char/195:255)"]
     assert facts["reason"].startswith("exposed to NVML loss after systemctl daemon-reload: containerd uses the systemd cgroup driver")
@@ -284,9 +285,9 @@ def test_systemd_cgroup_legacy_mode_without_links_is_exposed(tmp_path, monkeypat
 
 def test_cdi_mode_or_every_link_protects(tmp_path, monkeypatch):
     cdi = {"/etc/nvidia-container-runtime/config.toml": '[nvidia-container-runtime]\nmode = "cdi"\n'}
-    assert day2.gather_nvml_reload(_nvml_host(tmp_path / "a", monkeypatch, cdi), gpu_facts.Probes(), CONTAINER)["state"] == "protected"
+    assert day2.gather_nvml_reload(_nvml_host(tmp_path / "a", monkeypatch, cdi), Probes(), CONTAINER)["state"] == "protected"
     linked = _nvml_host(tmp_path / "b", monkeypatch, {}, links=("195:0", "195:255"))
-    assert day2.gather_nvml_reload(linked, gpu_facts.Probes(), CONTAINER)["state"] == "protected"
+    assert day2.gather_nvml_reload(linked, Probes(), CONTAINER)["state"] == "protected"
 
 
 @pytest.mark.parametrize("version, state, words", [
@@ -296,7 +297,7 @@ def test_cdi_mode_or_every_link_protects(tmp_path, monkeypatch):
 ])
 def test_auto_mode_follows_the_toolkit_release(tmp_path, monkeypatch, version, state, words):
     container = dict(CONTAINER, toolkit={"version": version})
-    facts = day2.gather_nvml_reload(_nvml_host(tmp_path, monkeypatch, {}), gpu_facts.Probes(), container)
+    facts = day2.gather_nvml_reload(_nvml_host(tmp_path, monkeypatch, {}), Probes(), container)
     assert facts["state"] == state and words in facts["reason"]
     assert facts["toolkit_mode"] == "auto"
 
@@ -305,7 +306,7 @@ def test_docker_run_gpus_is_exposed_even_in_cdi_mode(tmp_path, monkeypatch):
     cdi = {"/etc/nvidia-container-runtime/config.toml": '[nvidia-container-runtime]\nmode = "cdi"\n',
            "/etc/docker/daemon.json": '{"exec-opts": ["native.cgroupdriver=systemd"]}'}
     container = {"docker": {"installed": True}, "toolkit": {"version": "1.20.0"}}
-    facts = day2.gather_nvml_reload(_nvml_host(tmp_path, monkeypatch, cdi), gpu_facts.Probes(), container)
+    facts = day2.gather_nvml_reload(_nvml_host(tmp_path, monkeypatch, cdi), Probes(), container)
     assert facts["state"] == "exposed" and "docker run --gpus uses the legacy hook" in facts["reason"]
 
 
@@ -327,7 +328,7 @@ def test_the_fix_names_the_toolkit_roles_real_switches():
 
 def test_cgroupfs_containerd_is_not_exposed(tmp_path, monkeypatch):
     host = _nvml_host(tmp_path, monkeypatch, {"/etc/containerd/config.toml": CONTAINERD_SYSTEMD.replace("true", "false")})
-    facts = day2.gather_nvml_reload(host, gpu_facts.Probes(), CONTAINER)
+    facts = day2.gather_nvml_reload(host, Probes(), CONTAINER)
     assert (facts["state"], facts["cgroup_drivers"]["containerd"]) == ("not_exposed", "cgroupfs")
 
 
@@ -445,7 +446,7 @@ def test_debian_layout_dkms_source_without_headers_is_the_running_kernel_problem
     os.symlink("/usr/src/nvidia-current-535.309.01", str(tmp_path / "var/lib/dkms/nvidia-current/535.309.01/source"))
     dpkg = {"libnvidia-ml1": "535.309.01-0+deb12u1", "nvidia-kernel-dkms": "535.309.01-0+deb12u1",
             "nvidia-kernel-common": "20220217+3~deb12u1"}
-    found, libraries = kernels.gather(host, gpu_facts.Probes(), dpkg, None)
+    found, libraries = kernels.gather(host, Probes(), dpkg, None)
     assert libraries["libraries"] == {"535.309.01": ["/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.535.309.01"]}
     assert libraries["packages"] == {"535.309.01": ["libnvidia-ml1", "nvidia-kernel-dkms"]}
     assert found["driver_version"] == "535.309.01"

@@ -17,7 +17,37 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gf
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.container import (
+    cri_plugin_name,
+    parse_containerd_config,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import (
+    _driver_source,
+    gather_driver,
+    parse_nvrm_version,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.machine import (
+    SECURE_BOOT_VAR,
+    os_family,
+    parse_os_release,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.nvidia_smi import (
+    _normalise_bus_id,
+    parse_nvidia_smi_xml,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.packages import dpkg_owner, parse_dpkg_status
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.pci import (
+    _gpu_name,
+    _numa_node,
+    _nvidia_function,
+    parse_pci_ids,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.topology import (
+    _nvlink_pairs,
+    gather_fabric_manager,
+    parse_topo_matrix,
+)
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 
 HOSTS = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "hosts")
@@ -390,10 +420,10 @@ def test_debian_package_owned_proprietary_multi_gpu():
 
 def test_libcuda_owner_found_through_the_resolved_link():
     host = CaptureHost("debian12-l40s-x2-package")
-    name, path = gf.dpkg_owner(host, ["/usr/lib/x86_64-linux-gnu/libcuda.so.550.163.01"])
+    name, path = dpkg_owner(host, ["/usr/lib/x86_64-linux-gnu/libcuda.so.550.163.01"])
     assert (name, path) == ("libcuda1", "/usr/lib/x86_64-linux-gnu/libcuda.so.550.163.01")
     # usrmerge: /lib/... is found in a list that says /usr/lib/...
-    name, path = gf.dpkg_owner(host, ["/lib/x86_64-linux-gnu/libcuda.so.1"])
+    name, path = dpkg_owner(host, ["/lib/x86_64-linux-gnu/libcuda.so.1"])
     assert name == "libcuda1"
 
 
@@ -523,9 +553,9 @@ class BrokenHost(CaptureHost):
         ("/var/lib/dpkg/status", "dpkg_status", "/var/lib/dpkg/status: [Errno 13] Permission denied"),
         ("/usr/share/misc/pci.ids", "pci_ids", "/usr/share/misc/pci.ids: [Errno 13] Permission denied"),
         (
-            gf.SECURE_BOOT_VAR,
+            SECURE_BOOT_VAR,
             "secure_boot",
-            gf.SECURE_BOOT_VAR + ": [Errno 13] Permission denied",
+            SECURE_BOOT_VAR + ": [Errno 13] Permission denied",
         ),
     ],
 )
@@ -535,7 +565,7 @@ def test_unreadable_file_is_an_error_probe(path, probe, detail):
 
 
 def test_unreadable_secure_boot_variable_leaves_state_unknown():
-    facts = gf.gather_facts(BrokenHost("debian12-l40s-x2-package", unreadable=[gf.SECURE_BOOT_VAR]))
+    facts = gf.gather_facts(BrokenHost("debian12-l40s-x2-package", unreadable=[SECURE_BOOT_VAR]))
     assert facts["secure_boot"]["state"] == "unknown"
 
 
@@ -612,7 +642,7 @@ def test_bad_toml_and_json_are_error_probes(tmp_path, monkeypatch):
     ],
 )
 def test_parse_nvrm_version(text, expected):
-    assert gf.parse_nvrm_version(text) == expected
+    assert parse_nvrm_version(text) == expected
 
 
 def test_parse_pci_ids_reads_only_the_nvidia_block():
@@ -622,16 +652,16 @@ def test_parse_pci_ids_reads_only_the_nvidia_block():
         b"# a comment inside the block\n\t2901  GB100 [B200]\n"
         b"10df  Emulex Corporation\n\t0720  OneConnect NIC (Skyhawk)\n"
     )
-    assert gf.parse_pci_ids(data) == {0x2335: "GH100 [H200 SXM 141GB]", 0x2901: "GB100 [B200]"}
-    assert gf.parse_pci_ids(b"8086  Intel\n\t1234  x\n") == {}
-    assert gf.parse_pci_ids(b"10de  NVIDIA Corporation\n\t1eb8  TU104GL [Tesla T4]\n") == {0x1EB8: "TU104GL [Tesla T4]"}
+    assert parse_pci_ids(data) == {0x2335: "GH100 [H200 SXM 141GB]", 0x2901: "GB100 [B200]"}
+    assert parse_pci_ids(b"8086  Intel\n\t1234  x\n") == {}
+    assert parse_pci_ids(b"10de  NVIDIA Corporation\n\t1eb8  TU104GL [Tesla T4]\n") == {0x1EB8: "TU104GL [Tesla T4]"}
 
 
 def test_parse_nvidia_smi_xml_of_the_golden_h200_output():
     path = "/work/shared/reference/golden/h200/nvidia-smi-q.xml"
     if not os.path.exists(path):
         pytest.skip("golden reference not available")
-    parsed = gf.parse_nvidia_smi_xml(_read(path))
+    parsed = parse_nvidia_smi_xml(_read(path))
     assert parsed["driver_version"] == "580.159.04"
     assert parsed["gpus"][0]["architecture"] == "Hopper"
 
@@ -641,11 +671,11 @@ def test_parse_nvidia_smi_xml_of_the_golden_h200_output():
     [("00000000:00:06.0", "0000:00:06.0"), ("00000000:3B:00.0", "0000:3b:00.0"), ("0001:C1:00.0", "0001:c1:00.0")],
 )
 def test_normalise_bus_id(bus_id, expected):
-    assert gf._normalise_bus_id(bus_id) == expected
+    assert _normalise_bus_id(bus_id) == expected
 
 
 def test_parse_os_release_quotes():
-    values = gf.parse_os_release('ID="rocky"\nNAME=\'Rocky Linux\'\n# c\nPRETTY_NAME="A \\"quoted\\" name"\nBAD\n')
+    values = parse_os_release('ID="rocky"\nNAME=\'Rocky Linux\'\n# c\nPRETTY_NAME="A \\"quoted\\" name"\nBAD\n')
     assert values == {"ID": "rocky", "NAME": "Rocky Linux", "PRETTY_NAME": 'A "quoted" name'}
 
 
@@ -661,7 +691,7 @@ def test_parse_os_release_quotes():
     ],
 )
 def test_os_family(os_id, like, family):
-    assert gf.os_family(os_id, like) == family
+    assert os_family(os_id, like) == family
 
 
 CONTAINERD_V2 = """
@@ -687,15 +717,15 @@ def test_parse_containerd_config(use_tomllib, monkeypatch):
         pytest.skip("no tomllib on this Python")
     if not use_tomllib:
         monkeypatch.setattr(toml_subset, "tomllib", None)
-    parsed = gf.parse_containerd_config(CONTAINERD_V2)
+    parsed = parse_containerd_config(CONTAINERD_V2)
     assert parsed["version"] == 2
     assert parsed["disabled_plugins"] == ["io.containerd.grpc.v1.cri"]
     assert parsed["imports"] == ["/etc/containerd/conf.d/*.toml"]
     assert parsed["runtimes"] == (["nvidia", "runc"] if use_tomllib else None)
-    parsed = gf.parse_containerd_config(CONTAINERD_V3)
+    parsed = parse_containerd_config(CONTAINERD_V3)
     assert parsed["version"] == 3
     assert parsed["runtimes"] == (["runc"] if use_tomllib else None)
-    parsed = gf.parse_containerd_config("disabled_plugins = [\n  \"cri\",\n  'x'\n]\n")
+    parsed = parse_containerd_config("disabled_plugins = [\n  \"cri\",\n  'x'\n]\n")
     assert (parsed["version"], parsed["disabled_plugins"]) == (None, ["cri", "x"])
 
 
@@ -710,7 +740,7 @@ def test_parse_containerd_config(use_tomllib, monkeypatch):
     ],
 )
 def test_cri_plugin_name(version, empty, plugin):
-    assert gf.cri_plugin_name(version, empty) == plugin
+    assert cri_plugin_name(version, empty) == plugin
 
 
 # --- Host ----------------------------------------------------------------------------------------
@@ -780,11 +810,11 @@ def test_live_machine_does_not_crash():
 def test_parse_containerd_config_odd_shapes():
     if toml_subset.tomllib is None:
         pytest.skip("no tomllib on this Python")
-    parsed = gf.parse_containerd_config(
+    parsed = parse_containerd_config(
         'version = 2\ndisabled_plugins = "cri"\n[plugins]\n"io.containerd.grpc.v1.cri" = 3\n'
     )
     assert (parsed["disabled_plugins"], parsed["runtimes"]) == ([], [])
-    parsed = gf.parse_containerd_config("")
+    parsed = parse_containerd_config("")
     assert (parsed["version"], parsed["runtimes"]) == (None, [])
 
 
@@ -801,7 +831,7 @@ def test_mig_capable_follows_what_nvidia_smi_says():
 
 def test_topology_of_the_real_single_gpu_capture_parses():
     text = _read(os.path.join(HOSTS, "ubuntu2404-h200-preinstalled", "commands", "nvidia-smi-topo-m.txt"))
-    topo = gf.parse_topo_matrix(text)
+    topo = parse_topo_matrix(text)
     assert topo == {
         "gpus": ["GPU0"],
         "links": {"GPU0": {}},
@@ -847,7 +877,7 @@ def test_topology_failure_is_a_reported_state():
 
 def test_parse_topo_matrix_refuses_other_text():
     with pytest.raises(ValueError, match="no GPU0 column"):
-        gf.parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
+        parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
 
 
 def test_hgx_fabric_manager_version_and_service():
@@ -884,8 +914,8 @@ def test_fabric_manager_version_from_its_package_and_service_state():
     )
     host.executables += ["/usr/bin/nv-fabricmanager", "/usr/bin/systemctl"]
     dpkg = {"nvidia-fabricmanager-550": "550.163.01-1", "nvidia-smi": "550.163.01-1"}
-    probes = gf.Probes()
-    fm = gf.gather_fabric_manager(host, probes, dpkg, nvswitch_count=0)
+    probes = Probes()
+    fm = gather_fabric_manager(host, probes, dpkg, nvswitch_count=0)
     assert fm == {
         "required": False,
         "installed": True,
@@ -907,7 +937,7 @@ def test_fabric_manager_version_from_the_binary_without_a_package():
         },
     )
     host.executables += ["/usr/bin/nv-fabricmanager", "/usr/bin/systemctl"]
-    fm = gf.gather_fabric_manager(host, gf.Probes(), None, nvswitch_count=4)
+    fm = gather_fabric_manager(host, Probes(), None, nvswitch_count=4)
     assert (fm["version"], fm["version_source"], fm["service"]) == ("570.172.08", "binary", "active")
 
 
@@ -938,7 +968,7 @@ def test_dpkg_status_counts_held_packages_as_installed():
         "Package: nvidia-kernel-dkms\nStatus: deinstall ok config-files\nVersion: 535.216.01-1\n\n"
         "Package: nvidia-driver\nStatus: hold ok not-installed\nVersion: 535.261.03-1\n"
     )
-    assert gf.parse_dpkg_status(status) == {"nvidia-smi": "535.261.03-1", "libcuda1": "535.261.03-1"}
+    assert parse_dpkg_status(status) == {"nvidia-smi": "535.261.03-1", "libcuda1": "535.261.03-1"}
 
 
 # --- the steps of discovery ----------------------------------------------------------------------
@@ -946,15 +976,15 @@ def test_dpkg_status_counts_held_packages_as_installed():
 
 @pytest.mark.parametrize("text, node", [("0", 0), ("1", 1), ("-1", None), (None, None), ("x", None)])
 def test_numa_node(text, node):
-    assert gf._numa_node(text) == node
+    assert _numa_node(text) == node
 
 
 def test_gpu_name_prefers_pci_ids_then_the_table():
-    assert gf._gpu_name({0x2335: "GH100 [H200 SXM 141GB]"}, "0x2335", None, None) == ("GH100 [H200 SXM 141GB]", "pci.ids", "Hopper")
-    assert gf._gpu_name({}, "0x25b6", "0x10de", "0x157e") == ("GA107GL [A2]", "table", "Ampere")
-    assert gf._gpu_name({0x9999: "GB202 [new]"}, "0x9999", None, None) == ("GB202 [new]", "pci.ids", "Blackwell")
-    assert gf._gpu_name({}, "0x9999", None, None) == (None, "unknown", None)
-    assert gf._gpu_name({}, None, None, None) == (None, "unknown", None)
+    assert _gpu_name({0x2335: "GH100 [H200 SXM 141GB]"}, "0x2335", None, None) == ("GH100 [H200 SXM 141GB]", "pci.ids", "Hopper")
+    assert _gpu_name({}, "0x25b6", "0x10de", "0x157e") == ("GA107GL [A2]", "table", "Ampere")
+    assert _gpu_name({0x9999: "GB202 [new]"}, "0x9999", None, None) == ("GB202 [new]", "pci.ids", "Blackwell")
+    assert _gpu_name({}, "0x9999", None, None) == (None, "unknown", None)
+    assert _gpu_name({}, None, None, None) == (None, "unknown", None)
 
 
 def test_nvidia_function_classifies_by_vendor_and_class(tmp_path):
@@ -966,25 +996,25 @@ def test_nvidia_function_classifies_by_vendor_and_class(tmp_path):
         return "/sys/bus/pci/devices/" + bus_id
 
     host = common_host.Host(root=str(tmp_path), kernel_root=str(tmp_path), kernel_release="6.1.0", path_env="")
-    assert gf._nvidia_function(host, device("a", vendor="0x10de", **{"class": "0x030200"})) == ("gpu", "0x030200")
-    assert gf._nvidia_function(host, device("b", vendor="0x10DE", **{"class": "0x068000"})) == ("nvswitch", "0x068000")
-    assert gf._nvidia_function(host, device("c", vendor="0x10de", **{"class": "0x040300"})) == (None, "0x040300")
-    assert gf._nvidia_function(host, device("d", vendor="0x8086", **{"class": "0x030000"})) == (None, None)
-    assert gf._nvidia_function(host, device("e")) == ("unreadable", None)
+    assert _nvidia_function(host, device("a", vendor="0x10de", **{"class": "0x030200"})) == ("gpu", "0x030200")
+    assert _nvidia_function(host, device("b", vendor="0x10DE", **{"class": "0x068000"})) == ("nvswitch", "0x068000")
+    assert _nvidia_function(host, device("c", vendor="0x10de", **{"class": "0x040300"})) == (None, "0x040300")
+    assert _nvidia_function(host, device("d", vendor="0x8086", **{"class": "0x030000"})) == (None, None)
+    assert _nvidia_function(host, device("e")) == ("unreadable", None)
 
 
 def test_driver_source():
     smi = {"path": None}
     absent = {"package": None, "loaded": False, "nvidia_smi": smi, "libcuda": None, "installed": {"state": "missing"}}
-    assert gf._driver_source(absent) == "absent"
-    assert gf._driver_source(dict(absent, package={"name": "nvidia-driver"})) == "package"
-    assert gf._driver_source(dict(absent, libcuda="/usr/lib64/libcuda.so.1")) == "preinstalled"
-    assert gf._driver_source(dict(absent, installed={"state": "ok"})) == "preinstalled"
+    assert _driver_source(absent) == "absent"
+    assert _driver_source(dict(absent, package={"name": "nvidia-driver"})) == "package"
+    assert _driver_source(dict(absent, libcuda="/usr/lib64/libcuda.so.1")) == "preinstalled"
+    assert _driver_source(dict(absent, installed={"state": "ok"})) == "preinstalled"
 
 
 def test_nvlink_pairs_count_each_pair_once():
     links = {"GPU0": {"GPU1": "NV18", "GPU2": "SYS"}, "GPU1": {"GPU0": "NV18", "GPU2": "NV4"}, "GPU2": {"GPU0": "SYS", "GPU1": None}}
-    assert gf._nvlink_pairs(links) == 2
+    assert _nvlink_pairs(links) == 2
 
 
 # --- no host data can break gathering: small trees made here ---------------------------------------
@@ -1072,7 +1102,7 @@ _FILES = [
     ("/etc/docker/daemon.json", "docker_config"),
     ("/proc/modules", "proc_modules"),
     ("/proc/driver/nvidia/version", "driver_version_file"),
-    (gf.SECURE_BOOT_VAR, "secure_boot"),
+    (SECURE_BOOT_VAR, "secure_boot"),
 ]
 
 
@@ -1144,12 +1174,12 @@ def test_the_gpu_operators_driver_container_is_told_from_a_host_driver(tmp_path)
     # host: its root shared at /run/nvidia/driver (derived: that file is the only change).
     import shutil
     host = CaptureHost("ubuntu2404-h200-preinstalled")
-    assert gf.gather_driver(host, gf.Probes(), None)["operator_root"] is None
+    assert gather_driver(host, Probes(), None)["operator_root"] is None
     root = str(tmp_path / "root")
     shutil.copytree(host.root, root, symlinks=True)
     host.root = host.kernel_root = root
     smi = os.path.join(root, "run", "nvidia", "driver", "usr", "bin", "nvidia-smi")
     os.makedirs(os.path.dirname(smi))
     open(smi, "w").close()
-    driver = gf.gather_driver(host, gf.Probes(), None)
+    driver = gather_driver(host, Probes(), None)
     assert (driver["operator_root"], driver["source"]) == ("/run/nvidia/driver", "operator")

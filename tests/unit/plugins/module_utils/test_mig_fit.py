@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.nvidia_smi import parse_nvidia_smi_xml
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import mig_fit
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "fixtures")
@@ -19,7 +19,7 @@ FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 
 def _smi(path):
     with open(os.path.join(FIXTURES, path)) as f:
-        return gpu_facts.parse_nvidia_smi_xml(f.read())["gpus"]
+        return parse_nvidia_smi_xml(f.read())["gpus"]
 
 
 H200 = "cdi/h200/nvidia-smi-q-x.xml"
