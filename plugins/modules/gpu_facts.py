@@ -254,6 +254,11 @@ ansible_facts:
               C(nvidia-smi -q -x) call, with per GPU its index, name, UUID, bus id, memory, C(mig_capable),
               the current and pending MIG mode and the persistence mode; C(source) is C(package), C(preinstalled) or C(absent);
               C(package) the owning package; C(packages) the installed NVIDIA packages (dpkg hosts).
+            - C(found) is the one driver version that preflight, host_validate and the fleet report read:
+              the driver on disk first (C(modinfo), else the C(package) owning nvidia-smi or libcuda), else
+              what runs (C(nvidia-smi), else the C(loaded module)), C(from) naming which; and its C(flavor)
+              (the module's on disk, else the loaded one's, else the kernel-module C(packages)'), C(flavor_from)
+              naming which.
           type: dict
           returned: always
           sample:
@@ -284,6 +289,7 @@ ansible_facts:
             source: preinstalled
             package: null
             packages: null
+            found: {version: 580.159.04, from: nvidia-smi, flavor: open, flavor_from: loaded module}
         container:
           description:
             - The NVIDIA Container Toolkit (C(toolkit)) and the container runtimes (C(containerd),

@@ -335,10 +335,12 @@ version_requested:
   type: str
   sample: "535"
 version_source:
-  description: Where the pre-installed driver's version was read (loaded module, nvidia-smi, modinfo, a package).
+  description:
+    - Where the pre-installed driver's version was read, the driver on disk first, as gpu_facts'
+      C(driver.found) reads it (V(modinfo), V(package <name>), V(nvidia-smi), V(loaded module)).
   returned: when O(method=preinstalled)
   type: str
-  sample: loaded module
+  sample: modinfo
 flavor:
   description: The kernel module flavour installed, or found.
   returned: always

@@ -131,6 +131,12 @@ def try_parse_driver_version(value: object):
         return None
 
 
+def upstream_version(package_version):
+    """``535.261.03`` of a package version ``535.261.03-1``, ``3:580.95.05-1.el9`` or ``580.95.05-0ubuntu1``."""
+    text = package_version.split(":", 1)[1] if ":" in package_version else package_version
+    return text.split("-", 1)[0]
+
+
 def as_driver_version(value):
     """Accept a DriverVersion or a string."""
     if isinstance(value, DriverVersion):

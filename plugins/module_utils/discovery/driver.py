@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import kernels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.nvidia_smi import gather_nvidia_smi
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.packages import dpkg_owner, rpm_owner
@@ -103,7 +104,62 @@ def gather_driver(host, probes, dpkg, family=None):
     owned = _with_targets(host, [facts["nvidia_smi"]["path"], facts["libcuda"]])
     facts["package"] = _driver_package(host, probes, dpkg, owned, family)
     facts["source"] = _driver_source(facts)
+    facts["found"] = found_driver(facts)
     return facts
+
+
+def found_driver(driver):
+    """``{version, from, flavor, flavor_from}`` of the driver facts ``driver``: the one driver
+    version that preflight, the validation and the fleet report read, so that all three say the same.
+
+    The driver on disk first, the one the host runs after a reboot: the nvidia module of the running
+    kernel (``modinfo``), else the package that owns nvidia-smi or libcuda; then, where nothing on
+    disk says, what runs: nvidia-smi, else the loaded module. ``from`` names the one that said
+    (``modinfo``, ``package``, ``nvidia-smi``, ``loaded module``). The flavour is the module's on
+    disk, else the loaded one's, else that of the kernel-module packages installed; ``flavor_from``
+    names it (``modinfo``, ``loaded module``, ``packages``). None where nothing says.
+    """
+    installed = driver.get("installed") or {}
+    candidates = (
+        ("modinfo", installed.get("version")),
+        ("package", versions.upstream_version(str((driver.get("package") or {}).get("version") or ""))),
+        ("nvidia-smi", (driver.get("nvidia_smi") or {}).get("driver_version")),
+        ("loaded module", driver.get("version")),
+    )
+    flavors = (
+        ("modinfo", installed.get("flavor")),
+        ("loaded module", driver.get("flavor")),
+        ("packages", packages_flavor(driver.get("packages"))),
+    )
+    found = {"version": None, "from": None, "flavor": None, "flavor_from": None}
+    found["flavor_from"], found["flavor"] = next(((s, f) for s, f in flavors if f), (None, None))
+    for source, value in candidates:
+        parsed = versions.try_parse_driver_version(value)
+        if parsed is not None:
+            found.update(version=parsed.text, **{"from": source})
+            break
+    return found
+
+
+def found_of(facts):
+    """``driver.found`` of the ``gpufleet_nvidia`` facts ``facts`` (:func:`found_driver`); derived here
+    from the driver facts where they were gathered before gpu_facts published it (a fact cache)."""
+    driver = (facts or {}).get("driver") or {}
+    return driver.get("found") or found_driver(driver)
+
+
+#: Packages of the driver's kernel modules (Debian's and Ubuntu's DKMS and prebuilt modules, EL's
+#: kmod): an "open" in the name is the open flavour, as the driver role chooses them.
+_KERNEL_PACKAGE = re.compile(r"(dkms|kernel|linux-modules-nvidia|kmod-nvidia)")
+
+
+def packages_flavor(packages):
+    """The flavour of the installed kernel-module packages (``open``, ``proprietary``), or None."""
+    names = [str(p.get("name") or "") for p in packages or [] if isinstance(p, dict)]
+    modules = [n for n in names if "nvidia" in n and _KERNEL_PACKAGE.search(n)]
+    if not modules:
+        return None
+    return "open" if any("open" in n for n in modules) else "proprietary"
 
 
 # The GPU Operator's driver container shares its root with the host at /run/nvidia/driver (the

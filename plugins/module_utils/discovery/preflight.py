@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table as table
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, security_floor
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import found_of
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -106,21 +107,14 @@ def _device_int(gpu):
         return None
 
 
-def installed_driver_version(facts):
-    """The version of the driver on the host: loaded module, else nvidia-smi, else modinfo."""
-    driver = facts.get("driver") or {}
-    smi = driver.get("nvidia_smi") or {}
-    installed = driver.get("installed") or {}
-    for value in (driver.get("version"), smi.get("driver_version"), installed.get("version")):
-        parsed = versions.try_parse_driver_version(value)
-        if parsed is not None:
-            return parsed
-    return None
+def found_version(facts):
+    """The version (a DriverVersion) of the driver that discovery found (``driver.found``), or None."""
+    return versions.try_parse_driver_version(found_of(facts)["version"])
 
 
-def installed_driver_flavor(facts):
-    driver = facts.get("driver") or {}
-    return driver.get("flavor") or (driver.get("installed") or {}).get("flavor")
+def found_flavor(facts):
+    """The flavour of the driver that discovery found (``driver.found``), or None."""
+    return found_of(facts)["flavor"]
 
 
 def _needs_open(gpu):
@@ -301,9 +295,9 @@ def _check_preinstalled_driver(report, facts, source, where, declared, declared_
         )
         report.skip("driver_drift", "no driver to compare")
         return
-    installed = installed_driver_version(facts)
+    installed = found_version(facts)
     _check_driver_loaded(report, facts.get("driver") or {}, where, installed)
-    _check_driver_drift(report, installed, installed_driver_flavor(facts), declared, declared_flavor)
+    _check_driver_drift(report, installed, found_flavor(facts), declared, declared_flavor)
 
 
 def _check_driver_loaded(report, driver, where, installed):
@@ -485,7 +479,7 @@ def _resolve_flavor(report, gpus, method, declared_flavor, facts, declared=None)
     branch (open from R560, proprietary before).
     """
     if method == "preinstalled":
-        return installed_driver_flavor(facts)
+        return found_flavor(facts)
     if declared_flavor in ("open", "proprietary"):
         return declared_flavor
     needs_prop = [g for g in gpus if _pre_turing(g)]
@@ -702,7 +696,7 @@ def _lifecycle_subjects(facts, method, declared):
     (driver_method preinstalled): the package method replaces it, the operator brings its own.
     """
     subjects = []
-    installed = installed_driver_version(facts) if method == "preinstalled" else None
+    installed = found_version(facts) if method == "preinstalled" else None
     if installed is not None:
         subjects.append(("installed", installed, "the installed driver %s" % installed))
     if declared is not None and not any(v.branch == declared.branch for dummy, v, dummy2 in subjects):
@@ -1002,7 +996,7 @@ def _check_waive(waive):
 
 def _compared_driver(facts, method, declared):
     """``(version, label, source)`` of the driver that the GPU, CUDA and fabric manager rules judge."""
-    installed = installed_driver_version(facts)
+    installed = found_version(facts)
     if method == "preinstalled" and installed:
         return installed, "the installed driver %s" % installed, "installed"
     # package method, or a pre-installed driver that is not there (driver_missing says so):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import (
     command_detail,
     first_line,
@@ -115,7 +116,7 @@ def gather_fabric_manager(host, probes, dpkg, nvswitch_count):
     }
     for name, version in sorted((dpkg or {}).items()):
         if name.startswith("nvidia-fabricmanager"):
-            facts.update(installed=True, version=version.split("-", maxsplit=1)[0].rsplit(":", maxsplit=1)[-1],
+            facts.update(installed=True, version=versions.upstream_version(version),
                          version_source="package", package=name)
             break
     path = host.which("nv-fabricmanager", extra_dirs=("/usr/bin", "/usr/sbin"))

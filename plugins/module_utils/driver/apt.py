@@ -44,7 +44,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages im
     lines,
     run_checked,
     sort_versions,
-    upstream_version,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
@@ -521,7 +520,7 @@ def parse_show_depends(text, branch):
         if version and depends:
             match = pattern.search(depends)
             if match:
-                found[version] = upstream_version(match.group(1).strip())
+                found[version] = versions.upstream_version(match.group(1).strip())
     return found
 
 
@@ -1020,14 +1019,14 @@ class AptBackend(object):
     @staticmethod
     def _preferred_version(madison, name, version, prefer):
         """The package version of ``name`` at upstream ``version``: ``prefer`` (the driver's own) when it has it."""
-        candidates = [v for v in madison.get(name, []) if upstream_version(v) == version]
+        candidates = [v for v in madison.get(name, []) if versions.upstream_version(v) == version]
         if not candidates:
             raise GpuFleetError("%s has no version %s in the repositories" % (name, version), package=name)
         return prefer if prefer in candidates else candidates[0]
 
     @staticmethod
     def _common_upstreams(madison, names):
-        sets = [set(upstream_version(v) for v in madison.get(name, [])) for name in names]
+        sets = [set(versions.upstream_version(v) for v in madison.get(name, [])) for name in names]
         if not sets:
             return []
         common = sets[0]
@@ -1038,7 +1037,7 @@ class AptBackend(object):
     @staticmethod
     def _package_version(madison, name, version, required=True):
         for pkg_version in madison.get(name, []):
-            if upstream_version(pkg_version) == version:
+            if versions.upstream_version(pkg_version) == version:
                 return pkg_version
         if required:
             raise GpuFleetError("%s has no version %s in the repositories" % (name, version), package=name)

@@ -38,9 +38,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages im
     lines,
     run_checked,
     sort_versions,
-    upstream_version,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 REPO_DIR = "/etc/yum.repos.d"
@@ -182,14 +181,14 @@ def _common_upstreams(found, names):
     """The upstream versions at which every one of ``names`` is in ``found`` (``{name: [evr, ...]}``), sorted."""
     upstreams = None
     for name in names:
-        versions_ = set(upstream_version(evr) for evr in found.get(name, []))
+        versions_ = set(versions.upstream_version(evr) for evr in found.get(name, []))
         upstreams = versions_ if upstreams is None else upstreams & versions_
     return sorted(upstreams or [])
 
 
 def _evr_at(evrs, version):
     """The first (newest) of ``evrs`` at upstream ``version``."""
-    return next(evr for evr in evrs if upstream_version(evr) == version)
+    return next(evr for evr in evrs if versions.upstream_version(evr) == version)
 
 
 def _specs(install, where="dnf install"):

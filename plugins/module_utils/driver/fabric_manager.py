@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.pci import gather_pci
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.topology import gather_fabric_manager
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import sort_versions, upstream_version
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import sort_versions
 
 UNIT = "nvidia-fabricmanager"
 # Every package of NVIDIA's fabric manager and of its NVSwitch library, whatever the repository
@@ -144,7 +144,7 @@ def installed_version(installed):
     """The upstream version of the fabric manager among ``{package: version}``, or None."""
     for name in sorted(installed):
         if FAMILY.match(name) and "fabric" in name and "-dev" not in name and "cuda-drivers" not in name:
-            return upstream_version(installed[name])
+            return versions.upstream_version(installed[name])
     return None
 
 

@@ -29,6 +29,7 @@ import os
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import (
     gather_driver,
+    found_of,
     gather_modinfo,
     loaded_driver,
 )
@@ -45,13 +46,12 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages im
     MANAGED_BY,
     command_line,
     tail,
-    upstream_version,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight import (  # the GPU rules, shared
     _needs_open,
     _pre_turing,
-    installed_driver_flavor,
-    installed_driver_version,
+    found_flavor,
+    found_version,
 )
 
 # The module's options (plugins/modules/nvidia_driver.py documents them).
@@ -593,14 +593,15 @@ def read_preinstalled(system):
 
 
 def identify_preinstalled(system, driver):
-    """``(version, version_source, flavor)`` of the driver: from what runs or modinfo, else from its packages."""
+    """``(version, version_source, flavor)`` of the driver: what discovery found (``driver.found``: on disk,
+    else what runs), else what its packages say."""
     facts = {"driver": driver}
-    version = installed_driver_version(facts)
+    version = found_version(facts)
     version_source = _version_source(driver) if version is not None else None
-    flavor = installed_driver_flavor(facts)
+    flavor = found_flavor(facts)
     packaged = packaged_driver(system) if version is None or flavor is None else None
     if version is None and packaged and packaged["version"]:
-        version = versions.try_parse_driver_version(upstream_version(packaged["version"]))
+        version = versions.try_parse_driver_version(versions.upstream_version(packaged["version"]))
         version_source = "package %s" % packaged["name"] if version else None
     if flavor is None and packaged:
         flavor = packaged["flavor"]
@@ -608,9 +609,9 @@ def identify_preinstalled(system, driver):
 
 
 def _version_source(driver):
-    if driver.get("version"):
-        return "loaded module"
-    return "nvidia-smi" if (driver.get("nvidia_smi") or {}).get("driver_version") else "modinfo"
+    """Where discovery read the driver's version (``driver.found.from``); a package by its name."""
+    source = found_of({"driver": driver})["from"]
+    return "package %s" % driver["package"]["name"] if source == "package" else source
 
 
 def declared_drift(params, version, flavor):

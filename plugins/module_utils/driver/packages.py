@@ -76,12 +76,6 @@ def tail(text, count=6):
 # --- versions ---------------------------------------------------------------------------------
 
 
-def upstream_version(package_version):
-    """``535.261.03`` of a package version ``535.261.03-1``, ``3:580.95.05-1.el9`` or ``580.95.05-0ubuntu1``."""
-    text = package_version.split(":", 1)[1] if ":" in package_version else package_version
-    return text.split("-", 1)[0]
-
-
 def sort_versions(items):
     """Driver versions (strings) sorted oldest first; those that do not parse go last."""
 

@@ -46,6 +46,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import found_of
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.container import (
     CONTAINERD_CONFIG,
     CRIO_CONFIG,
@@ -325,7 +326,7 @@ def check_prepared_driver(checks, facts, declared, driver_method):
             "driver version: not checked on a node without GPU (driver_method %s)" % driver_method,
         )
         return
-    installed = installed_driver_version(facts)
+    installed = found_of(facts)["version"]
     if not installed:
         checks.add("driver_version", FAILED, "no NVIDIA driver is installed (driver_method package)")
     elif not declared:
@@ -336,20 +337,6 @@ def check_prepared_driver(checks, facts, declared, driver_method):
         )
     else:
         checks.add("driver_version", DRIFT, "declared driver %s, installed %s" % (declared, installed))
-
-
-def installed_driver_version(facts):
-    """The driver on disk: modinfo's version, else the owning package's, else nvidia-smi's."""
-    driver = facts.get("driver") or {}
-    installed = (driver.get("installed") or {}).get("version")
-    if installed:
-        return installed
-    package = driver.get("package") or {}
-    upstream = str(package.get("version") or "").split("-", maxsplit=1)[0]
-    version = versions.try_parse_driver_version(upstream.rsplit(":", maxsplit=1)[-1])
-    if version is not None:
-        return version.text
-    return (driver.get("nvidia_smi") or {}).get("driver_version")
 
 
 def check_driver_version(checks, facts, declared, driver_method):
@@ -1104,7 +1091,7 @@ def _unchecked_result(p, facts):
         },
         "driver": {
             "loaded": _dig(facts, "driver", "version"),
-            "installed": installed_driver_version(facts),
+            "installed": found_of(facts)["version"],
             "nvidia_smi": smi.get("driver_version"),
             "cuda": smi.get("cuda_version"),
         },

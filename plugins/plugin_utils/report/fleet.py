@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, versions
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fixes, floors, layers as report_layers, monitoring
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import found_of
 
 SCHEMA = 1
 
@@ -352,7 +353,7 @@ def _row_driver(facts, val, hv, today):
     smi = _dig(facts, "driver", "nvidia_smi") or {}
     installed = driver.get("installed")
     if installed is None and facts:
-        installed = (_dig(facts, "driver", "installed", "version") or smi.get("driver_version"))
+        installed = found_of(facts)["version"]
     row = {
         "declared": (val.get("declared") or {}).get("driver_version") or hv.get("nvidia_driver_version") or None,
         "installed": installed,
@@ -365,38 +366,24 @@ def _row_driver(facts, val, hv, today):
     return row
 
 
+_PACKAGES_FLAVOR = "from its installed packages: no nvidia module is loaded or built to read it from"
+
+
 def _row_flavor(facts, row):
     """``(flavor, why)``: the kernel modules' flavour (open, proprietary); ``unknown`` with why
     where a driver is there but nothing said which; None without a driver."""
     driver = (facts or {}).get("driver") or {}
-    for flavor in (driver.get("flavor"), _dig(driver, "installed", "flavor")):
-        if flavor:
-            return flavor, None
+    found = found_of(facts)
+    if found["flavor"]:
+        return found["flavor"], (_PACKAGES_FLAVOR if found["flavor_from"] == "packages" else None)
     if row["loaded"]:
         return "unknown", "the loaded module's /proc/driver/nvidia/version names neither open nor proprietary modules"
-    packaged = _packages_flavor(driver.get("packages"))
-    if packaged:
-        return packaged, "from its installed packages: no nvidia module is loaded or built to read it from"
     there = row["installed"] or driver.get("packages") or driver.get("package") or driver.get("libcuda")
     if there or driver.get("source") not in (None, "absent"):
         if not facts:
             return "unknown", "no facts of the node: only its validation was read"
         return "unknown", "no nvidia module is loaded and modinfo found no installed one to read it from"
     return None, None
-
-
-#: Packages of the driver's kernel modules (Debian's and Ubuntu's DKMS and prebuilt modules, EL's
-#: kmod): an "open" in the name is the open flavour, as the driver role chooses them.
-_KERNEL_PACKAGE = re.compile(r"(dkms|kernel|linux-modules-nvidia|kmod-nvidia)")
-
-
-def _packages_flavor(packages):
-    """The flavour of the installed kernel-module packages (``open``, ``proprietary``), or None."""
-    names = [str(p.get("name") or "") for p in packages or [] if isinstance(p, dict)]
-    modules = [n for n in names if "nvidia" in n and _KERNEL_PACKAGE.search(n)]
-    if not modules:
-        return None
-    return "open" if any("open" in n for n in modules) else "proprietary"
 
 
 def _row_lifecycle(driver, today):

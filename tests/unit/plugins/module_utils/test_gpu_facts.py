@@ -23,6 +23,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.containe
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import (
     _driver_source,
+    found_driver,
+    found_of,
     gather_driver,
     parse_nvrm_version,
 )
@@ -1183,3 +1185,38 @@ def test_the_gpu_operators_driver_container_is_told_from_a_host_driver(tmp_path)
     open(smi, "w").close()
     driver = gather_driver(host, Probes(), None)
     assert (driver["operator_root"], driver["source"]) == ("/run/nvidia/driver", "operator")
+
+
+# --- driver.found: the one driver version preflight, validation and the report read ------------
+
+
+@pytest.mark.parametrize("driver, found", [
+    # the module on disk before what runs: a reboot pending after an upgrade
+    ({"version": "570.172.08", "flavor": "proprietary", "installed": {"version": "580.95.05", "flavor": "open"},
+      "nvidia_smi": {"driver_version": "570.172.08"}},
+     {"version": "580.95.05", "from": "modinfo", "flavor": "open", "flavor_from": "modinfo"}),
+    # no module built or loaded, the package that owns nvidia-smi says (an EL host's dnf driver)
+    ({"installed": {}, "package": {"manager": "rpm", "name": "nvidia-driver-cuda", "version": "3:550.163.01-1.el9"},
+      "packages": [{"name": "kmod-nvidia-open-dkms", "version": "1"}]},
+     {"version": "550.163.01", "from": "package", "flavor": "open", "flavor_from": "packages"}),
+    # a driver no package owns and modinfo cannot read (the H200 hosts): nvidia-smi, else the loaded module
+    ({"version": "580.159.04", "flavor": "open", "installed": {"version": None}, "nvidia_smi": {"driver_version": "580.159.04"}},
+     {"version": "580.159.04", "from": "nvidia-smi", "flavor": "open", "flavor_from": "loaded module"}),
+    ({"version": "580.159.04", "flavor": "open", "nvidia_smi": {"driver_version": None}},
+     {"version": "580.159.04", "from": "loaded module", "flavor": "open", "flavor_from": "loaded module"}),
+    # what is not a driver version is passed over
+    ({"installed": {"version": "N/A"}, "nvidia_smi": {"driver_version": "5x5"}},
+     {"version": None, "from": None, "flavor": None, "flavor_from": None}),
+])
+def test_found_is_the_driver_on_disk_first(driver, found):
+    assert found_driver(driver) == found
+    assert found_of({"driver": driver}) == found  # facts gathered before gpu_facts published it
+    assert found_of({"driver": dict(driver, found={"version": "1"})}) == {"version": "1"}
+
+
+def test_found_on_the_captures():
+    assert fixture_facts("ubuntu2404-h200-preinstalled")["driver"]["found"] == {
+        "version": "580.159.04", "from": "nvidia-smi", "flavor": "open", "flavor_from": "loaded module"}
+    assert fixture_facts("el9-standin-dpkg-rpm")["driver"]["found"] == {
+        "version": "550.163.01", "from": "package", "flavor": None, "flavor_from": None}
+    assert fixture_facts("debian12-l40s-x2-package")["driver"]["found"]["from"] == "modinfo"

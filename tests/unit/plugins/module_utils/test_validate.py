@@ -18,6 +18,7 @@ import subprocess
 
 import pytest
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import found_driver
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -212,6 +213,7 @@ def test_declared_gpu_count():
 def test_installed_driver_newer_than_the_loaded_one_is_drift():
     facts = fixture_facts("debian12-l40s-x2-package")
     facts["driver"]["installed"]["version"] = "550.163.02"
+    facts["driver"]["found"] = found_driver(facts["driver"])
     result, dummy = V.validate_host(CaptureHost("debian12-l40s-x2-package"), {"container_runtime": "none"}, facts=facts)
     assert check(result, "driver_installed") == {
         "name": "driver_installed",
@@ -318,6 +320,7 @@ def _prepared_facts(package_version="535.309.01-0+deb12u1", toolkit="1.17.8-1"):
     facts = copy.deepcopy(fixture_facts("debian12-nogpu"))
     facts["driver"]["package"] = {"name": "nvidia-driver", "version": package_version} if package_version else None
     facts["driver"]["installed"] = {}
+    facts["driver"]["found"] = found_driver(facts["driver"])
     facts["container"]["toolkit"] = {"version": toolkit} if toolkit else {}
     return facts
 
