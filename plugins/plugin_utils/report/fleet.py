@@ -55,11 +55,6 @@ STATUS_TITLES = {
 _RANK = {"skipped": 0, "ok": 1, "drift": 2, "failed": 3}
 
 
-def plain(value):
-    """``value`` rebuilt from builtin types; anything else as its text, so the report always serialises."""
-    return common_data.plain(value, unknown=str)
-
-
 # The validate role's cluster verdict: one object, set on every host of the play by a run_once
 # task, holding one node verdict per host.
 VERDICT = "validate_cluster_verdict"
@@ -100,12 +95,12 @@ def host_data(hosts, hostvars, keys=HOST_VARS):
                 if key in common_data.FACT_NAMES:
                     fact = common_data.host_fact(hv, key)
                     if fact is not None:
-                        entry[key] = plain(fact)
+                        entry[key] = common_data.plain(fact, unknown=str)
                 elif key in hv:
                     stored = _stored(hostvars, host, key) if key == VERDICT else None
                     if stored is not None and read.get(id(stored)) is stored:
                         continue
-                    entry[key] = plain(hv[key])
+                    entry[key] = common_data.plain(hv[key], unknown=str)
                     if stored is not None:
                         read[id(stored)] = stored
             # An undefined or broken variable is left out of the report.
@@ -482,7 +477,7 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
     data = data if data is not None else host_data(hosts, hostvars)
     cluster = _cluster_of(data)
     day = report_date(today, generated_at)
-    run = plain(run or {})
+    run = common_data.plain(run or {}, unknown=str)
     rows = [_declared_gpu_node(build_row(str(h), data.get(str(h)) or {}, cluster, day), run) for h in hosts or []]
     rows.sort(key=lambda r: (STATUSES.index(r["status"]), r["host"]))
     counts = dict((s, len([r for r in rows if r["status"] == s])) for s in STATUSES)

@@ -19,6 +19,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.template import trust_as_template
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import fleet_report
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report_html import fleet_report_html
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -253,7 +254,7 @@ def test_host_data_reads_the_facts_from_ansible_facts_without_touching_injected_
 
 def _old_host_data(hosts, hostvars):
     """host_data as it was: every host's cluster verdict read whole."""
-    return dict((h, dict((k, R.plain(hostvars[h][k])) for k in R.HOST_VARS if k in hostvars[h])) for h in hosts)
+    return dict((h, dict((k, plain(hostvars[h][k], unknown=str)) for k in R.HOST_VARS if k in hostvars[h])) for h in hosts)
 
 
 class _CountedNodes(dict):
