@@ -14,26 +14,14 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes i
 
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
-
-
 DOCKER_CONFIG = "/etc/docker/daemon.json"
-
-
 CRIO_CONFIG = "/etc/crio/crio.conf"
-
-
 CRIO_DROPIN_DIR = "/etc/crio/crio.conf.d"
-
-
 TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
-
-
 RANCHER = {
     "k3s": ("/usr/local/bin/k3s", "/usr/bin/k3s"),
     "rke2": ("/usr/local/bin/rke2", "/usr/bin/rke2", "/opt/rke2/bin/rke2"),
 }
-
-
 # The tables containerd's CRI plugin has had, newest first (the order validation looks them up in).
 CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
 

@@ -30,6 +30,7 @@ import stat
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import kernels
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.libraries import fix_text
 
 TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 CRIO_FILES = ("/etc/crio/crio.conf",)
@@ -279,7 +280,7 @@ def _preflight_libraries(report, mismatch):
         report.problem(
             "driver_library_mismatch", "warning", "driver/library version mismatch: %s" % mismatch["detail"],
             "Every NVML and CUDA call fails until the loaded module is the libraries' version; validation fails the node.",
-            kernels.fix_text(mismatch))
+            fix_text(mismatch))
     elif state == "ok":
         report.passed("driver_library_mismatch", mismatch["detail"])
     else:

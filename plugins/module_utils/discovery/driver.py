@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import kernels
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.modinfo import parse_modinfo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.nvidia_smi import gather_nvidia_smi
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.packages import dpkg_owner, rpm_owner
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import command_detail, first_line
@@ -22,8 +22,6 @@ LIBCUDA_PATHS = (
     "/usr/lib/libcuda.so.1",
     "/usr/local/nvidia/lib64/libcuda.so.1",
 )
-
-
 # Installed packages reported under driver.packages.
 _DRIVER_PACKAGE_RE = re.compile(r"(nvidia|^cuda-drivers|^libcuda|^libnvidia)")
 
@@ -67,7 +65,7 @@ def gather_modinfo(host, probes):
             facts["state"] = "error"
             probes.error("modinfo", command_detail(argv, rc, out, err))
         return facts
-    info = kernels.parse_modinfo(out)
+    info = parse_modinfo(out)
     facts["state"] = "ok"
     facts["version"] = info.get("version")
     facts["filename"] = info.get("filename")
@@ -242,8 +240,6 @@ def _with_targets(host, paths):
 # The package manager that installs a family's driver (the driver roles use apt on the one, dnf
 # on the other); a host of another family asks each database it has, dpkg first (no process).
 _FAMILY_MANAGERS = {"debian": ("dpkg",), "redhat": ("rpm",)}
-
-
 _ANY_MANAGER = ("dpkg", "rpm")
 
 

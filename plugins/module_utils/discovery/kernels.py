@@ -1,30 +1,29 @@
 # Copyright: (c) 2026, gpufleet.nvidia maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The kernels of a node, the nvidia module each of them would load, and the loaded module
-against the user-space libraries: the day-2 facts of ``gpufleet_nvidia.kernels`` and
-``gpufleet_nvidia.driver_libraries``.
+"""The kernels of a node and the nvidia module each of them would load: the day-2 facts of
+``gpufleet_nvidia.kernels``, with those of ``gpufleet_nvidia.driver_libraries`` (:mod:`.libraries`).
 
 Read only, and without starting a process where a file says it: the installed kernels from
 ``/boot/vmlinuz-*`` and ``/lib/modules/*``; the next boot kernel from what the boot loader
 would pick (``grubby --default-kernel`` on EL, which only reads; else GRUB's ``grubenv`` and
 ``grub.cfg``; else the newest installed kernel); DKMS's tree
 (``/var/lib/dkms/nvidia/<version>/<kernel>/<arch>/module``) without running dkms; the
-precompiled packages of Ubuntu (``linux-modules-nvidia-*-<kernel>``); and each module file's
-``version`` and ``vermagic`` from its ELF ``.modinfo`` section (``.ko``, ``.ko.xz`` with
-Python's lzma, ``.ko.zst`` where Python has a zstd decoder, else ``modinfo`` where kmod is
-installed). A module that cannot be read is said so (``unreadable``), never guessed.
+precompiled packages of Ubuntu (``linux-modules-nvidia-*-<kernel>``); and what each module file
+says of itself (:mod:`.modinfo`). A module that cannot be read is said so (``unreadable``), never guessed.
 """
 
 from __future__ import annotations
 
-import gzip
-import lzma
-import os
 import posixpath
 import re
-import struct
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.libraries import (
+    _same_version,
+    library_mismatch,
+    wanted_version,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.modinfo import read_module
+
 
 MODULE_ROOTS = ("/lib/modules", "/usr/lib/modules")
 # Where a kernel's nvidia.ko is: DKMS installs under updates/dkms, EL's kmod packages under
@@ -40,158 +39,7 @@ MODULE_NAMES = ("nvidia.ko", "nvidia.ko.xz", "nvidia.ko.zst", "nvidia.ko.gz")
 DKMS_ROOT = "/var/lib/dkms"
 GRUBENV = ("/boot/grub/grubenv", "/boot/grub2/grubenv")
 GRUB_CFG = ("/boot/grub/grub.cfg", "/boot/grub2/grub.cfg")
-# The user-space library that every driver ships with its version in the file name.
-LIBRARY_DIRS = (
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    # Debian's driver packages (libnvidia-ml1 and the others) keep the files here, the linker finds
-    # them through ld.so.conf.d.
-    "/usr/lib/x86_64-linux-gnu/nvidia/current",
-    "/usr/lib/aarch64-linux-gnu/nvidia/current",
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/local/nvidia/lib64",
-)
-_LIBNVIDIA_ML = re.compile(r"^libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$")
 _PRECOMPILED = re.compile(r"^linux-modules-nvidia-(\d+)(?:-server)?(?:-open)?-(.+)$")
-# Ubuntu's names carry the branch (nvidia-utils-580); Debian's do not (libnvidia-ml1, nvidia-driver,
-# nvidia-kernel-dkms; its nvidia-kernel-common has a version of its own and is not one of them).
-_DRIVER_DEB = re.compile(r"^(?:(?:libnvidia-compute|nvidia-utils|nvidia-kernel-common|nvidia-driver)-\d+(?:-server)?(?:-open)?"
-                         r"|libnvidia-ml1|nvidia-driver|nvidia-driver-libs|nvidia-kernel-dkms|nvidia-open-kernel-dkms)$")
-_VERSION_IN_PACKAGE = re.compile(r"^(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
-# A decompressed module larger than this is refused (nvidia.ko is 30 to 100 MiB).
-MODULE_CAP = 512 << 20
-_ELF_MAGIC = b"\x7fELF"
-
-
-# --- module files ------------------------------------------------------------------------------
-
-
-def _zstd_decompress(data):
-    """``data`` decompressed by the Python's zstd decoder, or None when it has none."""
-    for name in ("compression.zstd", "zstandard"):
-        try:
-            zstd = __import__(name, fromlist=["decompress"])
-        except ImportError:
-            continue
-        if name == "zstandard":
-            return zstd.ZstdDecompressor().decompressobj().decompress(data)
-        return zstd.decompress(data)
-    return None
-
-
-def _module_image(host, path):
-    """``(elf_bytes, None)`` of a module file, or ``(None, why)`` when it cannot be read here."""
-    try:
-        data = host.read_bytes(path, cap=MODULE_CAP)
-    except (IOError, OSError) as exc:
-        return None, "%s: %s" % (path, exc)
-    try:
-        if path.endswith(".xz"):
-            decoder = lzma.LZMADecompressor()
-            data = decoder.decompress(data, MODULE_CAP)
-        elif path.endswith(".zst"):
-            data = _zstd_decompress(data)
-            if data is None:
-                return None, "%s: this Python has no zstd decoder (compression.zstd, zstandard)" % path
-        elif path.endswith(".gz"):
-            data = gzip.decompress(data)
-    except (lzma.LZMAError, EOFError, OSError, ValueError) as exc:
-        return None, "%s: not a valid compressed file (%s)" % (path, exc)
-    return data, None
-
-
-def _elf_sections(data):
-    """``{name: (offset, size)}`` of an ELF image's sections; ValueError on what is not ELF."""
-    if data[:4] != _ELF_MAGIC or len(data) < 64:
-        raise ValueError("not an ELF file")
-    wide, endian = data[4] == 2, "<" if data[5] == 1 else ">"
-    if wide:
-        shoff = struct.unpack_from(endian + "Q", data, 0x28)[0]
-        entsize, count, names_index = struct.unpack_from(endian + "HHH", data, 0x3A)
-        layout = endian + "IIQQQQIIQQ"
-    else:
-        shoff = struct.unpack_from(endian + "I", data, 0x20)[0]
-        entsize, count, names_index = struct.unpack_from(endian + "HHH", data, 0x2E)
-        layout = endian + "IIIIIIIIII"
-    if not count or names_index >= count or shoff + count * entsize > len(data):
-        raise ValueError("its section headers lie outside the file")
-    headers = [struct.unpack_from(layout, data, shoff + i * entsize) for i in range(count)]
-    names_offset = headers[names_index][4]
-    sections = {}
-    for header in headers:
-        start = names_offset + header[0]
-        end = data.find(b"\0", start)
-        sections[data[start:end].decode("ascii", "replace")] = (header[4], header[5])
-    return sections
-
-
-def parse_modinfo(text):
-    """``{key: value}`` of ``modinfo``'s answer (``key: value`` lines; the first value of a key)."""
-    info = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip() not in info:
-            info[key.strip()] = value.strip()
-    return info
-
-
-def parse_modinfo_section(blob):
-    """``{key: value}`` of a ``.modinfo`` section (NUL-separated ``key=value``; the first value of a key)."""
-    info = {}
-    for entry in blob.split(b"\0"):
-        key, sep, value = entry.decode("utf-8", "replace").partition("=")
-        if sep and key not in info:
-            info[key] = value
-    return info
-
-
-def elf_modinfo(data):
-    """The ``.modinfo`` of a module's ELF image; ValueError when it has none."""
-    sections = _elf_sections(data)
-    if ".modinfo" not in sections:
-        raise ValueError("no .modinfo section")
-    offset, size = sections[".modinfo"]
-    return parse_modinfo_section(data[offset:offset + size])
-
-
-def _modinfo_command(host, path):
-    """``(info, None)`` from ``modinfo FILE`` where kmod is installed, else ``(None, why)``."""
-    modinfo = host.which("modinfo")
-    if modinfo is None:
-        return None, "modinfo not found (kmod not installed)"
-    rc, out, err = host.run([modinfo, path])
-    if rc != 0:
-        return None, "modinfo %s exited %d: %s" % (path, rc, (err or out).strip()[:200])
-    return parse_modinfo(out), None
-
-
-def read_module(host, path):
-    """What a module file says of itself: ``{path, state, version, vermagic, kernel, detail}``.
-
-    ``state``: ``ok``, or ``unreadable`` with the reason in ``detail``; ``kernel`` is the first
-    word of ``vermagic``, the kernel release the module was built for.
-    """
-    entry = {"path": path, "state": "unreadable", "version": None, "vermagic": None, "kernel": None, "detail": ""}
-    data, why = _module_image(host, path)
-    info = None
-    if data is not None:
-        try:
-            info = elf_modinfo(data)
-        except (ValueError, struct.error) as exc:
-            why = "%s: %s" % (path, exc)
-    if info is None:
-        info, command_why = _modinfo_command(host, path)
-        if info is None:
-            entry["detail"] = "%s; %s" % (why, command_why)
-            return entry
-    entry.update(state="ok", version=info.get("version") or None, vermagic=info.get("vermagic") or None)
-    entry["kernel"] = (entry["vermagic"] or "").split(" ", maxsplit=1)[0] or None
-    entry["detail"] = "version %s, built for %s" % (entry["version"], entry["kernel"])
-    return entry
-
-
-# --- kernels -----------------------------------------------------------------------------------
 
 
 def _release_key(release):
@@ -291,9 +139,6 @@ def next_boot_other(host, running):
     """The kernel the node boots next where it is another installed kernel than ``running``, else None."""
     release = next_boot_kernel(host, installed_kernels(host))["release"]
     return release if release and release != running else None
-
-
-# --- the modules of each kernel ----------------------------------------------------------------
 
 
 def _module_files(host, release):
@@ -422,10 +267,6 @@ def _unbuilt_detail(host, release, sources):
     return "no nvidia module for %s: DKMS has the driver's source (%s) but no build for this kernel" % (release, names)
 
 
-def _same_version(one, other):
-    return bool(one) and bool(other) and one.split("-")[0] == other.split("-")[0]
-
-
 def _loose_modules(host):
     """The nvidia modules outside any kernel's tree (a pre-installed driver's own folder)."""
     found = []
@@ -476,102 +317,6 @@ def _probe(probes, facts, modules):
         probes.error("kernel_modules", "%s; %s" % (summary, "; ".join(unreadable)))
     else:
         probes.ok("kernel_modules", summary)
-
-
-# --- the loaded module against the libraries ---------------------------------------------------
-
-
-def library_versions(host):
-    """``{version: [paths]}`` of the ``libnvidia-ml.so.<version>`` files (not links) on the host."""
-    found = {}
-    for folder in LIBRARY_DIRS:
-        for name in host.names(folder):
-            match = _LIBNVIDIA_ML.match(name)
-            path = posixpath.join(folder, name)
-            if match and not host.islink(path) and host.isfile(path):
-                found.setdefault(match.group(1), []).append(path)
-    return found
-
-
-def package_versions(dpkg):
-    """``{version: [packages]}`` of the driver's own packages (libnvidia-compute, nvidia-utils, ...)."""
-    found = {}
-    for name, version in sorted((dpkg or {}).items()):
-        match = _VERSION_IN_PACKAGE.match(version or "")
-        if _DRIVER_DEB.match(name) and match:
-            found.setdefault(match.group(1), []).append(name)
-    return found
-
-
-def gpu_holders(host):
-    """``(holders, complete)``: ``[{pid, command}]`` of the processes with a /dev/nvidia* file open.
-
-    ``complete`` is False where some process's descriptors could not be read (not root).
-    """
-    holders, complete = [], True
-    for pid in host.names("/proc", kernel=True):
-        if not pid.isdigit():
-            continue
-        try:
-            fds = os.listdir(host.klocal("/proc/%s/fd" % pid))
-        except OSError:
-            complete = complete and not os.path.isdir(host.klocal("/proc/%s" % pid))
-            continue
-        if any(_is_nvidia_fd(host, pid, fd) for fd in fds):
-            holders.append({"pid": int(pid), "command": _command_name(host, pid)})
-    return holders, complete
-
-
-def _is_nvidia_fd(host, pid, fd):
-    try:
-        return os.readlink(host.klocal("/proc/%s/fd/%s" % (pid, fd))).startswith("/dev/nvidia")
-    except OSError:
-        return False
-
-
-def _command_name(host, pid):
-    try:
-        return host.read_text("/proc/%s/comm" % pid, kernel=True).strip()
-    except (IOError, OSError):
-        return "?"
-
-
-def library_mismatch(host, loaded, dpkg):
-    """``gpufleet_nvidia.driver_libraries``: the loaded module against the libraries and packages.
-
-    ``state``: ``ok``, ``drift`` (a library or package of another version than the loaded
-    module: every NVML and CUDA call fails with "Driver/library version mismatch"),
-    ``not_loaded`` or ``unknown`` (no library found). On drift, ``fix`` says ``reload`` where no
-    process holds the GPU, else ``reboot``, and ``holders`` who holds it.
-    """
-    libraries = library_versions(host)
-    packages = package_versions(dpkg)
-    facts = {"state": "ok", "loaded": loaded, "libraries": libraries, "packages": packages,
-             "holders": None, "fix": None, "detail": ""}
-    others = sorted(v for v in set(libraries) | set(packages) if not _same_version(v, loaded or ""))
-    if not loaded:
-        facts.update(state="not_loaded", detail="no nvidia module loaded")
-    elif not libraries and not packages:
-        facts.update(state="unknown", detail="no libnvidia-ml.so.<version> in %s" % ", ".join(LIBRARY_DIRS))
-    elif others:
-        holders, complete = gpu_holders(host)
-        facts.update(state="drift", holders=holders, fix="reload" if complete and not holders else "reboot")
-        facts["detail"] = "the loaded nvidia module is %s, the libraries or packages on disk are %s" % (loaded, ", ".join(others))
-    else:
-        facts["detail"] = "the loaded module and the libraries are %s" % loaded
-    return facts
-
-
-def fix_text(mismatch):
-    """What to do about a library drift, in words."""
-    holders = mismatch.get("holders") or []
-    if mismatch.get("fix") == "reload":
-        return ("No process holds the GPU: reload the modules (modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia; "
-                "modprobe nvidia), or reboot.")
-    if holders:
-        named = ", ".join("%s (%d)" % (h["command"], h["pid"]) for h in holders[:5])
-        return "Reboot the node, or stop what holds the GPU (%s) and reload the modules." % named
-    return "Reboot the node (the processes holding the GPU could not all be read)."
 
 
 def next_boot_problem(kernels):
@@ -626,17 +371,3 @@ def gather(host, probes, dpkg, loaded):
     libraries = library_mismatch(host, loaded, dpkg)
     wanted = wanted_version(libraries["libraries"], libraries["packages"], loaded)
     return gather_kernels(host, probes, dpkg, wanted, loaded), libraries
-
-
-def _newest(found):
-    return max(found, key=lambda v: versions.parse_driver_version(v).key())
-
-
-def wanted_version(libraries, packages, loaded):
-    """The driver version a kernel's module must have: the libraries' (the newest where there
-    are several: the last install), else the driver packages', else the loaded module's."""
-    if libraries:
-        return _newest(libraries)
-    if packages:
-        return _newest(packages)
-    return loaded

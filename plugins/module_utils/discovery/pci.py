@@ -16,8 +16,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import g
 
 
 NVIDIA_VENDOR = "0x10de"
-
-
 PCI_IDS_PATHS = (
     "/usr/share/misc/pci.ids",
     "/usr/share/hwdata/pci.ids",
@@ -92,8 +90,6 @@ def _hex_id(text, width=4):
 
 
 _PCI_DEVICES = "/sys/bus/pci/devices"
-
-
 # NVIDIA's PCI classes worth reporting (an NVIDIA card's audio, USB and bridge functions are not).
 _NVIDIA_CLASSES = {"0x0300": "gpu", "0x0302": "gpu", "0x0680": "nvswitch"}
 

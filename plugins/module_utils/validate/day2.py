@@ -31,6 +31,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, kernels
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.libraries import fix_text
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import managed, toolkit_settings
 
 OK = "ok"
@@ -61,7 +62,7 @@ def check_driver_libraries(checks, facts):
     state = mismatch.get("state")
     if state == "drift":
         return checks.add("driver_libraries", FAILED, "driver/library version mismatch: %s. Fix: %s" % (
-            mismatch.get("detail"), kernels.fix_text(mismatch)))
+            mismatch.get("detail"), fix_text(mismatch)))
     if state == "ok":
         return checks.add("driver_libraries", OK, mismatch.get("detail"))
     return checks.add("driver_libraries", SKIPPED, "driver/library versions not checked: %s" % (mismatch.get("detail") or "no facts"))

@@ -13,7 +13,13 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, kernels
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, kernels, modinfo
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.libraries import (
+    fix_text,
+    library_mismatch,
+    package_versions,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.modinfo import read_module
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight as pf
@@ -134,13 +140,13 @@ def test_libraries_newer_than_the_loaded_module_is_a_mismatch_with_who_holds_the
 def test_mismatch_with_nothing_holding_the_gpu_says_reload(tmp_path):
     host = tree(tmp_path, {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.173.02": "", "/proc/1/comm": "init\n"})
     (tmp_path / "proc/1/fd").mkdir()
-    mismatch = kernels.library_mismatch(host, "580.159.04", None)
+    mismatch = library_mismatch(host, "580.159.04", None)
     assert (mismatch["state"], mismatch["holders"], mismatch["fix"]) == ("drift", [], "reload")
-    assert kernels.fix_text(mismatch).startswith("No process holds the GPU: reload the modules")
+    assert fix_text(mismatch).startswith("No process holds the GPU: reload the modules")
 
 
 def test_packages_count_where_no_library_is_found():
-    packages = kernels.package_versions({"libnvidia-compute-580": "580.173.02-0ubuntu1", "nvidia-container-toolkit": "1.18.0-1"})
+    packages = package_versions({"libnvidia-compute-580": "580.173.02-0ubuntu1", "nvidia-container-toolkit": "1.18.0-1"})
     assert packages == {"580.173.02": ["libnvidia-compute-580"]}
 
 
@@ -157,13 +163,13 @@ def test_module_formats(tmp_path, monkeypatch):
         "/m/packed.ko.zst": b"\x28\xb5\x2f\xfd",
     })
     for path in ("/m/plain.ko", "/m/packed.ko.xz"):
-        entry = kernels.read_module(host, path)
+        entry = read_module(host, path)
         assert (entry["state"], entry["version"], entry["kernel"]) == ("ok", "580.159.04", "6.8.0-45-generic")
-    assert "not a valid compressed file" in kernels.read_module(host, "/m/broken.ko.xz")["detail"]
-    text = kernels.read_module(host, "/m/text.ko")
+    assert "not a valid compressed file" in read_module(host, "/m/broken.ko.xz")["detail"]
+    text = read_module(host, "/m/text.ko")
     assert text["state"] == "unreadable" and "not an ELF file" in text["detail"] and "modinfo not found" in text["detail"]
-    monkeypatch.setattr(kernels, "_zstd_decompress", lambda data: None)
-    zst = kernels.read_module(host, "/m/packed.ko.zst")
+    monkeypatch.setattr(modinfo, "_zstd_decompress", lambda data: None)
+    zst = read_module(host, "/m/packed.ko.zst")
     assert zst["state"] == "unreadable" and zst["version"] is None
     assert "no zstd decoder" in zst["detail"]
 
