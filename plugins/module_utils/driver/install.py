@@ -47,11 +47,10 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages im
     command_line,
     tail,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight import (  # the GPU rules, shared
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight_driver import found_flavor, found_version
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight_gpus import (  # the GPU rules, shared
     _needs_open,
     _pre_turing,
-    found_flavor,
-    found_version,
 )
 
 # The module's options (plugins/modules/nvidia_driver.py documents them).

@@ -9,6 +9,30 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight as pf
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight_driver import (
+
+    _driver_drift,
+
+    _driver_whereabouts,
+
+    _fabric_manager_not_checked,
+
+)
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight_gpus import _driver_minimums
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight_report import (
+
+    BLOCKING,
+
+    FABRIC_MANAGER_RULES,
+
+    NO_GPU_SKIPPED,
+
+    RULE_IDS,
+
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import fixture_facts
 
@@ -88,7 +112,7 @@ def test_h200_capture_passes_cleanly_but_for_its_security_floor():
         "driver_version": "580.159.04",
         "driver_version_source": "installed",
     }
-    assert set(result["checks"]) == set(pf.RULE_IDS)
+    assert set(result["checks"]) == set(RULE_IDS)
     assert outcome(result, "cuda_driver") == "pass"
     assert result["checks"]["cuda_driver"]["detail"] == "CUDA 12.4 needs 550.54.14; CUDA 13.0 needs 580.65.06"
     assert outcome(result, "kernel_headers") == "skipped"
@@ -100,7 +124,7 @@ def test_no_gpu_skips_the_gpu_rules_only():
     assert result["gpu_count"] == 0
     assert result["msg"] == "no NVIDIA GPU on this host, desired state checked: 0 blocking, 0 warnings, 0 waived"
     assert result["problems"] == []
-    for rule in pf.NO_GPU_SKIPPED:
+    for rule in NO_GPU_SKIPPED:
         assert outcome(result, rule) == "skipped"
         assert result["checks"][rule]["detail"] == "no NVIDIA GPU on this host"
     assert outcome(result, "os_supported") == "pass"
@@ -539,7 +563,7 @@ def test_enforce_says_each_problems_fix_and_how_to_waive_them():
     result = run(V100, driver_version="590", driver_flavor="open", container_runtime="none")
     with pytest.raises(GpuFleetError) as exc:
         pf.enforce(result)
-    blocking = [p for p in result["problems"] if p["severity"] == pf.BLOCKING]
+    blocking = [p for p in result["problems"] if p["severity"] == BLOCKING]
     for problem in blocking:
         assert "[%s] %s (fix: %s)" % (problem["rule"], problem["message"], problem["fix"]) in exc.value.msg
     assert exc.value.msg.endswith(
@@ -571,9 +595,9 @@ def test_every_problem_has_the_full_shape():
     for problem in result["problems"]:
         assert set(problem) == {"rule", "severity", "message", "reason", "fix", "waived"}
         assert problem["severity"] in ("blocking", "warning")
-        assert problem["rule"] in pf.RULE_IDS
+        assert problem["rule"] in RULE_IDS
         assert problem["reason"] and problem["fix"]
-    order = [pf.RULE_IDS.index(p["rule"]) for p in result["problems"]]
+    order = [RULE_IDS.index(p["rule"]) for p in result["problems"]]
     assert order == sorted(order)
 
 
@@ -730,7 +754,7 @@ def test_fabric_manager_version_waived():
 )
 def test_fabric_manager_rules_skipped(name, edit, kwargs, detail):
     result = run(name, edit, **kwargs)
-    for rule in pf.FABRIC_MANAGER_RULES:
+    for rule in FABRIC_MANAGER_RULES:
         assert outcome(result, rule) == "skipped"
         assert result["checks"][rule]["detail"] == detail
 
@@ -740,17 +764,17 @@ def test_fabric_manager_rules_skipped(name, edit, kwargs, detail):
 
 def test_driver_whereabouts_names_what_shows_of_the_driver():
     driver = {"nvidia_smi": {"path": "/usr/bin/nvidia-smi"}, "loaded": True, "version": "580.95.05"}
-    assert pf._driver_whereabouts(driver) == "nvidia-smi at /usr/bin/nvidia-smi, kernel module 580.95.05 loaded"
-    assert pf._driver_whereabouts({"installed": {"state": "ok", "version": "550.1"}}) == "kernel module 550.1 installed"
-    assert pf._driver_whereabouts({}) == "driver files present"
+    assert _driver_whereabouts(driver) == "nvidia-smi at /usr/bin/nvidia-smi, kernel module 580.95.05 loaded"
+    assert _driver_whereabouts({"installed": {"state": "ok", "version": "550.1"}}) == "kernel module 550.1 installed"
+    assert _driver_whereabouts({}) == "driver files present"
 
 
 def test_driver_drift_lists_version_and_flavour():
     installed = pf.versions.parse_driver_version("580.95.05")
-    assert pf._driver_drift(installed, "open", pf.versions.parse_driver_version("575"), "proprietary") == [
+    assert _driver_drift(installed, "open", pf.versions.parse_driver_version("575"), "proprietary") == [
         "version 580.95.05, declared 575", "flavour open, declared proprietary"]
-    assert pf._driver_drift(installed, "open", pf.versions.parse_driver_version("580"), "auto") == []
-    assert pf._driver_drift(None, None, None, "open") == []
+    assert _driver_drift(installed, "open", pf.versions.parse_driver_version("580"), "auto") == []
+    assert _driver_drift(None, None, None, "open") == []
 
 
 def test_compared_driver_is_the_installed_one_only_for_preinstalled():
@@ -770,12 +794,12 @@ def test_compared_driver_is_the_installed_one_only_for_preinstalled():
     (4, {}, "preinstalled", None),
 ])
 def test_fabric_manager_not_checked(switches, fm, method, why):
-    assert pf._fabric_manager_not_checked(switches, fm, method) == why
+    assert _fabric_manager_not_checked(switches, fm, method) == why
 
 
 def test_driver_minimums_are_the_architectures_and_the_products():
-    assert pf._driver_minimums("Hopper", 0x2335) == [("525", "Hopper GPUs"), ("550", "H200")]
-    assert pf._driver_minimums("Ada Lovelace", 0x26B9) == []
+    assert _driver_minimums("Hopper", 0x2335) == [("525", "Hopper GPUs"), ("550", "H200")]
+    assert _driver_minimums("Ada Lovelace", 0x26B9) == []
 
 
 def test_unknown_waived_rules_are_refused():
