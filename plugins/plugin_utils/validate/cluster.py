@@ -29,7 +29,7 @@ Nothing here talks to the cluster.
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import DRIFT, FAILED, OK, SKIPPED, Checks
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import DRIFT, FAILED, OK, SKIPPED, Checks
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import labels as node_labels
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import monitoring
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate.cuda import cuda_pod_plan, cuda_verdict

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import FAILED, OK
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import FAILED, OK
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate.pods import first_line, pod_name, pod_problem, tail
 
 POD_PREFIX = "gpufleet-vectoradd-"

@@ -30,7 +30,7 @@ import re
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster import node_labels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import lifecycle, security, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import DRIFT, FAILED, OK, RANK, SKIPPED
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import DRIFT, FAILED, OK, RANK, SKIPPED
 
 PREFIX = "gpufleet.nvidia/"
 BRANCH = PREFIX + "driver-branch"

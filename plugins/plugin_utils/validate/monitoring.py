@@ -23,7 +23,7 @@ labels that disagree with discovery, fail the node. Nothing here talks to the cl
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import FAILED, OK, SKIPPED
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import FAILED, OK, SKIPPED
 
 PRODUCT = "nvidia.com/gpu.product"
 COUNT = "nvidia.com/gpu.count"

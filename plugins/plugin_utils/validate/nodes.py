@@ -9,7 +9,7 @@ Each check is added to the node's :class:`validate.host.Checks`; nothing here ta
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import FAILED, OK, SKIPPED
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import FAILED, OK, SKIPPED
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.node_labels import LABEL_PLUGIN_CONFIG as LABEL_CONFIG
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate.monitoring import COUNT as LABEL_COUNT
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate.pods import STACK_TITLES, first_line

@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import p
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import day2 as vday2
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import Checks
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import HOSTS, CaptureHost
 
 _SPEC = importlib.util.spec_from_file_location("derive_day2", os.path.join(HOSTS, "derive_day2.py"))
@@ -368,7 +369,7 @@ def test_the_daemon_reload_proof(tmp_path, after_rc, status):
     host.chrooted = False
     runner = _Docker(after_rc)
     host.runner = runner
-    checks = V.Checks()
+    checks = Checks()
     vday2.check_nvml_reload(checks, host, _exposed_facts(), True, "cuda:13.0.0-base", "docker")
     assert checks.items[0]["status"] == status
     assert runner.calls[-1] == ["/usr/bin/docker", "rm", "-f", vday2.CONTAINER_NAME]  # removed either way
@@ -378,7 +379,7 @@ def test_the_daemon_reload_proof(tmp_path, after_rc, status):
 def test_the_proof_is_not_run_unless_asked_nor_where_it_cannot(tmp_path):
     host = tree(tmp_path, {})
     host.runner = lambda argv: pytest.fail("nothing may run: %s" % argv)
-    checks = V.Checks()
+    checks = Checks()
     vday2.check_nvml_reload(checks, host, _exposed_facts(), False, "img", "docker")
     assert checks.items[0]["status"] == "drift" and "nvml_reload_test is off" in checks.items[0]["msg"]
     vday2.check_nvml_reload(checks, host, _exposed_facts(), True, "img", "docker")
@@ -418,7 +419,7 @@ def test_a_managed_file_without_its_record_is_drift():
 def test_runtime_drift_check_reads_the_template_of_k3s(tmp_path):
     template = "{{ template \"base\" . }}\n" + _written("runc")
     host = tree(tmp_path, {"/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl": template})
-    checks = V.Checks()
+    checks = Checks()
     assert vday2.check_runtime_drift(checks, host, {"container": {"containerd": {}}}) == "drift"
     assert checks.items[0]["diff"].startswith("--- /var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl (as gpufleet.nvidia")
 
@@ -466,7 +467,7 @@ def test_debian_layout_dkms_source_without_headers_is_the_running_kernel_problem
     assert message.startswith("the running kernel 6.8.0-45-generic has no nvidia module for driver 535.309.01, and the next "
                               "boot kernel is not known")
     assert "linux-headers-6.8.0-45-generic" in fix
-    checks = V.Checks()
+    checks = Checks()
     vday2.check_kernel_next_boot(checks, {"kernels": found})
     assert checks.items[0]["status"] == "drift" and "could not build it for this kernel" in checks.items[0]["msg"]
 
@@ -481,13 +482,13 @@ def test_a_containerd_drop_ins_record_is_of_the_main_file_that_imports_it(tmp_pa
              "/etc/containerd/conf.d/99-nvidia.toml": dropin}
     facts = {"container": {"containerd": {"config_path": "/etc/containerd/config.toml",
                                           "imports": ["/etc/containerd/conf.d/*.toml"]}}}
-    checks = V.Checks()
+    checks = Checks()
     vday2.check_runtime_drift(checks, tree(tmp_path, files), facts)
     assert (checks.items[0]["status"], checks.items[0]["msg"]) == (
         "ok", "every setting the collection recorded in the runtime's files is as it wrote it")
     # Someone took the import out of the main file: that is the drift, named in the main file.
     files["/etc/containerd/config.toml"] = "version = 2\n"
-    checks = V.Checks()
+    checks = Checks()
     vday2.check_runtime_drift(checks, tree(tmp_path / "again", files), facts)
     assert checks.items[0]["status"] == "drift"
     assert '/etc/containerd/config.toml: imports is (absent), written ["/etc/containerd/conf.d/*.toml"]' in checks.items[0]["msg"]

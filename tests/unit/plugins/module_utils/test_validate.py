@@ -15,12 +15,33 @@ import os
 import posixpath
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import found_driver
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.cdi import (
+    _cdi_entry,
+    _cdi_missing,
+    _read_cdi_data,
+    _yaml_lines,
+    parse_cdi_yaml_subset,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import Checks, RANK
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.cuda import (
+    _cuda_not_run,
+    _vector_add_failure,
+    check_cuda,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.driver import (
+    _library_mismatch,
+    _smi_problem,
+    _toolkit_matches,
+    _unseen_gpus,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.runtime import _locate_containerd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import (
     CaptureHost,
@@ -250,7 +271,7 @@ def test_toolkit_version(declared, status):
     [("1.17.8-1", "1.17.8", True), ("1.17.8-1", "1.17.8-1", True), ("1.17.8-1", "1.17.9", False), ("1.17", "1.17.8~rc.1-1", True)],
 )
 def test_toolkit_version_read_from_nvidia_ctk_has_no_revision(declared, installed, match):
-    assert V._toolkit_matches(declared, installed) is match  # pylint: disable=protected-access
+    assert _toolkit_matches(declared, installed) is match  # pylint: disable=protected-access
 
 
 def test_toolkit_declared_but_missing():
@@ -360,7 +381,7 @@ def test_node_prepared_without_gpu_checks_what_was_installed(tree, params, facts
     assert got[:len(expect)] == expect
     # and the day-2 checks that need no GPU: the kernel's module, the runtime's files, isolation
     assert [c[0] for c in got[len(expect):]] == ["kernel_next_boot", "runtime_drift", "isolation"], got
-    worst = max((c[1] for c in got), key=lambda s: V.RANK[s])
+    worst = max((c[1] for c in got), key=lambda s: RANK[s])
     assert result["status"] == worst
     # no GPU: neither nvidia-smi, nor CDI, nor the CUDA test ran
     assert result["cuda"]["ran"] is False and result["cdi"]["enabled"] is None
@@ -607,7 +628,7 @@ def test_cdi_yaml_subset_reader_agrees_with_pyyaml():
     yaml = pytest.importorskip("yaml")
     text = _read(CDI_SPEC)
     full = yaml.safe_load(text)
-    subset = V.parse_cdi_yaml_subset(text)
+    subset = parse_cdi_yaml_subset(text)
     assert subset["kind"] == full["kind"] == "nvidia.com/gpu"
     assert subset["cdiVersion"] == full["cdiVersion"]
     assert [d["name"] for d in subset["devices"]] == [d["name"] for d in full["devices"]]
@@ -615,9 +636,9 @@ def test_cdi_yaml_subset_reader_agrees_with_pyyaml():
 
 def test_cdi_yaml_subset_reader_refuses_what_it_cannot_read():
     with pytest.raises(ValueError):
-        V.parse_cdi_yaml_subset("cdiVersion: 0.5.0\n\tkind: x\n")
+        parse_cdi_yaml_subset("cdiVersion: 0.5.0\n\tkind: x\n")
     with pytest.raises(ValueError):
-        V.parse_cdi_yaml_subset("just some text\n")
+        parse_cdi_yaml_subset("just some text\n")
 
 
 # --- CUDA vector add ----------------------------------------------------------------------------
@@ -690,11 +711,11 @@ def test_cuda_test_turned_off(tmp_path):
 def test_the_vector_add_source_builds_with_the_real_nvcc(tmp_path, monkeypatch):
     """Builds with this machine's nvcc and runs; without a GPU it must say Test FAILED and why."""
     host = common_host.Host("/")
-    checks = V.Checks()
+    checks = Checks()
     made = []  # the work folder this check makes (other test runs may share /tmp)
-    mkdtemp = V.tempfile.mkdtemp
-    monkeypatch.setattr(V.tempfile, "mkdtemp", lambda **kw: made.append(mkdtemp(**kw)) or made[-1])
-    result = V.check_cuda(checks, host, True, shutil.which("nvcc"), True, common_host.subprocess_runner("/", 300))
+    mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(mkdtemp(**kw)) or made[-1])
+    result = check_cuda(checks, host, True, shutil.which("nvcc"), True, common_host.subprocess_runner("/", 300))
     assert result["ran"] is True, checks.items  # built
     if result["passed"]:
         assert checks.items[0]["status"] == "ok" and "Test PASSED" in result["output"]
@@ -714,15 +735,15 @@ def test_summary_line_counts_the_checks():
 
 
 def test_driver_problems_in_order():
-    assert V._smi_problem({"state": "ok"}) is None
-    assert V._smi_problem({"state": "error"}) == "nvidia-smi failed: no answer"
-    assert V._library_mismatch("580.1", {"driver_version": "580.1"}) is None
-    assert V._library_mismatch(None, {"driver_version": "580.1"}) is None
-    assert V._library_mismatch("575.1", {"driver_version": "580.1"}).startswith("driver/library version mismatch")
+    assert _smi_problem({"state": "ok"}) is None
+    assert _smi_problem({"state": "error"}) == "nvidia-smi failed: no answer"
+    assert _library_mismatch("580.1", {"driver_version": "580.1"}) is None
+    assert _library_mismatch(None, {"driver_version": "580.1"}) is None
+    assert _library_mismatch("575.1", {"driver_version": "580.1"}).startswith("driver/library version mismatch")
     pci = [{"bus_id": "0000:01:00.0"}, {"bus_id": "0000:02:00.0"}]
-    assert V._unseen_gpus(pci, pci) is None and V._unseen_gpus([], []) is None
-    assert V._unseen_gpus(pci, pci[:1]) == "nvidia-smi sees 1 of the 2 GPUs on the PCI bus (not seen: 0000:02:00.0)"
-    assert V._unseen_gpus([{"bus_id": None}] * 2, [{"bus_id": None}]) == "nvidia-smi sees 1 of the 2 GPUs on the PCI bus (not seen: unknown)"
+    assert _unseen_gpus(pci, pci) is None and _unseen_gpus([], []) is None
+    assert _unseen_gpus(pci, pci[:1]) == "nvidia-smi sees 1 of the 2 GPUs on the PCI bus (not seen: 0000:02:00.0)"
+    assert _unseen_gpus([{"bus_id": None}] * 2, [{"bus_id": None}]) == "nvidia-smi sees 1 of the 2 GPUs on the PCI bus (not seen: unknown)"
 
 
 @pytest.mark.parametrize("enabled, driver_ok, why", [
@@ -732,48 +753,48 @@ def test_driver_problems_in_order():
     (True, None, "CUDA vectorAdd on the host: not run: the driver is in the GPU Operator's container"),
 ])
 def test_cuda_not_run(enabled, driver_ok, why):
-    assert V._cuda_not_run(enabled, driver_ok) == why
+    assert _cuda_not_run(enabled, driver_ok) == why
 
 
 def test_vector_add_failure():
-    assert V._vector_add_failure(124, "", "") == "did not finish in time"
-    assert V._vector_add_failure(2, "a\nb\n\nc\nd\nTest FAILED\n", "e") == "exit 2: c; d; e"
-    assert V._vector_add_failure(1, "", "") == "exit 1: no output"
+    assert _vector_add_failure(124, "", "") == "did not finish in time"
+    assert _vector_add_failure(2, "a\nb\n\nc\nd\nTest FAILED\n", "e") == "exit 2: c; d; e"
+    assert _vector_add_failure(1, "", "") == "exit 1: no output"
 
 
 def test_cdi_missing_by_nvidia_smi_or_by_count():
     facts = h200_facts()
     smi = facts["driver"]["nvidia_smi"]["gpus"][0]
-    assert V._cdi_missing(facts, {"0"}) == ([], 1)
-    assert V._cdi_missing(facts, {smi["uuid"]}) == ([], 1)
-    assert V._cdi_missing(facts, {"all"}) == (["GPU 0 (%s)" % smi["uuid"]], 1)
+    assert _cdi_missing(facts, {"0"}) == ([], 1)
+    assert _cdi_missing(facts, {smi["uuid"]}) == ([], 1)
+    assert _cdi_missing(facts, {"all"}) == (["GPU 0 (%s)" % smi["uuid"]], 1)
     facts["driver"]["nvidia_smi"]["state"] = "error"
-    assert V._cdi_missing(facts, {"all", "0000:3b:00.0", "GPU-x"}) == (["1 of 1 GPUs"], 1)
-    assert V._cdi_missing(facts, {"0"}) == ([], 1)
+    assert _cdi_missing(facts, {"all", "0000:3b:00.0", "GPU-x"}) == (["1 of 1 GPUs"], 1)
+    assert _cdi_missing(facts, {"0"}) == ([], 1)
 
 
 def test_read_cdi_data_fills_what_it_read_before_it_refuses():
-    entry = V._cdi_entry("/etc/cdi/x.json")
+    entry = _cdi_entry("/etc/cdi/x.json")
     with pytest.raises(ValueError, match="a device without a name"):
-        V._read_cdi_data(entry, {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": 0}, {}]})
+        _read_cdi_data(entry, {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": 0}, {}]})
     assert (entry["kind"], entry["devices"]) == ("nvidia.com/gpu", ["0"])
     for data, why in (([], "not a mapping"), ({}, "no cdiVersion"), ({"cdiVersion": "1", "devices": []}, "no devices")):
         with pytest.raises(ValueError, match=why):
-            V._read_cdi_data(V._cdi_entry("x"), data)
+            _read_cdi_data(_cdi_entry("x"), data)
 
 
 def test_yaml_lines_skip_comments_and_refuse_tabs():
-    assert list(V._yaml_lines("---\n# c\n\nkind: x\n  - a\n")) == [(4, "kind: x"), (5, "  - a")]
+    assert list(_yaml_lines("---\n# c\n\nkind: x\n  - a\n")) == [(4, "kind: x"), (5, "  - a")]
     with pytest.raises(ValueError, match="^line 2: a tab in the indentation$"):
-        list(V._yaml_lines("a: 1\n\tb: 2\n"))
+        list(_yaml_lines("a: 1\n\tb: 2\n"))
 
 
 def test_locate_containerd(tree):
-    assert V._locate_containerd(tree, {}, "containerd") == (None, None, "containerd is not installed (container_runtime containerd)")
+    assert _locate_containerd(tree, {}, "containerd") == (None, None, "containerd is not installed (container_runtime containerd)")
     tree.binary("/usr/bin/containerd")
-    assert V._locate_containerd(tree, {}, "containerd") == ("/etc/containerd/config.toml", "/usr/bin/containerd", None)
+    assert _locate_containerd(tree, {}, "containerd") == ("/etc/containerd/config.toml", "/usr/bin/containerd", None)
     config = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
-    assert V._locate_containerd(tree, {"container": {"rke2": {"installed": True}}}, "rke2") == (
+    assert _locate_containerd(tree, {"container": {"rke2": {"installed": True}}}, "rke2") == (
         None, None, "rke2 has not generated %s yet (is rke2 running?)" % config)
     tree.put(config, "version = 2\n")
-    assert V._locate_containerd(tree, {"container": {"rke2": {"installed": True}}}, "rke2") == (config, None, None)
+    assert _locate_containerd(tree, {"container": {"rke2": {"installed": True}}}, "rke2") == (config, None, None)

@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_config
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import day2 as vday2
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import Checks
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_gpu_facts import CaptureHost
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,7 +41,7 @@ def node(tmp_path, text):
 
 
 def isolation(tmp_path, text, declared=None, runtime="containerd", facts=None):
-    checks = V.Checks()
+    checks = Checks()
     vday2.check_isolation(checks, node(tmp_path, text), facts or WITH_TOOLKIT, declared, runtime)
     assert [c["name"] for c in checks.items] == ["isolation"]
     return checks.items[0]

@@ -7,7 +7,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as V
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import monitoring as M
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.host import FAILED, OK, SKIPPED, Checks
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import FAILED, OK, SKIPPED, Checks
 
 FACTS = {"gpu_count": 2, "driver": {"nvidia_smi": {"gpus": [
     {"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}, {"name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}]}}}
