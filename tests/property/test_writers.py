@@ -8,7 +8,8 @@ from hypothesis import given, strategies as st
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt, dnf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import render_pin, render_unattended
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt
 from ansible_collections.gpufleet.nvidia.tests.property.tally import tally
 
@@ -77,7 +78,7 @@ def test_toolkit_pin(packages, version):
 def test_driver_apt_pin(packages, version, flavor):
     valid = (accepted(inputs.debian_package, *packages) and accepted(inputs.debian_version, *packages.values())
              and accepted(inputs.version, version) and flavor in ("open", "proprietary"))
-    content = outcome("driver apt pin", apt.render_pin, valid, packages, version, flavor)
+    content = outcome("driver apt pin", render_pin, valid, packages, version, flavor)
     if content is not None:
         stanzas = content.split("\n\n")
         assert len(stanzas) == len(set(packages.values()))
@@ -88,7 +89,7 @@ def test_driver_apt_pin(packages, version, flavor):
 @given(names=st.lists(package, min_size=1, max_size=4, unique=True), version=version)
 def test_driver_apt_unattended(names, version):
     valid = accepted(inputs.debian_package, *names) and accepted(inputs.version, version)
-    content = outcome("driver apt unattended", apt.render_unattended, valid, names, version)
+    content = outcome("driver apt unattended", render_unattended, valid, names, version)
     if content is not None:
         assert len(lines(content)) == 4 + len(names) + 1
 

@@ -40,6 +40,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes i
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt_layouts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
@@ -646,7 +647,7 @@ def packaged_driver(system):
     libraries' package the version.
     """
     if system.which("dpkg-query"):
-        return driver_apt.packaged_driver(system)
+        return apt_layouts.packaged_driver(system)
     if system.which("rpm"):
         return driver_dnf.packaged_driver(system)
     return None

@@ -27,6 +27,17 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import (
+    PIN_FILE,
+    UU_FILE,
+    render_pin,
+    render_unattended,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_layouts import (
+    DebianLayout,
+    UbuntuLayout,
+    packaged_driver,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -353,12 +364,12 @@ def test_d12_execute_writes_and_runs_in_order(tmp_path):
     mutations = [" ".join(c[:2]) for c in replay.mutations()]
     assert mutations == ["apt-get update", "apt-get install", "apt-mark hold"]
     assert replay.read("/etc/apt/sources.list").count("main contrib non-free non-free-firmware") == 3
-    pin = replay.read(apt.PIN_FILE)
+    pin = replay.read(PIN_FILE)
     assert "Package: firmware-nvidia-gsp libcuda1 libnvidia-cfg1 libnvidia-ml1 libnvidia-pkcs11-openssl3 " \
         "libnvidia-ptxjitcompiler1 nvidia-alternative nvidia-kernel-dkms nvidia-kernel-support nvidia-legacy-check " \
         "nvidia-smi\nPin: version 535.261.03-1\nPin-Priority: 1001\n" in pin
     assert "Package: nvidia-persistenced\nPin: version 535.171.04-1~deb12u1\nPin-Priority: 1001\n" in pin
-    assert '    "^libcuda1$";\n' in replay.read(apt.UU_FILE)
+    assert '    "^libcuda1$";\n' in replay.read(UU_FILE)
     assert replay.read(driver.NOUVEAU_FILE) == driver.NOUVEAU_CONTENT
 
 
@@ -368,8 +379,8 @@ def test_d12_diff_shows_packages_and_files(tmp_path):
     assert headers == [
         "packages",
         "/etc/apt/sources.list",
-        apt.PIN_FILE,
-        apt.UU_FILE,
+        PIN_FILE,
+        UU_FILE,
         driver.NOUVEAU_FILE,
     ]
     packages = result["diff"][0]
@@ -378,7 +389,7 @@ def test_d12_diff_shows_packages_and_files(tmp_path):
     sources = result["diff"][1]
     assert sources["before"].endswith("bookworm-security main\n")
     assert sources["after"].endswith("bookworm-security main contrib non-free non-free-firmware\n")
-    assert result["diff"][2]["before_header"] == apt.PIN_FILE + " (absent)"
+    assert result["diff"][2]["before_header"] == PIN_FILE + " (absent)"
 
 
 def test_d12_failure_says_what_was_done(tmp_path):
@@ -470,7 +481,7 @@ def test_d12_absent_removes_everything_it_installed(tmp_path):
         "remove /etc/apt/apt.conf.d/51gpufleet-nvidia-driver (no driver to keep back)",
         "remove /etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf (nouveau no longer blacklisted by this module)",
     ]
-    assert replay.read(apt.PIN_FILE) is None and replay.read(driver.NOUVEAU_FILE) is None
+    assert replay.read(PIN_FILE) is None and replay.read(driver.NOUVEAU_FILE) is None
     assert result["reboot_required"] is False  # nothing was loaded
 
 
@@ -651,7 +662,7 @@ class Answers(object):
 )
 def test_packaged_driver_from_dpkg(lines, expected):
     host = Answers({tuple(apt.DPKG_QUERY): (0, "".join(line + "\n" for line in lines), "")})
-    assert apt.packaged_driver(host) == expected
+    assert packaged_driver(host) == expected
 
 
 @pytest.mark.parametrize(
@@ -709,7 +720,7 @@ def test_no_nouveau_blacklist_when_asked(tmp_path):
 
 
 def test_d12_without_a_debian_entry_says_why_nothing_is_available(tmp_path):
-    layout = apt.DebianLayout("6.18.44-fc-v595")
+    layout = DebianLayout("6.18.44-fc-v595")
     names = sorted(layout.core(535, "proprietary", "dkms") + layout.headers())
     replay = Replay(
         D12_PRISTINE,
@@ -813,7 +824,7 @@ def test_d12_fabric_manager_missing_with_complete_sources(tmp_path):
         run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
     assert raised.value.msg == DEBIAN_FM_MESSAGE % ""
     assert replay.mutations() == [["apt-get", "update", "-q"]]  # the lists only, as without a fabric manager
-    assert replay.read(apt.PIN_FILE) == Replay(D12_INSTALLED, tmp_path / "again").read(apt.PIN_FILE)
+    assert replay.read(PIN_FILE) == Replay(D12_INSTALLED, tmp_path / "again").read(PIN_FILE)
 
 
 def test_d12_unavailable_driver_still_says_so_first(tmp_path):
@@ -835,12 +846,12 @@ def test_d12_fabric_manager_from_nvidias_repository_is_pinned_with_the_driver(tm
         install_argv("libnvidia-nscq-535=535.261.03-1", "nvidia-fabricmanager-535=535.261.03-1"),
         "apt-mark hold libnvidia-nscq-535 nvidia-fabricmanager-535",
     ]
-    pin = replay.read(apt.PIN_FILE)
+    pin = replay.read(PIN_FILE)
     # the fabric manager in the driver's own stanza: the same package version
     assert "Package: firmware-nvidia-gsp libcuda1 libnvidia-cfg1 libnvidia-ml1 libnvidia-nscq-535 " \
         "libnvidia-pkcs11-openssl3 libnvidia-ptxjitcompiler1 nvidia-alternative nvidia-fabricmanager-535 " \
         "nvidia-kernel-dkms nvidia-kernel-support nvidia-legacy-check nvidia-smi\nPin: version 535.261.03-1\n" in pin
-    assert '    "^nvidia-fabricmanager-535$";\n' in replay.read(apt.UU_FILE)
+    assert '    "^nvidia-fabricmanager-535$";\n' in replay.read(UU_FILE)
     fm = result["fabric_manager"]
     assert fm["packages"] == {"libnvidia-nscq-535": "535.261.03-1", "nvidia-fabricmanager-535": "535.261.03-1"}
     assert (fm["required"], fm["wanted_version"], fm["installed_version"]) == (True, "535.261.03", None)
@@ -1007,8 +1018,8 @@ def test_service_running_at_its_version_is_left_alone(tmp_path):
         dpkg[0], dpkg[1] + "nvidia-fabricmanager-535\t535.261.03-1\thi \nlibnvidia-nscq-535\t535.261.03-1\thi \n", dpkg[2])
     installed = dict(apt.parse_dpkg_query(replay.overrides[json.dumps(apt.DPKG_QUERY)][1]))
     pinned = dict((n, i["version"]) for n, i in installed.items() if i["held"])
-    replay.put(apt.PIN_FILE, apt.render_pin(pinned, "535.261.03", "proprietary"))
-    replay.put(apt.UU_FILE, apt.render_unattended(pinned, "535.261.03"))
+    replay.put(PIN_FILE, render_pin(pinned, "535.261.03", "proprietary"))
+    replay.put(UU_FILE, render_unattended(pinned, "535.261.03"))
     for check_mode in (True, False):
         result = run(replay, check_mode=check_mode, version="535.261.03", flavor="proprietary")
         assert result["changed"] is False and result["plan"] == []
@@ -1101,7 +1112,7 @@ def test_preinstalled_without_nvswitches_checks_nothing(tmp_path):
 def test_ubuntu_objects_of_stale_precompiled_modules_go_with_them():
     """apt installs linux-objects-nvidia-* as a dependency of linux-modules-nvidia-* (scenario ubuntu2404):
     they are stale when the modules are, and kept when the modules are wanted or kept."""
-    layout = apt.UbuntuLayout("6.8.0-90-generic")
+    layout = UbuntuLayout("6.8.0-90-generic")
     kernel = "6.8.0-90-generic"
     # the move from 550 precompiled to 580 open with DKMS: both of 550 go
     dkms_580 = dict((n, "580.95.05-0ubuntu0.24.04.2") for n in layout.core(580, "open", "dkms"))

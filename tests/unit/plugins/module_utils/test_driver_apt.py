@@ -13,6 +13,32 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_archive import (
+
+    Request,
+
+    parse_madison,
+
+    parse_policy,
+
+    parse_show_depends,
+
+)
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import PIN_FILE, render_pin
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_layouts import DebianLayout
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_sources import (
+
+    edit_deb822,
+
+    edit_oneline,
+
+    query_deb822,
+
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
     FIXTURES,
@@ -44,30 +70,30 @@ def test_parse_dpkg_query_keeps_installed_and_held():
 
 
 def test_parse_madison_newest_first():
-    found = apt.parse_madison(fixture_text("debian12", "pristine", "out", "02-apt-cache-madison-firmware-nvidia-gsp.txt"))
+    found = parse_madison(fixture_text("debian12", "pristine", "out", "02-apt-cache-madison-firmware-nvidia-gsp.txt"))
     assert found["libcuda1"] == ["535.309.01-0+deb12u1", "535.261.03-1"]
     assert "linux-headers-6.18.44-fc-v595" not in found
 
 
 def test_parse_policy():
-    found = apt.parse_policy(fixture_text("debian12", "installed-535.261.03-proprietary", "out",
+    found = parse_policy(fixture_text("debian12", "installed-535.261.03-proprietary", "out",
                                           "02-apt-cache-policy-nvidia-persistenced.txt"))
     assert found["nvidia-persistenced"] == {"installed": "535.171.04-1~deb12u1", "candidate": "535.171.04-1~deb12u1"}
     assert found["nvidia-modprobe"]["candidate"] == "535.309.01-0+deb12u1"
-    pristine = apt.parse_policy(fixture_text("debian12", "pristine", "out", "03-apt-cache-policy-nvidia-persistenced.txt"))
+    pristine = parse_policy(fixture_text("debian12", "pristine", "out", "03-apt-cache-policy-nvidia-persistenced.txt"))
     assert pristine["nvidia-persistenced"]["installed"] is None
 
 
 def test_parse_show_depends_reads_the_precompiled_driver():
     text = fixture_text("ubuntu2404", "pristine", "out",
                         "03-apt-cache-show-linux-modules-nvidia-580-server-open-6.8.0-90-generic.txt")
-    assert apt.parse_show_depends(text, 580) == {"6.8.0-90.91+2": "580.173.02", "6.8.0-90.91+1": "580.159.03"}
+    assert parse_show_depends(text, 580) == {"6.8.0-90.91+2": "580.173.02", "6.8.0-90.91+1": "580.159.03"}
 
 
 # --- sources ---------------------------------------------------------------------------------------
 
 BOOKWORM = ["bookworm", "bookworm-updates", "bookworm-security"]
-DEBIAN = apt.DebianLayout.components
+DEBIAN = DebianLayout.components
 
 
 @pytest.mark.parametrize(
@@ -98,7 +124,7 @@ DEBIAN = apt.DebianLayout.components
     ],
 )
 def test_edit_oneline(before, after):
-    new, dummy = apt.edit_oneline(before, BOOKWORM, DEBIAN)
+    new, dummy = edit_oneline(before, BOOKWORM, DEBIAN)
     assert new == after
 
 
@@ -127,7 +153,7 @@ Components: main
 
 
 def test_edit_deb822_keeps_everything_else():
-    new, entries = apt.edit_deb822(DEB822, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
+    new, entries = edit_deb822(DEB822, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
     assert new == DEB822.replace(
         "Components: main # the main archive", "Components: main contrib non-free non-free-firmware # the main archive"
     )
@@ -135,8 +161,8 @@ def test_edit_deb822_keeps_everything_else():
 
 
 def test_deb822_query_file_is_binary_only_and_keeps_the_key():
-    new, dummy = apt.edit_deb822(DEB822, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
-    query = apt.query_deb822(new, ["trixie", "trixie-updates", "trixie-security"])
+    new, dummy = edit_deb822(DEB822, ["trixie", "trixie-updates", "trixie-security"], DEBIAN)
+    query = query_deb822(new, ["trixie", "trixie-updates", "trixie-security"])
     assert query == (
         "Types: deb\nURIs: http://m/debian\nSuites: trixie trixie-updates\n"
         "Components: main contrib non-free non-free-firmware # the main archive\n"
@@ -161,14 +187,14 @@ def test_package_changes_move_release_and_hold():
 
 
 def test_request_asks_about_the_carried_extras_headers_and_other_fabric_managers():
-    request = apt.Request({"libcuda1", "nvidia-smi"}, None, [], ["nvidia-fabricmanager-535"],
+    request = Request({"libcuda1", "nvidia-smi"}, None, [], ["nvidia-fabricmanager-535"],
                           {"libnvidia-encode1": "libnvidia-encode1", "nvidia-driver-535": None}, ["linux-headers-6.1.0-37-amd64"])
     assert request.query() == ["libcuda1", "libnvidia-encode1", "linux-headers-6.1.0-37-amd64", "nvidia-fabricmanager-535",
                                "nvidia-smi"]
 
 
 def test_render_pin_groups_by_version():
-    text = apt.render_pin({"libcuda1": "1-1", "nvidia-smi": "1-1", "nvidia-persistenced": "2-1"}, "535.1.2", "open")
+    text = render_pin({"libcuda1": "1-1", "nvidia-smi": "1-1", "nvidia-persistenced": "2-1"}, "535.1.2", "open")
     assert text == (
         "Explanation: Managed by gpufleet.nvidia.nvidia_driver: pinned with the NVIDIA driver 535.1.2 (open)\n"
         "Package: libcuda1 nvidia-smi\nPin: version 1-1\nPin-Priority: 1001\n\n"
@@ -368,7 +394,7 @@ def test_noble_fabric_manager_joins_the_driver(tmp_path):
     ]
     assert result["packages"]["nvidia-fabricmanager-580"] == N580
     pin = next(d for d in run(noble_hgx(tmp_path / "again"), diff_mode=True, version="580", flavor="open")["diff"]
-               if d["after_header"] == apt.PIN_FILE)["after"]
+               if d["after_header"] == PIN_FILE)["after"]
     assert "libnvidia-nscq-580 " in pin.split("Pin: version %s" % N580)[0]
     fm = result["fabric_manager"]
     assert fm["packages"] == {"libnvidia-nscq-580": N580, "nvidia-fabricmanager-580": N580}
@@ -414,7 +440,7 @@ def test_noble_release_without_a_fabric_manager_fails_before_any_change(tmp_path
         "that has one, or set fabric_manager to never to install the driver alone"
     )
     assert [c for c in replay.mutations() if c[:2] != ["apt-get", "update"]] == []
-    assert replay.read(apt.PIN_FILE) is None
+    assert replay.read(PIN_FILE) is None
 
 
 def test_jammy_fabric_manager_adds_multiverse_and_moves_off_the_old_branch(tmp_path):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import PIN_FILE
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import Replay, install_argv, plan_of, run
 
@@ -80,4 +81,4 @@ def test_installed_absent_purges_the_driver_and_the_modules_objects(tmp_path):
         "apt-mark unhold " + " ".join(HELD_550),
         "apt-get purge -y -q " + " ".join(sorted(CORE_550 + [MODULES, OBJECTS])),
     ]
-    assert "remove %s (no driver to pin)" % apt.PIN_FILE in plan_of(result)
+    assert "remove %s (no driver to pin)" % PIN_FILE in plan_of(result)

@@ -7,7 +7,10 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_layouts import (
+    _next_kernel_of,
+    next_boot_headers,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
 
 
@@ -25,12 +28,12 @@ def test_the_next_boot_kernel_gets_its_headers(tmp_path):
         "/boot/vmlinuz-6.8.0-45-generic": "", "/boot/vmlinuz-6.8.0-51-generic": "",
         "/boot/grub/grubenv": "saved_entry=gnulinux-advanced-x>gnulinux-6.8.0-51-generic-advanced-x\n",
     })
-    assert driver_apt.next_boot_headers(host, "6.8.0-45-generic") == ["linux-headers-6.8.0-51-generic"]
+    assert next_boot_headers(host, "6.8.0-45-generic") == ["linux-headers-6.8.0-51-generic"]
 
 
 def test_no_other_headers_when_the_node_boots_the_running_kernel_or_none_is_installed(tmp_path):
-    assert driver_apt.next_boot_headers(_host(tmp_path / "a", {"/boot/vmlinuz-6.8.0-45-generic": ""}), "6.8.0-45-generic") == []
-    assert driver_apt.next_boot_headers(_host(tmp_path / "b", {}), "6.8.0-45-generic") == []
+    assert next_boot_headers(_host(tmp_path / "a", {"/boot/vmlinuz-6.8.0-45-generic": ""}), "6.8.0-45-generic") == []
+    assert next_boot_headers(_host(tmp_path / "b", {}), "6.8.0-45-generic") == []
 
 
 @pytest.mark.parametrize(
@@ -43,7 +46,7 @@ def test_no_other_headers_when_the_node_boots_the_running_kernel_or_none_is_inst
     ],
 )
 def test_next_kernel_of_a_headers_package(name, release):
-    assert driver_apt._next_kernel_of(name, "6.8.0-45-generic") == release
+    assert _next_kernel_of(name, "6.8.0-45-generic") == release
 
 
 class _Need(object):

@@ -17,6 +17,12 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import (
+    PIN_FILE,
+    UU_FILE,
+    render_pin,
+    render_unattended,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
@@ -145,21 +151,21 @@ def test_kernel_release_that_reads_as_an_option_is_refused(tmp_path):
 ])
 def test_pins_refuse_what_breaks_the_preferences_file(packages):
     with pytest.raises(GpuFleetError) as raised:
-        apt.render_pin(packages, "535.1.2", "open")
-    assert raised.value.msg.startswith("nvidia_driver: %s: " % apt.PIN_FILE)
+        render_pin(packages, "535.1.2", "open")
+    assert raised.value.msg.startswith("nvidia_driver: %s: " % PIN_FILE)
     assert raised.value.msg.endswith("; nothing was changed")
 
 
 def test_pins_refuse_a_driver_version_with_a_newline():
     with pytest.raises(GpuFleetError):
-        apt.render_pin({"libcuda1": "1-1"}, "535.1.2\nPackage: *", "open")
+        render_pin({"libcuda1": "1-1"}, "535.1.2\nPackage: *", "open")
 
 
 @pytest.mark.parametrize("name", ['libcuda1";\n    "^.*', "lib cuda1", "-x"])
 def test_unattended_upgrades_blacklist_refuses_what_breaks_apt_conf(name):
     with pytest.raises(GpuFleetError) as raised:
-        apt.render_unattended([name], "535.1.2")
-    assert raised.value.msg.startswith("nvidia_driver: %s: package %r is not a Debian package name" % (apt.UU_FILE, name))
+        render_unattended([name], "535.1.2")
+    assert raised.value.msg.startswith("nvidia_driver: %s: package %r is not a Debian package name" % (UU_FILE, name))
 
 
 def test_repository_file_refuses_what_breaks_its_section():
@@ -237,7 +243,7 @@ class Failing(Replay):
         os.chmod(local, mode)
 
 
-FILES = ("/etc/apt/sources.list", apt.PIN_FILE, apt.UU_FILE, driver.NOUVEAU_FILE)
+FILES = ("/etc/apt/sources.list", PIN_FILE, UU_FILE, driver.NOUVEAU_FILE)
 
 
 def test_d12_failed_install_leaves_no_pin_blacklist_or_sources_edit_behind(tmp_path):
@@ -249,20 +255,20 @@ def test_d12_failed_install_leaves_no_pin_blacklist_or_sources_edit_behind(tmp_p
         run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
     after = dict((path, replay.raw(path)) for path in FILES)
     assert after == before
-    assert before[apt.PIN_FILE] is None and before[apt.UU_FILE] is None
+    assert before[PIN_FILE] is None and before[UU_FILE] is None
     msg = raised.value.msg
     assert msg.startswith("`apt-get install -y -q ")
     assert "failed (exit 100): E: Unable to fetch some archives; done before it: wrote /etc/apt/sources.list; " \
-        "apt-get update -q; wrote %s; wrote %s" % (apt.PIN_FILE, apt.UU_FILE) in msg
+        "apt-get update -q; wrote %s; wrote %s" % (PIN_FILE, UU_FILE) in msg
     assert msg.endswith("; put back as they were: %s (removed: it was not there), %s (removed: it was not there), "
-                        "/etc/apt/sources.list" % (apt.UU_FILE, apt.PIN_FILE))
-    assert raised.value.details["restored"] == [apt.UU_FILE, apt.PIN_FILE, "/etc/apt/sources.list"]
-    assert not os.listdir(os.path.dirname(replay.root + apt.PIN_FILE))  # no partial file either
+                        "/etc/apt/sources.list" % (UU_FILE, PIN_FILE))
+    assert raised.value.details["restored"] == [UU_FILE, PIN_FILE, "/etc/apt/sources.list"]
+    assert not os.listdir(os.path.dirname(replay.root + PIN_FILE))  # no partial file either
 
 
 def test_d12_failed_move_puts_the_old_pins_and_holds_back(tmp_path):
     replay = Failing(D12_INSTALLED, tmp_path, ["apt-get", "install"])
-    os.chmod(replay.root + apt.PIN_FILE, 0o600)
+    os.chmod(replay.root + PIN_FILE, 0o600)
     before = dict((path, replay.raw(path)) for path in FILES)
     with pytest.raises(GpuFleetError) as raised:
         run(replay, check_mode=False, version="535", flavor="proprietary")
@@ -270,16 +276,16 @@ def test_d12_failed_move_puts_the_old_pins_and_holds_back(tmp_path):
     unhold = next(c for c in replay.calls if c[:2] == ["apt-mark", "unhold"])
     assert replay.calls[-1] == ["apt-mark", "hold"] + unhold[2:]  # the holds released for the move come back
     assert raised.value.msg.endswith("; put back as they were: %s, %s, apt-mark hold %s"
-                                     % (apt.UU_FILE, apt.PIN_FILE, " ".join(unhold[2:])))
+                                     % (UU_FILE, PIN_FILE, " ".join(unhold[2:])))
 
 
 def test_d12_failed_move_brings_a_removed_blacklist_back_with_its_mode(tmp_path):
     replay = Failing(D12_INSTALLED, tmp_path, ["apt-get", "install"])
-    os.chmod(replay.root + apt.UU_FILE, 0o600)
-    before = replay.raw(apt.UU_FILE)
+    os.chmod(replay.root + UU_FILE, 0o600)
+    before = replay.raw(UU_FILE)
     with pytest.raises(GpuFleetError):
         run(replay, check_mode=False, version="535", flavor="proprietary", unattended_upgrades_blacklist=False)
-    assert replay.raw(apt.UU_FILE) == before
+    assert replay.raw(UU_FILE) == before
 
 
 def test_d12_files_stay_once_the_packages_are_installed(tmp_path):
@@ -287,8 +293,8 @@ def test_d12_files_stay_once_the_packages_are_installed(tmp_path):
     with pytest.raises(GpuFleetError) as raised:
         run(replay, check_mode=False, version="535.261.03", flavor="proprietary")
     # the packages moved: the pins and the blacklist say what is installed now, and stay
-    assert "Pin: version 535.261.03-1" in replay.read(apt.PIN_FILE)
-    assert replay.read(apt.UU_FILE) is not None
+    assert "Pin: version 535.261.03-1" in replay.read(PIN_FILE)
+    assert replay.read(UU_FILE) is not None
     assert "non-free" in replay.read("/etc/apt/sources.list")
     assert "put back" not in raised.value.msg and "restored" not in raised.value.details
 
@@ -300,7 +306,7 @@ def test_d12_failed_write_puts_the_files_before_it_back(tmp_path):
     write = system.write
 
     def full_disk(path, content, backup=False, mode=0o644):
-        if path == apt.UU_FILE:
+        if path == UU_FILE:
             raise GpuFleetError("could not write %s: No space left on device" % path, path=path)
         return write(path, content, backup=backup, mode=mode)
 
@@ -308,8 +314,8 @@ def test_d12_failed_write_puts_the_files_before_it_back(tmp_path):
     sources = replay.read("/etc/apt/sources.list")
     with pytest.raises(GpuFleetError) as raised:
         driver.run(system, driver.default_params(version="535.261.03", flavor="proprietary"))
-    assert raised.value.msg.startswith("could not write %s: No space left on device; done before it: " % apt.UU_FILE)
-    assert replay.read("/etc/apt/sources.list") == sources and replay.read(apt.PIN_FILE) is None
+    assert raised.value.msg.startswith("could not write %s: No space left on device; done before it: " % UU_FILE)
+    assert replay.read("/etc/apt/sources.list") == sources and replay.read(PIN_FILE) is None
 
 
 def test_rocky9_failed_install_removes_the_new_repository_file(tmp_path):

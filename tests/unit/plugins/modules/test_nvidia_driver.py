@@ -8,14 +8,13 @@ root, so nothing on this machine is touched.
 from __future__ import annotations
 
 import contextlib
-import os
 from unittest import mock
 
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver_lib
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import PIN_FILE, UU_FILE
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvidia_driver
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
     D12_INSTALLED,
@@ -48,7 +47,7 @@ def test_four_steps(tmp_path):
     with host(pristine):
         first = run_module(nvidia_driver, ARGS, check_mode=True)
     assert first["changed"] is True and first["executed"] == []
-    assert pristine.read(apt.PIN_FILE) is None and pristine.mutations() == []
+    assert pristine.read(PIN_FILE) is None and pristine.mutations() == []
 
     with host(pristine):
         second = run_module(nvidia_driver, ARGS)
@@ -58,7 +57,7 @@ def test_four_steps(tmp_path):
     # The host after that run, as captured in the lab: the files this run wrote are the ones the
     # module wrote there, so the next runs start from exactly this state.
     installed = Replay(D12_INSTALLED, tmp_path / "installed")
-    for path in ("/etc/apt/sources.list", apt.PIN_FILE, apt.UU_FILE, driver_lib.NOUVEAU_FILE):
+    for path in ("/etc/apt/sources.list", PIN_FILE, UU_FILE, driver_lib.NOUVEAU_FILE):
         assert pristine.read(path) == installed.read(path), path
     with host(installed):
         third = run_module(nvidia_driver, ARGS, check_mode=True)
@@ -73,7 +72,7 @@ def test_diff(tmp_path):
     packages = result["diff"][0]
     assert "libcuda1=535.261.03-1 (held)\n" in packages["before"]
     assert "libcuda1=535.309.01-0+deb12u1 (held)\n" in packages["after"]
-    pin = next(d for d in result["diff"] if d["after_header"] == apt.PIN_FILE)
+    pin = next(d for d in result["diff"] if d["after_header"] == PIN_FILE)
     assert "Pin: version 535.261.03-1\n" in pin["before"] and "Pin: version 535.309.01-0+deb12u1\n" in pin["after"]
 
 
@@ -198,9 +197,9 @@ def test_failed_install_fails_the_task_with_the_files_put_back(tmp_path):
         run_module(nvidia_driver, ARGS)
     result = raised.value.result
     assert result["rc"] == 100 and "; put back as they were: " in result["msg"]
-    assert result["restored"] == [apt.UU_FILE, apt.PIN_FILE, "/etc/apt/sources.list"]
+    assert result["restored"] == [UU_FILE, PIN_FILE, "/etc/apt/sources.list"]
     assert replay.read("/etc/apt/sources.list") == sources
-    assert replay.read(apt.PIN_FILE) is None and replay.read(apt.UU_FILE) is None
+    assert replay.read(PIN_FILE) is None and replay.read(UU_FILE) is None
 
 
 def run_module_plan(replay):
