@@ -7,13 +7,13 @@
 root, commands through an injected runner), lets the backend of the OS family
 (:mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt` for Debian and Ubuntu,
 :mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.dnf` for RHEL and its
-rebuilds) compute a :class:`Plan` -- the concrete files to write and commands to run -- and, only
-when the plan is not empty and check mode is off, executes it in order.
+rebuilds) compute a :class:`~.plan.Plan` -- the concrete files to write and commands to run -- and, only
+when the plan is not empty and check mode is off, executes it in order (:mod:`.plan`).
 
 Nothing is changed before every check that can fail has passed: a malformed version, or one that
 the repositories do not carry, fails while reading, listing the versions that are there.
-``method: preinstalled`` never plans anything: it reports the driver it finds and whether it
-drifted from the declared one.
+``method: preinstalled`` (:mod:`.preinstalled`) never plans anything: it reports the driver it
+finds and whether it drifted from the declared one.
 
 Hosts whose GPUs are joined by NVSwitches also need NVIDIA's fabric manager at exactly the
 driver's version (:mod:`ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.fabric_manager`
@@ -23,36 +23,28 @@ driver's set, pinned and held with it, and its service is enabled and started wh
 
 from __future__ import annotations
 
-import errno
 import functools
-import os
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import (
-    gather_driver,
-    found_of,
-    gather_modinfo,
-    loaded_driver,
-)
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.machine import gather_os
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.packages import gather_dpkg
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.pci import gather_pci
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, systems, versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt as driver_apt
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt_layouts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf as driver_dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
-    MANAGED_BY,
-    command_line,
-    tail,
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import MANAGED_BY, command_line
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight_gpus import _needs_open, _pre_turing
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.host_state import (
+    _kernel_report,
+    _os_summary,
+    detect_container,
+    module_state,
+    read_kernel_module,
+    read_os,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight_driver import found_flavor, found_version
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.preflight_gpus import (  # the GPU rules, shared
-    _needs_open,
-    _pre_turing,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.plan import Executor, Plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.preinstalled import verify_preinstalled
+
 
 # The module's options (plugins/modules/nvidia_driver.py documents them).
 ARGUMENT_SPEC = dict(
@@ -103,18 +95,14 @@ PARAM_RULES = {
     "cuda_repo_baseurl": inputs.optional(driver_dnf.BASEURL),
     "fabric_manager": _choices("fabric_manager"),
 }
-
 # The running kernel's release goes into package names and the initramfs tools' argv.
 KERNEL_RELEASE = functools.partial(inputs.name, what="a kernel release")
-
-
 # NVIDIA made the open kernel modules its default in the R560 release.
 OPEN_DEFAULT_BRANCH = 560
 # The timeout of each command, in seconds: apt-get or dnf fetching the driver from a slow mirror
 # and DKMS building its modules for every installed kernel take many minutes; a command that
 # hangs (a lock never released, a mirror that stops answering) must still end.
 COMMAND_TIMEOUT = 3600
-
 NOUVEAU_FILE = "/etc/modprobe.d/gpufleet-nvidia-blacklist-nouveau.conf"
 NOUVEAU_CONTENT = (
     "# %s: keep nouveau off the NVIDIA GPUs so that the nvidia module can bind them.\n"
@@ -122,324 +110,6 @@ NOUVEAU_CONTENT = (
     "blacklist nouveau\n"
     "options nouveau modeset=0\n" % MANAGED_BY
 )
-
-# --- the plan ---------------------------------------------------------------------------------
-
-
-class Plan(object):
-    """The actions that bring the host to the desired state, in the order they run.
-
-    Each action is a dict: ``{'kind': 'write', 'path', 'content', 'before', 'mode'}``,
-    ``{'kind': 'remove', 'path', 'before'}`` or ``{'kind': 'run', 'argv', 'env'}``, with a
-    ``summary`` (one line saying what it does and why) and the ``group`` it belongs to (sources,
-    repository, packages, hold, pin, unattended-upgrades, versionlock, nouveau, initramfs...).
-    """
-
-    def __init__(self):
-        self.actions = []
-        self.notes = []
-
-    def __bool__(self):
-        return bool(self.actions)
-
-    __nonzero__ = __bool__
-
-    def write(self, group, path, content, before, summary, mode=0o644):
-        if content == before:
-            return
-        self.actions.append(
-            {"kind": "write", "group": group, "path": path, "content": content, "before": before, "mode": mode,
-             "summary": summary}
-        )
-
-    def remove(self, group, path, before, summary):
-        if before is None:
-            return
-        self.actions.append({"kind": "remove", "group": group, "path": path, "before": before, "summary": summary})
-
-    def run(self, group, argv, summary, env=None, undo=None):
-        """A command; ``undo`` puts back what it changes (a hold it releases) when a later step fails."""
-        action = {"kind": "run", "group": group, "argv": list(argv), "env": dict(env or {}), "summary": summary}
-        if undo:
-            action["undo"] = list(undo)
-        self.actions.append(action)
-
-    def note(self, text):
-        if text not in self.notes:
-            self.notes.append(text)
-
-    def steps(self):
-        """The plan as lines a person reads: the command, or what is written where."""
-        lines = []
-        for action in self.actions:
-            if action["kind"] == "run":
-                lines.append(command_line(action["argv"]))
-            elif action["kind"] == "write":
-                verb = "create" if action["before"] is None else "update"
-                lines.append("%s %s (%s)" % (verb, action["path"], action["summary"]))
-            else:
-                lines.append("remove %s (%s)" % (action["path"], action["summary"]))
-        return lines
-
-    def files(self):
-        return [a for a in self.actions if a["kind"] in ("write", "remove")]
-
-
-# The commands after which the files written before them say what the host has: once the
-# packages moved (or the initramfs holds the nouveau blacklist) those files stay, whatever fails
-# later.
-COMMITTING = ("packages", "initramfs")
-
-
-class Executor(object):
-    """Carries a plan out: files through the host's atomic writer (``Host.write``), commands through its runner.
-
-    A step that fails puts back what the steps before it changed and no committing command has
-    made good yet (:class:`Journal`), then raises.
-    """
-
-    def __init__(self, system):
-        self.system = system
-
-    def execute(self, plan):
-        done = []
-        journal = Journal(self.system)
-        commits = commit_points(plan.actions)
-        for index, action in enumerate(plan.actions):
-            try:
-                self._carry_out(action, journal, done)
-            except GpuFleetError as exc:
-                raise journal.undo(exc)
-            done.append(_step(action))
-            if index in commits:
-                journal.commit()
-            elif action.get("undo"):
-                journal.command(action["undo"])
-        return done
-
-    def _carry_out(self, action, journal, done):
-        if action["kind"] == "run":
-            self._run(action, done)
-            return
-        journal.save(action["path"])
-        try:
-            if action["kind"] == "write":
-                self.system.write(action["path"], action["content"], mode=action["mode"])
-            else:
-                self.system.remove(action["path"])
-        except (IOError, OSError) as exc:
-            raise GpuFleetError("could not %s %s: %s%s" % (action["kind"], action["path"], exc, _done(done)),
-                                path=action["path"], done=done)
-        except GpuFleetError as exc:
-            raise GpuFleetError(exc.msg + _done(done), **dict(exc.details, done=done))
-
-    def _run(self, action, done):
-        rc, out, err = self.system.run(action["argv"], env=action["env"] or None)
-        if rc != 0:
-            raise GpuFleetError(
-                "`%s` failed (exit %s): %s%s" % (command_line(action["argv"]), rc, failure_output(out, err), _done(done)),
-                command=action["argv"],
-                rc=rc,
-                stdout=out,
-                stderr=err,
-                done=done,
-            )
-
-
-def failure_output(out, err):
-    """What a failed command said: its stderr's end, then its stdout's when it printed both.
-
-    apt-get says why it refused on stdout ("The following packages have unmet dependencies: ...")
-    and only "E: Unable to correct problems, you have held broken packages." on stderr.
-    """
-    said = tail(err, 10)
-    if said and tail(out):
-        return "%s (its output ended: %s)" % (said, tail(out))
-    return said or tail(out, 10) or "no output"
-
-
-def _done(done):
-    """What was done before a step that failed, for its message."""
-    return "; done before it: %s" % "; ".join(done) if done else "; nothing had been changed yet"
-
-
-def commit_points(actions):
-    """The indexes of the committing commands (COMMITTING): the last of each group in the plan."""
-    last = {}
-    for index, action in enumerate(actions):
-        if action["kind"] == "run" and action["group"] in COMMITTING:
-            last[action["group"]] = index
-    return set(last.values())
-
-
-def _step(action):
-    if action["kind"] == "run":
-        return command_line(action["argv"])
-    return "%s %s" % ("wrote" if action["kind"] == "write" else "removed", action["path"])
-
-
-class Journal(object):
-    """What a run changed that a failure puts back: each file's bytes and mode before its first change
-    (None: it was not there), and the commands that restore the holds and locks it released."""
-
-    def __init__(self, system):
-        self.system = system
-        self.entries = []  # ("file", path, bytes or None, mode) and ("run", argv), in the order they happened
-        self.saved = set()
-
-    def save(self, path):
-        """Keep ``path`` as it is now, before the run first changes it."""
-        if path in self.saved:
-            return
-        data, mode = self._snapshot(path)
-        self.saved.add(path)
-        self.entries.append(("file", path, data, mode))
-
-    def _snapshot(self, path):
-        try:
-            return self.system.read_bytes(path), os.stat(self.system.local(path)).st_mode & 0o7777
-        except (IOError, OSError) as exc:
-            if exc.errno == errno.ENOENT:
-                return None, None
-            raise GpuFleetError("could not read %s before changing it: %s" % (path, exc), path=path)
-
-    def command(self, argv):
-        self.entries.append(("run", list(argv)))
-
-    def commit(self):
-        """The changes so far stay: a committing command made them good."""
-        self.entries = []
-        self.saved = set()
-
-    def undo(self, exc):
-        """``exc`` once every change of the journal is put back, newest first, saying what was put back."""
-        if not self.entries:
-            return exc
-        restored, words, failed = [], [], []
-        for entry in reversed(self.entries):
-            try:
-                said = self._put_back(entry)
-            except GpuFleetError as error:
-                failed.append(error.msg)
-                continue
-            if said:
-                restored.append(entry[1] if entry[0] == "file" else command_line(entry[1]))
-                words.append(said)
-        self.commit()
-        msg = exc.msg + ("; put back as they were: %s" % ", ".join(words) if words else "")
-        msg += "; could not put back: %s" % "; ".join(failed) if failed else ""
-        return GpuFleetError(msg, **dict(exc.details, restored=restored, not_restored=failed))
-
-    def _put_back(self, entry):
-        """Undo one change; the words saying so (None when there was nothing to undo)."""
-        if entry[0] == "run":
-            rc, out, err = self.system.run(entry[1])
-            if rc != 0:
-                raise GpuFleetError("`%s` exited %s: %s" % (command_line(entry[1]), rc, tail(err) or tail(out)))
-            return command_line(entry[1])
-        dummy, path, data, mode = entry
-        try:
-            if data is None:
-                if not os.path.lexists(self.system.local(path)):
-                    return None
-                self.system.remove(path)
-                return "%s (removed: it was not there)" % path
-            self.system.write(path, data, mode=mode)
-        except (IOError, OSError) as exc:
-            raise GpuFleetError("%s: %s" % (path, exc))
-        return path
-
-
-# --- what the host is -------------------------------------------------------------------------
-
-
-def read_os(system):
-    facts = gather_os(system, Probes())
-    if not facts.get("id"):
-        raise GpuFleetError("could not tell the OS: neither /etc/os-release nor /usr/lib/os-release is readable")
-    return facts
-
-
-def detect_container(system):
-    """The kind of container this is ('podman', 'docker', ...), or None on a machine or VM."""
-    text = system.read("/run/systemd/container")
-    if text and text.strip():
-        return text.strip()
-    if system.exists("/run/.containerenv"):
-        return "podman"
-    if system.exists("/.dockerenv"):
-        return "docker"
-    environ = None
-    try:
-        environ = system.read_bytes("/proc/1/environ", kernel=True)
-    except (IOError, OSError):
-        environ = None
-    for item in (environ or b"").split(b"\0"):
-        if item.startswith(b"container="):
-            return item.split(b"=", 1)[1].decode("utf-8", "replace") or "container"
-    return None
-
-
-def read_kernel_module(system):
-    """What the kernel has loaded and what modinfo would load, for the running kernel (as gpu_facts reads them)."""
-    probes = Probes()
-    modules, loaded_version, loaded_flavor = loaded_driver(system, probes)
-    installed = gather_modinfo(system, probes)
-    return {
-        "loaded": "nvidia" in modules or loaded_version is not None,
-        "loaded_version": loaded_version,
-        "loaded_flavor": loaded_flavor,
-        "installed_version": installed.get("version"),
-        "installed_flavor": installed.get("flavor"),
-        "installed_filename": installed.get("filename"),
-        "proc_modules": probes["proc_modules"]["state"] == "ok",
-        "nouveau_loaded": "nouveau" in modules,
-    }
-
-
-def module_state(kmod, desired_version, container, state="present"):
-    """``(state, reboot_required, reason)`` of the kernel module against the desired driver.
-
-    ``state``: ``current`` (the desired version is loaded), ``outdated`` (another version is
-    loaded), ``not_loaded`` (no nvidia module), ``loaded_removed`` (state absent, still loaded),
-    ``absent`` (state absent, nothing loaded).
-    """
-    kernel = "the running kernel"
-    if state == "absent":
-        if kmod["loaded"]:
-            return "loaded_removed", True, (
-                "the nvidia module %s is still loaded; it goes away at the next reboot" % (kmod["loaded_version"] or "")
-            ).replace("  ", " ")
-        return "absent", False, "no nvidia module loaded"
-    if kmod["loaded"]:
-        if desired_version and kmod["loaded_version"] and not versions.matches(desired_version, kmod["loaded_version"]):
-            return "outdated", True, (
-                "the loaded nvidia module is %s, the installed driver %s: reboot to load it "
-                "(until then nvidia-smi and CUDA fail with 'driver/library version mismatch')"
-                % (kmod["loaded_version"], desired_version)
-            )
-        return "current", False, "the nvidia module %s is loaded" % (kmod["loaded_version"] or "")
-    if container:
-        reason = (
-            "module not loaded: this is a %s container; it shares its host's kernel and cannot load kernel "
-            "modules, so no nvidia module runs here whatever is installed" % container
-        )
-    elif not kmod["proc_modules"]:
-        reason = "module not loaded: %s has no loadable modules (/proc/modules does not exist)" % kernel
-    elif kmod["installed_version"]:
-        reason = "module not loaded: the nvidia module %s is installed for %s but not loaded; reboot to load it" % (
-            kmod["installed_version"],
-            kernel,
-        )
-    else:
-        reason = (
-            "module not loaded: no nvidia module is built for %s yet (DKMS builds it when the kernel's "
-            "headers are installed); reboot once it is" % kernel
-        )
-    return "not_loaded", True, reason
-
-
-# --- flavour --------------------------------------------------------------------------------
 
 
 def resolve_flavor(system, requested, declared):
@@ -467,9 +137,6 @@ def resolve_flavor(system, requested, declared):
         declared.branch,
         OPEN_DEFAULT_BRANCH,
     )
-
-
-# --- nouveau and the initramfs ----------------------------------------------------------------
 
 
 def plan_nouveau(system, plan, state, enabled, family, kernel):
@@ -507,9 +174,6 @@ def _initramfs_tool(family, kernel):
     return "update-initramfs", "/boot/initrd.img-%s" % kernel, ["update-initramfs", "-u", "-k", kernel]
 
 
-# --- diff -------------------------------------------------------------------------------------
-
-
 def build_diff(plan, package_diff):
     """Ansible's diff list: the packages and holds as lines, then each file before and after."""
     diff = []
@@ -525,155 +189,6 @@ def build_diff(plan, package_diff):
             }
         )
     return diff
-
-
-# --- pre-installed ----------------------------------------------------------------------------
-
-
-def verify_preinstalled(system, params, os_facts, container):
-    """Report the driver found on the host; change nothing. ``drift`` when it is not the declared one."""
-    dpkg, driver = read_preinstalled(system)
-    version, version_source, flavor = identify_preinstalled(system, driver)
-    drift = declared_drift(params, version, flavor)
-    need = fabric_manager.read_need(system, params.get("fabric_manager") or "auto")
-    notes = []
-    fm_report = fabric_manager.verify(system, need, dpkg, version, container, drift, notes)
-    kmod = read_kernel_module(system)
-    mstate, reboot, reason = preinstalled_module_state(kmod, version, container)
-    result = {
-        "changed": False,
-        "msg": "pre-installed driver %s (%s, %s)%s" % (
-            version or "of unknown version",
-            flavor or "flavour unknown",
-            driver["source"],
-            ": drifted: %s" % "; ".join(drift) if drift else "",
-        ),
-        "method": "preinstalled",
-        "state": "present",
-        "os": _os_summary(os_facts),
-        "backend": None,
-        "version": str(version) if version else None,
-        "version_source": version_source,
-        "flavor": flavor,
-        "source": driver["source"],
-        "package": driver.get("package"),
-        "drift": bool(drift),
-        "drift_detail": drift,
-    }
-    result.update(_kernel_report(kmod, mstate, reboot, reason, container))
-    result.update(plan=[], notes=notes, fabric_manager=fm_report)
-    return result
-
-
-def read_preinstalled(system):
-    """``(dpkg, driver)``: the host's packages (where dpkg runs) and its driver, as gpu_facts reads them.
-
-    Fails when there is no driver at all: method preinstalled installs nothing.
-    """
-    probes = Probes()
-    family = gather_os(system, probes)["family"]
-    dpkg = gather_dpkg(system, probes, family)
-    driver = gather_driver(system, probes, dpkg, family)
-    if driver["source"] == "operator":
-        raise GpuFleetError(
-            "method preinstalled: the driver on this host is the GPU Operator's (its container's root at %s), not the "
-            "host's; nothing is installed with method preinstalled (expected the operator's driver moved off the node "
-            "first: site.yml's gpu_operator layer does it, or driver_method operator)" % driver.get("operator_root"),
-            method="preinstalled",
-            driver=driver,
-        )
-    if driver["source"] == "absent":
-        raise GpuFleetError(
-            "method preinstalled: no NVIDIA driver on this host (no nvidia module loaded or installed, no "
-            "nvidia-smi, no libcuda.so.1); nothing is installed with method preinstalled",
-            method="preinstalled",
-            driver=driver,
-        )
-    return dpkg, driver
-
-
-def identify_preinstalled(system, driver):
-    """``(version, version_source, flavor)`` of the driver: what discovery found (``driver.found``: on disk,
-    else what runs), else what its packages say."""
-    facts = {"driver": driver}
-    version = found_version(facts)
-    version_source = _version_source(driver) if version is not None else None
-    flavor = found_flavor(facts)
-    packaged = packaged_driver(system) if version is None or flavor is None else None
-    if version is None and packaged and packaged["version"]:
-        version = versions.try_parse_driver_version(versions.upstream_version(packaged["version"]))
-        version_source = "package %s" % packaged["name"] if version else None
-    if flavor is None and packaged:
-        flavor = packaged["flavor"]
-    return version, version_source, flavor
-
-
-def _version_source(driver):
-    """Where discovery read the driver's version (``driver.found.from``); a package by its name."""
-    source = found_of({"driver": driver})["from"]
-    return "package %s" % driver["package"]["name"] if source == "package" else source
-
-
-def declared_drift(params, version, flavor):
-    """How the driver found differs from the declared ``version`` and ``flavor`` (lines; none when it does not)."""
-    drift = []
-    declared = params.get("version")
-    if declared:
-        declared = versions.parse_driver_version(declared)
-        if version is None:
-            drift.append("the installed driver's version could not be read (no loaded module, nvidia-smi or modinfo)")
-        elif not versions.matches(declared, version):
-            drift.append("version %s, declared %s" % (version, declared))
-    if params.get("flavor") in ("open", "proprietary") and flavor and flavor != params["flavor"]:
-        drift.append("flavour %s, declared %s" % (flavor, params["flavor"]))
-    return drift
-
-
-def preinstalled_module_state(kmod, version, container):
-    """:func:`module_state` of the pre-installed driver; outdated too when the loaded module is not the installed one."""
-    if kmod["loaded"] and kmod["installed_version"] and kmod["loaded_version"] != kmod["installed_version"]:
-        return "outdated", True, "the loaded nvidia module is %s, the installed one %s: reboot to load it" % (
-            kmod["loaded_version"],
-            kmod["installed_version"],
-        )
-    return module_state(kmod, str(version) if version else None, container)
-
-
-def packaged_driver(system):
-    """``{'name', 'version', 'flavor'}`` of the driver's packages (dpkg or rpm), or None.
-
-    For a driver that is installed but neither loaded nor readable by modinfo (a container, a
-    kernel whose module is not built yet): the kernel module package tells the flavour, the
-    libraries' package the version.
-    """
-    if system.which("dpkg-query"):
-        return apt_layouts.packaged_driver(system)
-    if system.which("rpm"):
-        return driver_dnf.packaged_driver(system)
-    return None
-
-
-def _kernel_report(kmod, mstate, reboot, reason, container):
-    """The kernel module's part of the result: its state, whether a reboot is due, the container."""
-    return {
-        "kernel_module": dict(kmod, state=mstate, detail=reason),
-        "reboot_required": reboot,
-        "reboot_reason": reason if reboot else None,
-        "in_container": container is not None,
-        "container": container,
-    }
-
-
-def _os_summary(os_facts):
-    return {
-        "id": os_facts.get("id"),
-        "version_id": os_facts.get("version_id"),
-        "codename": os_facts.get("codename"),
-        "family": os_facts.get("family"),
-    }
-
-
-# --- the whole run ----------------------------------------------------------------------------
 
 
 def backend_for(os_facts):

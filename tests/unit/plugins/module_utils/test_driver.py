@@ -26,6 +26,11 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.host_state import module_state
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.preinstalled import (
+    declared_drift,
+    preinstalled_module_state,
+)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import (
     PIN_FILE,
@@ -548,7 +553,7 @@ def test_d13_switch_flavour(tmp_path):
 def test_module_state(kmod, desired, container, state, expected):
     base = {"loaded": False, "loaded_version": None, "installed_version": None, "proc_modules": True}
     base.update(kmod)
-    mstate, reboot, reason = driver.module_state(base, desired, container, state)
+    mstate, reboot, reason = module_state(base, desired, container, state)
     assert (mstate, reboot) == expected
     if expected[0] == "not_loaded":
         assert reason.startswith("module not loaded")
@@ -621,7 +626,7 @@ def test_preinstalled_without_a_driver_fails(tmp_path):
 )
 def test_declared_drift(params, version, flavor, drift):
     parsed = driver.versions.parse_driver_version(version) if version else None
-    assert driver.declared_drift(params, parsed, flavor) == drift
+    assert declared_drift(params, parsed, flavor) == drift
 
 
 @pytest.mark.parametrize(
@@ -635,7 +640,7 @@ def test_declared_drift(params, version, flavor, drift):
 )
 def test_preinstalled_module_state(kmod, expected):
     version = driver.versions.parse_driver_version("535.261.03")
-    assert driver.preinstalled_module_state(kmod, version, None) == expected
+    assert preinstalled_module_state(kmod, version, None) == expected
 
 
 class Answers(object):

@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds i
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.plan import Plan
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
     D12_INSTALLED,
     D12_PRISTINE,
@@ -185,7 +186,7 @@ def test_repository_file_refuses_what_breaks_its_section():
 ])
 def test_apt_argv_takes_package_names_and_versions_only(install, removals, hold):
     with pytest.raises(GpuFleetError) as raised:
-        apt.AptBackend._plan_packages(driver.Plan(), install, removals, hold)
+        apt.AptBackend._plan_packages(Plan(), install, removals, hold)
     assert raised.value.msg.startswith("nvidia_driver: apt-")
 
 
@@ -193,7 +194,7 @@ def test_apt_mark_unhold_takes_package_names_only():
     backend = apt.AptBackend.__new__(apt.AptBackend)
     backend.params = {}
     with pytest.raises(GpuFleetError):
-        backend._plan_pins(driver.Plan(), {"pin": None, "unattended": None}, {"libcuda1": "1-1"}, "1.2.3", "open",
+        backend._plan_pins(Plan(), {"pin": None, "unattended": None}, {"libcuda1": "1-1"}, "1.2.3", "open",
                            ["-oDebug::pkgProblemResolver=1"])
 
 
@@ -204,7 +205,7 @@ def test_apt_mark_unhold_takes_package_names_only():
 ])
 def test_dnf_argv_takes_package_names_and_versions_only(fm_other, install, other):
     with pytest.raises(GpuFleetError) as raised:
-        dnf.DnfBackend._plan_packages(driver.Plan(), fm_other, install, other)
+        dnf.DnfBackend._plan_packages(Plan(), fm_other, install, other)
     assert raised.value.msg.startswith("nvidia_driver: dnf ")
 
 
