@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import flee
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report_html import fleet_report_html
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as R
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report.rows import _name_groups, _stopped, _unvalidated
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html as H
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import text as T
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
@@ -485,7 +486,7 @@ def test_a_refused_or_failed_cluster_change_fails_the_report(state, failed):
 
 
 def test_gpu_names_are_grouped_in_the_order_they_come():
-    assert R._name_groups(["B", "A", None, "B"]) == [["B", 2], ["A", 1], ["unknown NVIDIA GPU", 1]]  # pylint: disable=protected-access
+    assert _name_groups(["B", "A", None, "B"]) == [["B", 2], ["A", 1], ["unknown NVIDIA GPU", 1]]  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("facts,stopped,status,not_checked", [
@@ -495,7 +496,7 @@ def test_gpu_names_are_grouped_in_the_order_they_come():
     ({"gpu_count": 1}, None, "not_validated", ["not validated: the run did not reach gpufleet.nvidia.validate on this host"]),
 ])
 def test_a_host_the_validate_role_did_not_reach(facts, stopped, status, not_checked):
-    assert R._unvalidated(facts, stopped, ["kept"]) == (status, not_checked)  # pylint: disable=protected-access
+    assert _unvalidated(facts, stopped, ["kept"]) == (status, not_checked)  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("run,counts,fleet_failed,status", [
@@ -697,14 +698,14 @@ def test_long_reasons_are_wrapped_not_cut():
      "cannot reach the package repository"),
 ])
 def test_where_the_run_stopped_comes_with_the_fix_of_a_known_cause(msg, fix):
-    stopped = R._stopped({"stage": "the driver layer", "task": "Install", "msg": msg})  # pylint: disable=protected-access
+    stopped = _stopped({"stage": "the driver layer", "task": "Install", "msg": msg})  # pylint: disable=protected-access
     assert stopped.startswith("the run stopped at the driver layer: Install / ") and ("(fix: " + "") in stopped
     assert fix in stopped.split("(fix: ")[1]
 
 
 def test_a_message_that_gives_its_fix_gets_no_other():
     msg = "preflight: 1 blocking problem: [x] y (fix: z). To accept it on purpose instead: waive: [x]"
-    assert R._stopped({"stage": "discovery", "msg": msg}).count("(fix: ") == 1  # pylint: disable=protected-access
+    assert _stopped({"stage": "discovery", "msg": msg}).count("(fix: ") == 1  # pylint: disable=protected-access
 
 
 def test_a_declared_gpu_node_without_a_gpu_is_failed_with_the_fix():
