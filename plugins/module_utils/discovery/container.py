@@ -12,7 +12,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import run_version
 
-
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 DOCKER_CONFIG = "/etc/docker/daemon.json"
 CRIO_CONFIG = "/etc/crio/crio.conf"

@@ -14,7 +14,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.nvidia_s
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.packages import dpkg_owner, rpm_owner
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import command_detail, first_line
 
-
 LIBCUDA_PATHS = (
     "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
     "/usr/lib/aarch64-linux-gnu/libcuda.so.1",

@@ -36,7 +36,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.topology
     gather_topology,
 )
 
-
 FACTS_SCHEMA = 1
 
 

@@ -24,7 +24,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.librarie
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.modinfo import read_module
 
-
 MODULE_ROOTS = ("/lib/modules", "/usr/lib/modules")
 # Where a kernel's nvidia.ko is: DKMS installs under updates/dkms, EL's kmod packages under
 # extra/, Ubuntu's precompiled packages under kernel/nvidia-<branch>[srv]/.

@@ -13,7 +13,6 @@ import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 
-
 # The user-space library that every driver ships with its version in the file name.
 LIBRARY_DIRS = (
     "/usr/lib/x86_64-linux-gnu",

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-e098032b8c4c"
 MOK_KEY_PATHS = ("/var/lib/dkms/mok.pub", "/var/lib/shim-signed/mok/MOK.der")
 

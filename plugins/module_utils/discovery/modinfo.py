@@ -11,7 +11,6 @@ import gzip
 import lzma
 import struct
 
-
 # A decompressed module larger than this is refused (nvidia.ko is 30 to 100 MiB).
 MODULE_CAP = 512 << 20
 _ELF_MAGIC = b"\x7fELF"

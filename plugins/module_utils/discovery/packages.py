@@ -11,7 +11,6 @@ import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import command_detail
 
-
 # dpkg info lists worth opening when looking for the owner of the driver's files.
 _DPKG_LIST_RE = re.compile(r"(nvidia|libcuda|cuda-driver|cuda-compat)")
 

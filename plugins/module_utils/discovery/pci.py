@@ -14,7 +14,6 @@ import zlib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
 
-
 NVIDIA_VENDOR = "0x10de"
 PCI_IDS_PATHS = (
     "/usr/share/misc/pci.ids",

@@ -46,7 +46,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.prefligh
     WARNING,
 )
 
-
 FACT_KEYS = ("gpus", "driver", "container", "os", "kernel", "secure_boot")
 
 

@@ -15,7 +15,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.prefligh
     WARNING,
 )
 
-
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
 
 

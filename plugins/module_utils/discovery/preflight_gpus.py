@@ -20,7 +20,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.prefligh
     _gpus,
 )
 
-
 # driver_lifecycle: a branch past its end of life is a warning (warn) or blocking (fail).
 LIFECYCLE_MODES = ("warn", "fail")
 

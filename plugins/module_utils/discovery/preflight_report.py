@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, security_floor
 
-
 BLOCKING = "blocking"
 WARNING = "warning"
 # Rule id -> what it checks. The order is the order of ``checks`` and of the problems.

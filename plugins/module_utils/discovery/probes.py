@@ -9,7 +9,6 @@ from __future__ import annotations
 import posixpath
 import re
 
-
 _DETAIL_MAX = 400
 
 

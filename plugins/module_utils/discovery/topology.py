@@ -15,7 +15,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes i
     run_version,
 )
 
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _GPU_COLUMN = re.compile(r"^GPU\d+$")
 _FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"

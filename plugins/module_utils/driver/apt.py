@@ -69,7 +69,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_layouts
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_sources import Sources
 
-
 LISTS_DIR = "/var/lib/apt/lists"
 APT_GET_INSTALL = [
     "apt-get",

@@ -13,7 +13,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages im
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 
-
 PIN_FILE = "/etc/apt/preferences.d/gpufleet-nvidia-driver.pref"
 UU_FILE = "/etc/apt/apt.conf.d/51gpufleet-nvidia-driver"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import posixpath
 import re
 
-
 SOURCES_LIST = "/etc/apt/sources.list"
 SOURCES_DIR = "/etc/apt/sources.list.d"
 _ONELINE = re.compile(

@@ -45,7 +45,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.host_state 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.plan import Executor, Plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.preinstalled import verify_preinstalled
 
-
 # The module's options (plugins/modules/nvidia_driver.py documents them).
 ARGUMENT_SPEC = dict(
     method=dict(type="str", choices=["package", "preinstalled"], default="package"),

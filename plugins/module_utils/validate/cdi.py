@@ -22,7 +22,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks im
     _read_toml_file,
 )
 
-
 CDI_MODES = ("auto", "enabled", "disabled")
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 CDI_KIND = "nvidia.com/gpu"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 
-
 OK = "ok"
 DRIFT = "drift"
 FAILED = "failed"

@@ -14,7 +14,6 @@ import tempfile
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import first_line
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import FAILED, OK, SKIPPED, _tail
 
-
 NVCC_DIRS = ("/usr/local/cuda/bin",)
 PASSED = "Test PASSED"
 # The CUDA test: a vector add on every GPU, checked on the host, "Test PASSED" or "Test FAILED".

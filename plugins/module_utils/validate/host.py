@@ -54,7 +54,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.driver im
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.runtime import check_runtime
 
-
 SCHEMA = 1
 RUNTIMES = ("containerd", "crio", "docker", "k3s", "rke2", "none")
 DRIVER_METHODS = ("package", "preinstalled", "operator")

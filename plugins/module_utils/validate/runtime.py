@@ -31,7 +31,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks im
     _read_toml_file,
 )
 
-
 RANCHER_CONTAINERD = {
     "k3s": (
         "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",

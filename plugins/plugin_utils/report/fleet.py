@@ -23,7 +23,6 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import floo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report.rows import build_row
 
-
 SCHEMA = 1
 # The per-host variables the report reads (all optional).
 HOST_VARS = (

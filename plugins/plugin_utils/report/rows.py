@@ -19,7 +19,6 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import (
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import found_of
 
-
 _RANK = {"skipped": 0, "ok": 1, "drift": 2, "failed": 3}
 
 
