@@ -77,7 +77,7 @@ def test_parse_madison_newest_first():
 
 def test_parse_policy():
     found = parse_policy(fixture_text("debian12", "installed-535.261.03-proprietary", "out",
-                                          "02-apt-cache-policy-nvidia-persistenced.txt"))
+                                      "02-apt-cache-policy-nvidia-persistenced.txt"))
     assert found["nvidia-persistenced"] == {"installed": "535.171.04-1~deb12u1", "candidate": "535.171.04-1~deb12u1"}
     assert found["nvidia-modprobe"]["candidate"] == "535.309.01-0+deb12u1"
     pristine = parse_policy(fixture_text("debian12", "pristine", "out", "03-apt-cache-policy-nvidia-persistenced.txt"))
@@ -188,7 +188,7 @@ def test_package_changes_move_release_and_hold():
 
 def test_request_asks_about_the_carried_extras_headers_and_other_fabric_managers():
     request = Request({"libcuda1", "nvidia-smi"}, None, [], ["nvidia-fabricmanager-535"],
-                          {"libnvidia-encode1": "libnvidia-encode1", "nvidia-driver-535": None}, ["linux-headers-6.1.0-37-amd64"])
+                      {"libnvidia-encode1": "libnvidia-encode1", "nvidia-driver-535": None}, ["linux-headers-6.1.0-37-amd64"])
     assert request.query() == ["libcuda1", "libnvidia-encode1", "linux-headers-6.1.0-37-amd64", "nvidia-fabricmanager-535",
                                "nvidia-smi"]
 
