@@ -41,12 +41,12 @@ _value:
   sample: "<!DOCTYPE html>\n<html lang=\"en\">..."
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html
 
 
 def fleet_report_html(report):
-    return html.render_html(hostvars_reader.plain(report))
+    return html.render_html(plain(report, unknown=str))
 
 
 class FilterModule(object):

@@ -50,12 +50,12 @@ _value:
   sample: "GPU fleet report - generated 2026-12-01T10:00:00Z\nOK: 1 nodes, 1 with GPUs (1 GPUs), 0 without GPU: ...\n"
 """
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import text
 
 
 def fleet_report_text(report, summary_nodes=None, path=None):
-    report = hostvars_reader.plain(report)
+    report = plain(report, unknown=str)
     if summary_nodes is None:
         return text.render_text(report)
     return text.render_summary(report, limit=int(summary_nodes), path=path)

@@ -43,14 +43,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.upgrade import batches as upgrade
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def upgrade_batches(hosts, serial):
     try:
-        return upgrade.batches([str(h) for h in hosts or []], hostvars_reader.plain(serial))
+        return upgrade.batches([str(h) for h in hosts or []], plain(serial, unknown=str))
     except GpuFleetError as exc:
         raise AnsibleFilterError(exc.msg) from exc
 

@@ -84,14 +84,14 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.upgrade import batches as upgrade
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
 def upgrade_node_plan(data):
     try:
-        return upgrade.node_plan(hostvars_reader.plain(data or {}))
+        return upgrade.node_plan(plain(data or {}, unknown=str))
     except GpuFleetError as exc:
         raise AnsibleFilterError(exc.msg) from exc
 

@@ -83,6 +83,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.upgrade import batches as upgrade
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -99,7 +100,7 @@ def upgrade_progress(hosts, hostvars, serial, reached=None):
     elif reached is not None:
         reached = int(reached)
     try:
-        return upgrade.progress(hosts, hostvars_reader.plain(serial), results, reached=reached)
+        return upgrade.progress(hosts, plain(serial, unknown=str), results, reached=reached)
     except GpuFleetError as exc:
         raise AnsibleFilterError(exc.msg) from exc
 

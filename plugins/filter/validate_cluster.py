@@ -109,6 +109,7 @@ _value:
       sample: ["CUDA pod: not run in check mode (it would create a pod in the cluster)"]
 """
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as cluster_validate
 
@@ -118,7 +119,7 @@ _KEYS = ("gpufleet_nvidia", "gpufleet_nvidia_validation", "dra_driver_node", "gp
 def validate_cluster(hosts, hostvars, cluster):
     hosts = [str(h) for h in hosts or []]
     data = hostvars_reader.host_data(hosts, hostvars, _KEYS)
-    cluster = hostvars_reader.plain(cluster or {})
+    cluster = plain(cluster or {}, unknown=str)
     labels = cluster.get("labels")
     if isinstance(labels, dict) and labels.get("enabled"):
         outside = [str(h) for h in labels.get("inventory") or [] if str(h) not in set(hosts)]

@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ansible's variables as plain data, read on the control host by the filters and the report.
 
-:func:`plain` rebuilds a value from builtin types (anything else as its text, so that it always
-serialises); :func:`host_data` reads only the named variables of each host from ``hostvars``.
+:func:`host_data` reads only the named variables of each host from ``hostvars``, as plain data
+(``common/data.py``'s :func:`plain`, anything not builtin as its text, so that it always serialises).
 """
 
 from __future__ import annotations
@@ -12,16 +12,11 @@ from collections.abc import Mapping
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import data as common_data
 
-__all__ = ["SHARED", "host_data", "plain"]
+__all__ = ["SHARED", "host_data"]
 
 #: The validate role's cluster verdict: one object, set on every host of the play by a run_once
 #: task, holding one node verdict per host.
 SHARED = "validate_cluster_verdict"
-
-
-def plain(value):
-    """``value`` rebuilt from builtin types; anything else as its text, so that it always serialises."""
-    return common_data.plain(value, unknown=str)
 
 
 def _stored(hostvars, host, key):
@@ -60,12 +55,12 @@ def host_data(hosts, hostvars, keys):
                 if key in common_data.FACT_NAMES:
                     fact = common_data.host_fact(hv, key)
                     if fact is not None:
-                        entry[key] = plain(fact)
+                        entry[key] = common_data.plain(fact, unknown=str)
                 elif key in hv:
                     stored = _stored(hostvars, host, key) if key == SHARED else None
                     if stored is not None and read.get(id(stored)) is stored:
                         continue
-                    entry[key] = plain(hv[key])
+                    entry[key] = common_data.plain(hv[key], unknown=str)
                     if stored is not None:
                         read[id(stored)] = stored
             except Exception:  # pylint: disable=broad-except
