@@ -7,90 +7,109 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: cdi_spec
-short_description: Write the CDI spec for a node's NVIDIA GPUs without nvidia-ctk
+short_description: Write the CDI spec of a node's NVIDIA GPUs with nvidia-ctk, and guard the one the runtimes use
 version_added: 0.1.0
 description:
-  - Writes a Container Device Interface (CDI) spec, by default C(/etc/cdi/nvidia.yaml), that lets
-    containerd, CRI-O, Docker and Podman hand NVIDIA GPUs to containers as
-    C(nvidia.com/gpu=<name>). It covers what C(nvidia-ctk cdi generate) writes for full GPUs, built
-    in Python on the node, so it needs neither nvidia-ctk nor NVML nor PyYAML.
-  - "The spec has CDI version C(0.5.0) and kind C(nvidia.com/gpu); one device per GPU named by its
-    index and/or UUID (see O(device_name_strategy)) with its C(/dev/nvidiaN) (and its
-    C(/dev/dri) nodes where the GPU has them), and a device C(all) with every GPU's nodes."
-  - "Shared by all devices: the control nodes C(/dev/nvidiactl), C(/dev/nvidia-uvm),
-    C(/dev/nvidia-uvm-tools) and C(/dev/nvidia-modeset) that exist; C(NVIDIA_VISIBLE_DEVICES=void)
-    and C(NVIDIA_CTK_LIBCUDA_DIR); read-only mounts of every C(*.so.<driver version>) library in
-    the folder of C(libcuda.so.<driver version>), the binaries C(nvidia-smi), C(nvidia-debugdump),
-    C(nvidia-persistenced), C(nvidia-cuda-mps-control), C(nvidia-cuda-mps-server) (and the IMEX
-    pair when installed), the GSP firmware C(nvidia/<version>/gsp_*.bin), the vendor files
-    (Vulkan ICD, EGL vendor, ...) and the persistenced / fabric manager / MPS sockets that exist;
-    and the createContainer hooks C(create-symlinks), C(enable-cuda-compat), C(update-ldcache),
-    C(disable-device-node-modification) and C(update-application-profile), run by
-    O(nvidia_cdi_hook_path)."
-  - The driver version is the loaded kernel module's (C(/proc/driver/nvidia/version)); the
-    libraries are found through the driver root's C(/etc/ld.so.cache), read directly, or by
-    scanning the usual library folders when it has none; a kernel module and libraries of
-    different versions make the module fail rather than write a spec that cannot work.
-  - GPUs are read from C(/proc/driver/nvidia/gpus/*/information), or from C(nvidia-smi -q -x)
-    when that is missing. The index is the GPU's position in PCI bus order, as NVML numbers them.
-  - The file is rewritten only when its text differs; the output is sorted and has no timestamp,
-    so a second run reports no change.
+  - Keeps the Container Device Interface (CDI) spec that lets containerd, CRI-O, Docker and Podman hand
+    NVIDIA GPUs to containers as C(nvidia.com/gpu=<name>) right for the node as it is now.
+  - With O(method=module) the module runs C(nvidia-ctk cdi generate) (NVIDIA Container Toolkit,
+    package C(nvidia-container-toolkit-base)) into a temporary file and writes its spec to O(output),
+    by default C(/etc/cdi/nvidia.yaml), only when the text differs, atomically. nvidia-ctk finds the
+    driver's libraries, binaries and firmware through NVML, names full GPUs and MIG devices and
+    validates the spec.
+  - With O(method=toolkit) the toolkit's own C(nvidia-cdi-refresh.service) (toolkit 1.18 or later)
+    writes C(/var/run/cdi/nvidia.yaml); the module reads the state of that service and of
+    C(nvidia-cdi-refresh.path) (C(systemctl show)), and where either failed or hit its start limit, or
+    the spec fails the guard below (or O(refresh) is set), runs C(systemctl reset-failed) on the failed
+    units, restarts the service, starts the path unit, and checks the result again.
+  - "The guard, in Python because no NVIDIA tool does it: the spec (and a spec of a later CDI folder,
+    C(/var/run/cdi) before C(/etc/cdi), that takes its devices, which is the one the runtimes use) must
+    name only device nodes that exist, with the major and minor numbers it records; must have been
+    written for the loaded driver (C(/proc/driver/nvidia/version), else C(/sys/module/nvidia/version));
+    a device named by a GPU UUID must be a GPU of this node on its own node; and its MIG devices must be
+    the MIG instances of the node (C(/proc/driver/nvidia/capabilities), C(/proc/driver/nvidia-caps/mig-minors)).
+    A spec that fails it is not written (method module), or is repaired (method toolkit); the module fails
+    with every problem named when it cannot be made right."
+requirements:
+  - nvidia-ctk (NVIDIA Container Toolkit, package nvidia-container-toolkit-base) for O(method=module)
+  - PyYAML on the node (python3-yaml on Debian and Ubuntu, python3-pyyaml on EL), to read the spec
+  - systemd, for O(method=toolkit)
 author:
   - gpufleet.nvidia maintainers (@gpufleet)
 options:
   state:
     description:
-      - V(present) writes the spec; V(absent) removes the file.
+      - V(present) writes (or guards) the spec; V(absent) removes the file O(output) (O(method=module) only).
     type: str
     choices: [present, absent]
     default: present
+  method:
+    description:
+      - Who writes the spec. V(module) - this module runs nvidia-ctk and writes O(output);
+        V(toolkit) - the toolkit's C(nvidia-cdi-refresh.service) writes C(/var/run/cdi/nvidia.yaml)
+        and the module guards and repairs it (O(output), O(driver_root), O(device_name_strategy),
+        O(nvidia_cdi_hook_path), O(disabled_hooks), O(mode) and O(nvidia_ctk) are the service's
+        business then, set in C(/etc/nvidia-container-toolkit/nvidia-cdi-refresh.env)).
+    type: str
+    choices: [module, toolkit]
+    default: module
+  refresh:
+    description:
+      - With O(method=toolkit), restart C(nvidia-cdi-refresh.service) even when the guard finds nothing
+        (the driver changed in this run).
+    type: bool
+    default: false
   output:
     description:
       - Where to write the spec. It must end in C(.yaml) or C(.json), the only names the CDI
         registry reads; a C(.json) name gets JSON, anything else YAML.
       - The folder is created (mode C(0755)) when missing.
-      - An absolute path without C(.) or C(..) parts; O(driver_root), O(dev_root) and
-        O(nvidia_cdi_hook_path) must be absolute too (a relative hook path would be looked up
-        in whatever folder the container runtime runs it from). A relative one is refused by name.
+      - An absolute path without C(.) or C(..) parts; O(driver_root), O(dev_root),
+        O(nvidia_cdi_hook_path) and O(nvidia_ctk) must be absolute too (a relative hook path would be
+        looked up in whatever folder the container runtime runs it from). A relative one is refused by name.
     type: path
     default: /etc/cdi/nvidia.yaml
     aliases: [path]
   driver_root:
     description:
-      - The root of the file system that holds the driver's libraries, binaries, firmware and
-        C(ld.so.cache), for example C(/run/nvidia/driver) for the GPU Operator's driver
-        container. Host paths in the spec keep this prefix; container paths drop it.
+      - The root of the file system that holds the driver's libraries, binaries and firmware, for example
+        C(/run/nvidia/driver) for the GPU Operator's driver container (nvidia-ctk's C(--driver-root)).
     type: path
     default: /
   dev_root:
     description:
-      - The root under which the C(/dev/nvidia*) device nodes are found. When not C(/), device
-        nodes carry a C(hostPath).
+      - The root under which the C(/dev/nvidia*) device nodes are found (nvidia-ctk's C(--dev-root));
+        the guard looks for the spec's device nodes there.
     type: path
     default: /
   device_name_strategy:
     description:
-      - How the per-GPU devices are named. V(index) gives C(0), C(1), ...; V(uuid) gives
-        C(GPU-<uuid>); V(both) gives both names, as C(nvidia-ctk cdi generate) does by default.
+      - How the per-GPU devices are named. V(index) gives C(0), C(1), ... (and C(0:0) for MIG devices);
+        V(uuid) gives C(GPU-<uuid>) (C(MIG-<uuid>)); V(both) gives both names, as C(nvidia-ctk cdi generate)
+        does by default.
     type: str
     choices: [index, uuid, both]
     default: both
   nvidia_cdi_hook_path:
     description:
-      - The hook program written into the spec. With the default C(nvidia-cdi-hook) the hooks run
-        as C(nvidia-cdi-hook <hook>); when the program's name is C(nvidia-ctk) they run as
-        C(nvidia-ctk hook <hook>), as nvidia-ctk's own C(--nvidia-cdi-hook-path) does.
+      - The hook program written into the spec (nvidia-ctk's C(--nvidia-cdi-hook-path)). With the default
+        C(nvidia-cdi-hook) the hooks run as C(nvidia-cdi-hook <hook>); when the program's name is
+        C(nvidia-ctk) they run as C(nvidia-ctk hook <hook>).
       - The module warns when this path does not exist on the node.
     type: path
     default: /usr/bin/nvidia-cdi-hook
     aliases: [nvidia_ctk_path]
+  nvidia_ctk:
+    description:
+      - The nvidia-ctk program that writes the spec (O(method=module)).
+    type: path
+    default: /usr/bin/nvidia-ctk
   disabled_hooks:
     description:
-      - Hooks to leave out, like nvidia-ctk's C(--disable-hook). C(all) leaves out every hook.
-      - Needed with an older NVIDIA Container Toolkit, whose hook program does not know the newer
-        hooks (C(enable-cuda-compat) came in 1.17.5, C(disable-device-node-modification) in
-        1.17.8, C(update-application-profile) in 1.20.0); a container whose spec names an unknown
-        hook fails to start.
+      - Hooks to leave out (nvidia-ctk's C(--disable-hook)). C(all) leaves out every hook.
+      - Needed where the containers run an older toolkit's hook program than the nvidia-ctk that writes
+        the spec (C(enable-cuda-compat) came in 1.17.5, C(disable-device-node-modification) in 1.17.8,
+        C(update-application-profile) in 1.20.0); a container whose spec names an unknown hook fails to start.
     type: list
     elements: str
     choices:
@@ -113,6 +132,8 @@ attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying the target.
     support: full
+    details:
+      - With O(method=module) nvidia-ctk still runs, into a temporary file, so the prediction is exact.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
@@ -123,33 +144,18 @@ attributes:
     support: full
     platforms: posix
 notes:
-  - "The file is written as YAML by a small writer in the collection (block style, strings quoted
-    only where YAML would read them as something else), not by PyYAML: the text is then the same
-    on every node whatever Python packages it has, which the comparison with the existing file
-    relies on. A C(.json) output is written with Python's C(json)."
-  - "Differences from C(nvidia-ctk cdi generate) 1.20, on purpose: device nodes carry no
-    C(major), C(minor) or C(fileMode) (the container runtime reads them from the host node when
-    a container starts, so the spec stays right when C(nvidia-uvm) gets another major number
-    after a reboot); binaries are looked for in the driver's own C(bin) folder (next to its
-    library folder) before C(/usr/local/sbin), C(/usr/local/bin), C(/usr/sbin), C(/usr/bin),
-    C(/sbin), C(/bin), never in the caller's C(PATH); vendor files are looked for in C(/etc),
-    C(/usr/local/share), C(/usr/share), never in C(XDG_DATA_DIRS)."
-  - MIG devices are not described; the module warns when a GPU has MIG instances. Use
-    C(nvidia-ctk cdi generate) for MIG.
-  - Regenerate the spec after a driver upgrade (the library names carry the driver version). The
-    C(gpufleet.nvidia.container_toolkit) role runs this module on every run when CDI is on and the
-    node's toolkit has no C(nvidia-cdi-refresh) units (or C(container_toolkit_cdi_source=module)), so
-    a driver change is picked up by the same run; where the toolkit's units keep
-    C(/var/run/cdi/nvidia.yaml) current instead, the role removes the spec this module wrote.
-  - Library files are opened for their ELF C(DT_SONAME) only when they are regular files, without
-    blocking and without following a final link, so a FIFO or a device under a library's name
-    cannot hang the module.
+  - nvidia-ctk's spec is deterministic for a node in a given state, so a second run reports no change;
+    a YAML spec gets one comment line after C(---) naming this module and the driver version, which
+    the M(gpufleet.nvidia.toolkit_config) decision looks for.
+  - The C(gpufleet.nvidia.container_toolkit) role runs this module on every run when CDI is on, with
+    O(method=module) where the node's toolkit has no C(nvidia-cdi-refresh) units (or
+    C(container_toolkit_cdi_source=module)), else with O(method=toolkit).
 seealso:
   - name: Container Device Interface specification
     description: The format of the file written.
     link: https://github.com/cncf-tags/container-device-interface/blob/main/SPEC.md
   - name: NVIDIA Container Toolkit CDI support
-    description: What C(nvidia-ctk cdi generate) does.
+    description: What C(nvidia-ctk cdi generate) and the nvidia-cdi-refresh units do.
     link: https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/cdi-support.html
 """
 
@@ -175,6 +181,10 @@ EXAMPLES = r"""
       - disable-device-node-modification
       - update-application-profile
 
+- name: Guard the spec of the toolkit's nvidia-cdi-refresh units, and repair them where they failed
+  gpufleet.nvidia.cdi_spec:
+    method: toolkit
+
 - name: Show how many libraries the spec mounts
   gpufleet.nvidia.cdi_spec:
   register: cdi
@@ -199,7 +209,7 @@ devices:
   elements: str
   sample: ["0", "GPU-d35d5d0d-d305-4f92-c0d5-c310f071b577", "all"]
 driver_version:
-  description: The driver version the spec was built for.
+  description: The driver version the spec was written for (its C(libcuda.so.<version>) mount).
   returned: when O(state=present)
   type: str
   sample: 580.159.04
@@ -220,8 +230,28 @@ counts:
     ipc: 0
     hooks: 6
     mounts: 35
+problems:
+  description:
+    - What the guard found wrong before the run with O(method=toolkit) (failed units, a missing or stale
+      spec), which the module repaired (or, in check mode, would). With O(method=module) a spec that
+      fails the guard is not written and the module fails, so this is empty.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - "nvidia-cdi-refresh.path failed (Result=unit-start-limit-hit, NRestarts=0): it no longer starts the refresh when the driver or the toolkit changes"
+    - "/var/run/cdi/nvidia.yaml was written for driver 580.95.05, the loaded driver is 580.159.04 (every library it mounts is named by the version)"
+repairs:
+  description: The commands the module ran to repair the toolkit's units (O(method=toolkit)).
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - systemctl reset-failed nvidia-cdi-refresh.path nvidia-cdi-refresh.service
+    - systemctl restart nvidia-cdi-refresh.service
+    - systemctl start nvidia-cdi-refresh.path
 spec:
-  description: The spec written, as data; empty for V(absent).
+  description: The spec, as data; empty for V(absent).
   returned: always
   type: dict
   sample:
@@ -231,20 +261,17 @@ spec:
       - name: "0"
         containerEdits:
           deviceNodes:
-            - path: /dev/nvidia0
-              permissions: rwm
+            - {path: /dev/nvidia0, major: 195, fileMode: 438, permissions: rwm}
       - name: all
         containerEdits:
           deviceNodes:
-            - path: /dev/nvidia0
-              permissions: rwm
+            - {path: /dev/nvidia0, major: 195, fileMode: 438, permissions: rwm}
     containerEdits:
       env:
         - NVIDIA_CTK_LIBCUDA_DIR=/usr/local/nvidia/lib64
         - NVIDIA_VISIBLE_DEVICES=void
       deviceNodes:
-        - path: /dev/nvidiactl
-          permissions: rwm
+        - {path: /dev/nvidiactl, major: 195, minor: 255, fileMode: 438, permissions: rwm}
       hooks:
         - hookName: createContainer
           path: /usr/bin/nvidia-cdi-hook
@@ -258,7 +285,7 @@ spec:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi, cdi_spec
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
@@ -266,18 +293,21 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
+            method=dict(type="str", choices=["module", "toolkit"], default="module"),
+            refresh=dict(type="bool", default=False),
             output=dict(type="path", default=cdi.DEFAULT_OUTPUT, aliases=["path"]),
             driver_root=dict(type="path", default="/"),
             dev_root=dict(type="path", default="/"),
-            device_name_strategy=dict(type="str", choices=list(cdi.DEVICE_NAME_STRATEGIES), default="both"),
-            nvidia_cdi_hook_path=dict(type="path", default=cdi.DEFAULT_HOOK_PATH, aliases=["nvidia_ctk_path"]),
-            disabled_hooks=dict(type="list", elements="str", choices=["all"] + list(cdi.HOOK_NAMES), default=[]),
+            device_name_strategy=dict(type="str", choices=list(cdi_spec.DEVICE_NAME_STRATEGIES), default="both"),
+            nvidia_cdi_hook_path=dict(type="path", default=cdi_spec.DEFAULT_HOOK_PATH, aliases=["nvidia_ctk_path"]),
+            nvidia_ctk=dict(type="path", default=cdi_spec.NVIDIA_CTK),
+            disabled_hooks=dict(type="list", elements="str", choices=["all"] + list(cdi_spec.HOOK_NAMES), default=[]),
             mode=dict(type="raw"),
         ),
         supports_check_mode=True,
     )
     try:
-        result = cdi.run(module)
+        result = cdi_spec.run(module)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     module.exit_json(**result)

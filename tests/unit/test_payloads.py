@@ -43,6 +43,7 @@ EDITORS = (
     "runtime/dev_char.py",
     "runtime/cdi.py",
     "runtime/cdi_refresh.py",
+    "runtime/cdi_spec.py",
 )
 
 
