@@ -23,6 +23,12 @@ It happens where both hold:
 The toolkit's fix (NVIDIA's notice): create the links with
 ``nvidia-ctk system create-dev-char-symlinks --create-all`` and keep them with a udev rule that
 runs the same command whenever the driver binds. Nodes where it does not happen are left alone.
+
+nvidia-ctk creates the links; what stays here is whether the node needs them (the runtime's cgroup
+driver and the toolkit's mode: no NVIDIA tool says) and which links are missing, read from /dev,
+so that check mode and a second run can say "unchanged": ``--dry-run`` cannot tell that (it prints
+a log line for every link it would try, present or not, and with ``--create-all`` it needs the
+driver's majors in /proc/devices and the toolkit installed, which check mode on a new node has not).
 """
 
 from __future__ import annotations

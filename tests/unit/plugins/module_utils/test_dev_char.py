@@ -251,3 +251,12 @@ def test_a_value_that_would_change_the_rule_is_refused_before_anything_is_writte
         dc.converge(node.host, params(**{option: value}), numbers=numbers)
     assert "dev_char_symlinks: %s %r is not" % (option, value) in error.value.msg
     assert node.ran == [] and not os.path.exists(node.root + dc.RULE_PATH) and not os.path.exists(node.root + "/tmp")
+
+
+def test_the_command_is_one_nvidia_ctk_1_20_has():
+    """The subcommand and flag the module and its udev rule run are in the recorded help of nvidia-ctk 1.20.0."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "cdi", "nvidia-ctk", "system-create-dev-char-symlinks-help.txt")
+    with open(path, encoding="utf-8") as handle:
+        helped = handle.read()
+    assert "system create-dev-char-symlinks - A utility to create symlinks" in helped and "--create-all " in helped
+    assert 'RUN+="%s system create-dev-char-symlinks --create-all"' % dc.NVIDIA_CTK in dc.rule_text()
