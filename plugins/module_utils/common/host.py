@@ -298,7 +298,7 @@ class Host(object):
     """
 
     def __init__(self, root="/", runner=None, kernel_root=None, kernel_release=None, path_env=None,
-                 dev_root="/", module=None, tmpdir=None, is_device_node=None):
+                 dev_root="/", module=None, tmpdir=None):
         self.root = root or "/"
         # Commands run through `chroot root` when the host is mounted elsewhere; what talks to
         # the host's own daemons (systemctl) cannot work from there.
@@ -315,7 +315,6 @@ class Host(object):
         # The AnsibleModule that writes (write, remove) and owns the temporary folder.
         self.module = module
         self._tmpdir = tmpdir
-        self.is_device_node = is_device_node or is_char_device
 
     @classmethod
     def for_module(cls, module, root="/", timeout=None, **kwargs):
@@ -466,9 +465,6 @@ class Host(object):
         """The path on this machine of a host device node."""
         return self._join(self.dev_root, path)
 
-    def device_exists(self, path):
-        return self.is_device_node(self.dlocal(path))
-
     def read_dev_link(self, path):
         try:
             return os.readlink(self.dlocal(path))
@@ -529,10 +525,3 @@ class Host(object):
             return None
         return safe_io.remove_file(module, local, backup=backup)
 
-
-def is_char_device(path):
-    """True when ``path`` is a character device (not following a final symlink, as CDI does)."""
-    try:
-        return stat.S_ISCHR(os.lstat(path).st_mode)
-    except OSError:
-        return False

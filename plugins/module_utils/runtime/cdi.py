@@ -26,7 +26,8 @@ except ImportError:  # checked by require_yaml, where a spec is read
     HAS_YAML = False
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, driver as driver_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
 
 KIND = "nvidia.com/gpu"
 DEFAULT_OUTPUT = "/etc/cdi/nvidia.yaml"
@@ -38,7 +39,6 @@ SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
 HEADER = "# Managed by gpufleet.nvidia.cdi_spec"
 PROC_GPUS = "/proc/driver/nvidia/gpus"
 PROC_VERSION = "/proc/driver/nvidia/version"
-SYS_VERSION = "/sys/module/nvidia/version"
 PROC_CAPS = "/proc/driver/nvidia/capabilities"
 MIG_MINORS = "/proc/driver/nvidia-caps/mig-minors"
 UVM_NODE = "/dev/nvidia-uvm"
@@ -138,10 +138,8 @@ def _mount_kind(path) -> str:
 
 
 def loaded_driver(host):
-    """The loaded kernel module's version (``/proc/driver/nvidia/version``, else ``/sys/module/nvidia/version``), or None."""
-    text = host.read(PROC_VERSION, kernel=True)
-    version = facts.parse_nvrm_version(text)[0] if text else None
-    return version or (host.read(SYS_VERSION, kernel=True) or "").strip() or None
+    """The loaded kernel module's version, or None: discovery's one reader of it (``discovery/driver.py``)."""
+    return driver_facts.loaded_driver(host, Probes())[1]
 
 
 def parse_gpu_information(text) -> dict:

@@ -178,7 +178,7 @@ def test_what_is_not_a_spec_is_refused_by_name(text):
 # --- the node as it is ------------------------------------------------------------------------
 
 
-def test_the_loaded_driver_from_proc_else_sys(node):
+def test_the_loaded_driver_from_its_version_files(node):
     assert cdi.loaded_driver(node.host()) == VERSION
     os.remove(node.local("/proc/driver/nvidia/version"))
     assert cdi.loaded_driver(node.host()) is None

@@ -80,19 +80,13 @@ def test_an_unreadable_file_is_an_error_naming_it(tmp_path):
         host.read("/etc/dir")
 
 
-def test_executables_and_device_nodes(tmp_path):
+def test_executables(tmp_path):
     _tree(tmp_path, {"usr/bin/tool": "#!/bin/sh\n", "usr/bin/data": "", "dev/nvidia0": ""})
     os.chmod(str(tmp_path / "usr" / "bin" / "tool"), 0o755)
-    seen = []
     host = H.Host(str(tmp_path), runner=lambda argv: (0, "", ""), kernel_root=str(tmp_path),
-                  dev_root=str(tmp_path), is_device_node=lambda p: seen.append(p) or os.path.exists(p), path_env="")
+                  dev_root=str(tmp_path), path_env="")
     assert host.is_executable("/usr/bin/tool") and not host.is_executable("/usr/bin/data")
     assert host.which("tool") == "/usr/bin/tool" and host.which("data") is None
-    assert host.device_exists("/dev/nvidia0") and not host.device_exists("/dev/nvidia1")
-    assert seen == [str(tmp_path / "dev" / "nvidia0"), str(tmp_path / "dev" / "nvidia1")]
-    # a plain file is not a character device
-    assert not H.is_char_device(str(tmp_path / "dev" / "nvidia0"))
-    assert H.is_char_device("/dev/null")
 
 
 def test_commands_get_the_added_environment_only_when_asked(tmp_path):
