@@ -15,7 +15,7 @@ be unit-tested without Ansible. This file holds what they share, and imports non
   reader of those files needs, is ``runtime.managed``, which does not import tomlkit);
 * style-preserving TOML editing on top of tomlkit (round-trip: comments, key order and
   unrelated keys survive; the file is never re-serialised from a plain dict);
-* a small TOML writer for the drop-in files the module owns outright.
+* the drop-in files the module owns outright, written whole by tomlkit in containerd's layout.
 
 The module's flow (read the host, plan, check, write) is ``runtime.config``, which uses the
 editors and this file.
@@ -33,6 +33,7 @@ import traceback
 
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 # What a reader of the managed files needs, without tomlkit (discovery and validation import only
@@ -544,12 +545,10 @@ def check_edited_toml(path: str, before, after, table_path) -> None:
 
 
 def strict_toml(text: str):
-    """The data of ``text`` read by tomllib (tomlkit without it); raises the parser's error."""
-    try:
-        import tomllib
-    except ImportError:  # pragma: no cover - Python before 3.11
+    """The data of ``text`` read by tomllib (or tomli; tomlkit without either); raises the parser's error."""
+    if toml_subset.tomllib is None:  # pragma: no cover - Python before 3.11 without tomli
         return toml_data(text)
-    return tomllib.loads(text)
+    return toml_subset.tomllib.loads(text)
 
 
 # --------------------------------------------------------------------------------------
@@ -557,45 +556,36 @@ def strict_toml(text: str):
 # --------------------------------------------------------------------------------------
 
 
-def toml_value(value) -> str:
-    """A plain value as TOML text (basic strings, inline tables inside arrays)."""
+def dump_toml(top: dict, header_comments=()) -> str:
+    """A plain dict as a whole new TOML file, laid out the way containerd writes its own: a header
+    per table, indented two spaces per depth, scalars before sub-tables, each in the dict's order,
+    after the comment lines ``header_comments`` (each with its ``#``)."""
     require_tomlkit()
-    if isinstance(value, dict):
-        return "{%s}" % ", ".join(
-            "%s = %s" % (toml_key(k), toml_value(v)) for k, v in value.items()
-        )
-    if isinstance(value, (list, tuple)):
-        return "[%s]" % ", ".join(toml_value(v) for v in value)
-    return tomlkit.item(value).as_string()
+    doc = tomlkit.document()
+    for line in header_comments:
+        doc.add(tk_items.Comment(tk_items.Trivia(comment=line, trail="\n")))
+    for key, value in top.items():
+        if not isinstance(value, dict):
+            doc.add(key, tk_value(value, _OWNED))
+    for key, value in top.items():
+        if isinstance(value, dict):
+            doc.add(key, _owned_table(value, 0, bool(doc.body)))
+    return doc.as_string()
 
 
-def dump_toml(top: dict, header_comments=(), indent_step: str = "  ") -> str:
-    """Serialise a plain dict the way containerd does: a header per table, indented.
-
-    Scalars of a table come first, then its sub-tables, each in the dict's order.
-    """
-    lines = list(header_comments)
-    scalars = [(k, v) for k, v in top.items() if not isinstance(v, dict)]
-    tables = [(k, v) for k, v in top.items() if isinstance(v, dict)]
-    for k, v in scalars:
-        lines.append("%s = %s" % (toml_key(k), toml_value(v)))
-
-    def emit(path, table, depth):
-        pad = indent_step * (depth - 1)
-        lines.append("")
-        lines.append("%s[%s]" % (pad, ".".join(toml_key(p) for p in path)))
-        subs = []
-        for k, v in table.items():
-            if isinstance(v, dict):
-                subs.append((k, v))
-            else:
-                lines.append("%s%s = %s" % (pad + indent_step, toml_key(k), toml_value(v)))
-        for k, v in subs:
-            emit(path + [k], v, depth + 1)
-
-    for k, v in tables:
-        emit([k], v, 1)
-    return "\n".join(lines).lstrip("\n") + "\n"
+def _owned_table(table: dict, depth: int, blank: bool):
+    """``table`` as a tomlkit table with its own header (a blank line before it where ``blank``)."""
+    tbl = tomlkit.table(is_super_table=False)
+    tbl.trivia.indent = ("\n" if blank else "") + _OWNED.header_indent(depth + 1)
+    for key, value in table.items():
+        if not isinstance(value, dict):
+            item = tk_value(value, _OWNED)
+            item.trivia.indent = _OWNED.key_indent(depth + 1)
+            tbl.raw_append(key, item)
+    for key, value in table.items():
+        if isinstance(value, dict):
+            tbl.raw_append(key, _owned_table(value, depth + 1, True))
+    return tbl
 
 
 # --------------------------------------------------------------------------------------
@@ -664,6 +654,10 @@ class TomlStyle:
 
     def key_indent(self, depth: int) -> str:
         return self.header_indent(depth) + self.key_offset
+
+
+#: The style of the files the module writes whole: strings in double quotes.
+_OWNED = TomlStyle()
 
 
 def _indentation(text: str):
