@@ -91,18 +91,23 @@ options:
     default: 600
   kubeconfig:
     description:
-      - The kubeconfig, as a path or as a dict. Unset, E(K8S_AUTH_KUBECONFIG), then E(KUBECONFIG),
-        then C(~/.kube/config), then the pod's service account when the module runs in the cluster.
+      - The kubeconfig, as a path or as a dict. The client is kubernetes.core's and finds the cluster
+        as its modules do - unset, E(K8S_AUTH_KUBECONFIG) (or the other E(K8S_AUTH_*) variables, such
+        as E(K8S_AUTH_HOST) and E(K8S_AUTH_API_KEY)), then the pod's service account when the module
+        runs in the cluster, then E(KUBECONFIG), then C(~/.kube/config).
     type: raw
   context:
     description: The kubeconfig's context to use; unset, E(K8S_AUTH_CONTEXT), else the kubeconfig's current context.
     type: str
   request_timeout:
-    description: Seconds one request to the API server may take.
+    description:
+      - Seconds one request to the API server may take; also the time kubernetes.core's API discovery
+        may take when the client is made.
     type: int
     default: 30
 requirements:
   - kubernetes (the Python client) on the host the module runs on
+  - the kubernetes.core collection (a dependency of this one)
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying the target.
@@ -211,7 +216,7 @@ waited:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import drain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import drain, kube_api
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
@@ -244,7 +249,8 @@ def main():
     )
     try:
         drain.check_params(module.params)
-        api = drain.KubeApi(drain.api_client(module.params["kubeconfig"], module.params["context"]), module.params["request_timeout"])
+        client = kube_api.api_client(module.params["kubeconfig"], module.params["context"], module.params["request_timeout"])
+        api = kube_api.KubeApi(client, module.params["request_timeout"])
         result = drain.run(api, module.params, check_mode=module.check_mode)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)

@@ -84,7 +84,7 @@ import json
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import drain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import kube_api
 
 
 def _error(exc):
@@ -129,7 +129,7 @@ def main():
     try:
         from kubernetes import client  # pylint: disable=import-outside-toplevel
 
-        core = client.CoreV1Api(drain.api_client(module.params["kubeconfig"], module.params["context"]))
+        core = client.CoreV1Api(kube_api.api_client(module.params["kubeconfig"], module.params["context"], module.params["request_timeout"]))
     except ImportError as exc:
         module.fail_json(msg="pod_metrics: the Python kubernetes client is not installed on the control host (%s)" % exc)
     except GpuFleetError as exc:

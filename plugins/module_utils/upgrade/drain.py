@@ -3,9 +3,10 @@
 """Cordon a Kubernetes node, evict its GPU pods through the Eviction API, wait for it, uncordon it.
 
 The ``gpufleet.nvidia.gpu_drain`` module runs :func:`run` on the control host. Everything goes
-through :class:`KubeApi`, a thin layer over the Python kubernetes client's ``CoreV1Api`` and
-``PolicyV1Api`` that hands back plain dicts (the API's JSON, not the client's models, so that both
-the classic and the pydantic generations of the client work the same).
+through ``upgrade.kube_api.KubeApi`` (the Python kubernetes client, made by kubernetes.core). kubernetes.core
+has a drain of its own (``k8s_drain``), which evicts every pod of the node: this one evicts only the
+pods that hold GPUs, keeps the cordon of someone else, names the budgets that block it and waits for
+the node to come back.
 
 - **cordon**: ``spec.unschedulable: true`` and the annotation ``gpufleet.nvidia/cordoned`` (the
   reason), so that a later uncordon knows the cordon was ours. A node someone else cordoned keeps
@@ -27,15 +28,12 @@ now; the node it returns is the node as it is. Time goes through ``clock`` and `
 
 from __future__ import annotations
 
-import inspect
-import json
-import os
 import re
-import sys
 import time
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade.kube_api import first_line
 
 ANNOTATION = "gpufleet.nvidia/cordoned"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -43,164 +41,10 @@ DEFAULT_RESOURCES = ("nvidia.com/",)
 STATES = ("cordon", "drain", "uncordon")
 FINISHED = ("Succeeded", "Failed")
 _PDB_IN_MESSAGE = re.compile(r"disruption budget ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)")
-_PATCH_TYPE = "application/strategic-merge-patch+json"
 
 
 def pod_key(pod):
     return "%s/%s" % (_dig(pod, "metadata", "namespace"), _dig(pod, "metadata", "name"))
-
-
-# --- the client ---------------------------------------------------------------------------------
-
-
-def _first_line(text):
-    return str(text).strip().splitlines()[0] if str(text).strip() else ""
-
-
-def api_client(kubeconfig=None, context=None):
-    """An ApiClient for the cluster, found the way kubernetes.core finds it.
-
-    ``kubeconfig`` (a path, or the kubeconfig as a dict), else ``K8S_AUTH_KUBECONFIG``, else the
-    client's default (``KUBECONFIG``, then ``~/.kube/config``), else the pod's service account when
-    running in the cluster. ``context`` (else ``K8S_AUTH_CONTEXT``) picks a context.
-    """
-    config = _kube_config()
-    context = context or os.environ.get("K8S_AUTH_CONTEXT") or None
-    if isinstance(kubeconfig, dict):
-        try:
-            return config.new_client_from_config_dict(kubeconfig, context=context)
-        except Exception as exc:  # pylint: disable=broad-except
-            raise GpuFleetError("gpu_drain: kubeconfig: the kubeconfig given as a dict cannot be used: %s" % _first_line(exc)) from exc
-    path = kubeconfig or os.environ.get("K8S_AUTH_KUBECONFIG") or None
-    where = "kubeconfig"
-    if not path:
-        path = (os.environ.get("KUBECONFIG") or "~/.kube/config").split(os.pathsep)[0]
-        if not os.path.exists(os.path.expanduser(path)) and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            return _in_cluster_client(config)
-        where = "KUBECONFIG" if os.environ.get("KUBECONFIG") else "the default kubeconfig"
-    return _kubeconfig_client(config, os.path.expanduser(path), where, context)
-
-
-def _kube_config():
-    """The client's ``kubernetes.config``, or what to install when it is missing."""
-    try:
-        from kubernetes import config  # pylint: disable=import-outside-toplevel
-    except ImportError as exc:
-        raise GpuFleetError(
-            "gpu_drain: the Python kubernetes client is not installed in %s on the control host (%s); "
-            "install it there (pip install kubernetes)" % (sys.executable, exc)
-        ) from exc
-    return config
-
-
-def _in_cluster_client(config):
-    """The client of the pod's service account."""
-    try:
-        from kubernetes import client  # pylint: disable=import-outside-toplevel
-
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)
-        return client.ApiClient(configuration)
-    except Exception as exc:  # pylint: disable=broad-except
-        raise GpuFleetError("gpu_drain: the in-cluster configuration cannot be used: %s" % _first_line(exc)) from exc
-
-
-def _kubeconfig_client(config, expanded, where, context):
-    """The client of a kubeconfig file (``where`` says where its path came from)."""
-    if not os.path.exists(expanded):
-        raise GpuFleetError(
-            "gpu_drain: no kubeconfig: %s (%s) does not exist; set kubeconfig (gpufleet_kubeconfig), "
-            "K8S_AUTH_KUBECONFIG or KUBECONFIG to the cluster's kubeconfig" % (expanded, where),
-            kubeconfig=expanded,
-        )
-    try:
-        return config.new_client_from_config(config_file=expanded, context=context)
-    except Exception as exc:  # pylint: disable=broad-except
-        raise GpuFleetError(
-            "gpu_drain: the kubeconfig %s cannot be used%s: %s"
-            % (expanded, " with context '%s'" % context if context else "", _first_line(exc)),
-            kubeconfig=expanded,
-        ) from exc
-
-
-def _error_body(exc):
-    body = getattr(exc, "body", None)
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    try:
-        return json.loads(body) if body else {}
-    except ValueError:
-        return {"message": body}
-
-
-class KubeApi(object):
-    """The few calls the drain makes, answering plain dicts; errors become :class:`GpuFleetError`."""
-
-    def __init__(self, client_api, request_timeout=30):
-        from kubernetes import client  # pylint: disable=import-outside-toplevel
-        from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
-
-        self.core = client.CoreV1Api(client_api)
-        self.policy = client.PolicyV1Api(client_api)
-        self.api_exception = ApiException
-        self.timeout = request_timeout
-        self.server = getattr(getattr(client_api, "configuration", None), "host", None) or "the cluster"
-        # The pydantic generation of the client sends the first JSON patch type it knows unless
-        # told; the classic one picks the strategic merge patch for a dict by itself.
-        params = inspect.signature(self.core.patch_node).parameters
-        self._patch_kwargs = {"_content_type": _PATCH_TYPE} if "_content_type" in params else {}
-
-    def _call(self, what, method, *args, **kwargs):
-        """``(status, body)``; a 404 answers ``(404, None)``, other HTTP errors raise."""
-        kwargs.update({"_preload_content": False, "_request_timeout": self.timeout})
-        try:
-            response = method(*args, **kwargs)
-        except self.api_exception as exc:
-            if exc.status == 404:
-                return 404, None
-            body = _error_body(exc)
-            raise GpuFleetError(
-                "gpu_drain: %s: the API server at %s answered %s %s: %s"
-                % (what, self.server, exc.status, exc.reason or "", body.get("message") or _first_line(exc)),
-                status=exc.status,
-            ) from exc
-        except Exception as exc:  # pylint: disable=broad-except
-            raise GpuFleetError("gpu_drain: %s: the cluster at %s does not answer: %s" % (what, self.server, _first_line(exc))) from exc
-        data = response.data
-        return response.status, json.loads(data) if data else {}
-
-    def node(self, name):
-        return self._call("read node %s" % name, self.core.read_node, name)[1]
-
-    def patch_node(self, name, patch):
-        return self._call("patch node %s" % name, self.core.patch_node, name, patch, **self._patch_kwargs)[1]
-
-    def pods_on(self, name):
-        return self._call("list the pods of node %s" % name, self.core.list_pod_for_all_namespaces,
-                          field_selector="spec.nodeName=%s" % name)[1].get("items") or []
-
-    def pod(self, namespace, name):
-        return self._call("read pod %s/%s" % (namespace, name), self.core.read_namespaced_pod, name, namespace)[1]
-
-    def pdbs(self, namespace):
-        return self._call("list the PodDisruptionBudgets of namespace %s" % namespace,
-                          self.policy.list_namespaced_pod_disruption_budget, namespace)[1].get("items") or []
-
-    def evict(self, namespace, name, grace_period=None):
-        """``(status, body)`` of the eviction: 201 accepted, 429 refused by a budget, 404 gone, other."""
-        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        if grace_period is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
-        try:
-            response = self.core.create_namespaced_pod_eviction(
-                name, namespace, body, _preload_content=False, _request_timeout=self.timeout
-            )
-        except self.api_exception as exc:
-            return exc.status, _error_body(exc)
-        except Exception as exc:  # pylint: disable=broad-except
-            raise GpuFleetError("gpu_drain: evict pod %s/%s: the cluster at %s does not answer: %s"
-                                % (namespace, name, self.server, _first_line(exc))) from exc
-        return response.status, json.loads(response.data) if response.data else {}
 
 
 # --- reading nodes and pods ---------------------------------------------------------------------
@@ -308,7 +152,7 @@ def node_status(node):
     for condition in _dig(node, "status", "conditions") or []:
         if condition.get("type") == "Ready":
             ready = condition.get("status") == "True"
-            why = _first_line(condition.get("message") or "") or condition.get("reason") or ""
+            why = first_line(condition.get("message") or "") or condition.get("reason") or ""
     allocatable = _dig(node, "status", "allocatable") or {}
     return {
         "name": meta.get("name"),

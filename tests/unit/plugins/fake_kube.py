@@ -176,8 +176,8 @@ class FakeKube(object):
         self.requests.append((method, url.path, url.query, body))
         return self.answer(method, url.path.rstrip("/"), query, body)
 
-    def close(self):
-        self._http.close()
+    def close(self, silent=False):
+        self._http.close(silent)
 
     def kubeconfig(self, path):
         """Write a kubeconfig for this server at ``path``; returns ``path``."""

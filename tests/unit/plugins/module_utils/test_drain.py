@@ -1,4 +1,4 @@
-"""Cordon, GPU-pod drain and uncordon (module_utils/drain.py), with the Python kubernetes client
+"""Cordon, GPU-pod drain and uncordon (module_utils/upgrade/drain.py), with the Python kubernetes client (upgrade/kube_api.py)
 against the fake API server of ``tests/unit/plugins/fake_kube.py``."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import drain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.upgrade import drain, kube_api
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import fake_kube as K
 
@@ -43,8 +43,9 @@ def make(tmp_path, **kwargs):
     kwargs.setdefault("pods", gpu_a_pods())
     kwargs.setdefault("pdbs", [K.pdb("train", match_labels={"app": "train"})])
     fake = K.FakeKube(**kwargs)
-    client = drain.api_client(fake.kubeconfig(str(tmp_path / "kubeconfig")))
-    return fake, drain.KubeApi(client, request_timeout=5)
+    client = kube_api.api_client(fake.kubeconfig(str(tmp_path / "kubeconfig")))
+    del fake.requests[:]  # kubernetes.core's API discovery, when the client is made: not the drain's
+    return fake, kube_api.KubeApi(client, request_timeout=5)
 
 
 @pytest.fixture
@@ -293,7 +294,7 @@ def test_no_kubeconfig(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nothing"))
     with pytest.raises(GpuFleetError) as err:
-        drain.api_client()
+        kube_api.api_client()
     assert err.value.msg == (
         "gpu_drain: no kubeconfig: %s (KUBECONFIG) does not exist; set kubeconfig (gpufleet_kubeconfig), "
         "K8S_AUTH_KUBECONFIG or KUBECONFIG to the cluster's kubeconfig" % (tmp_path / "nothing"))
@@ -303,27 +304,48 @@ def test_k8s_auth_kubeconfig_and_context(tmp_path, monkeypatch):
     fake = K.FakeKube([K.node("gpu-a")])
     try:
         monkeypatch.setenv("K8S_AUTH_KUBECONFIG", fake.kubeconfig(str(tmp_path / "kc")))
-        api = drain.KubeApi(drain.api_client(), 5)
+        api = kube_api.KubeApi(kube_api.api_client(), 5)
         assert api.node("gpu-a")["metadata"]["name"] == "gpu-a"
         with pytest.raises(GpuFleetError) as err:
-            drain.api_client(context="prod")
+            kube_api.api_client(context="prod")
         assert err.value.msg.startswith("gpu_drain: the kubeconfig %s cannot be used with context 'prod': " % (tmp_path / "kc"))
     finally:
         fake.close()
+
+
+def _config(port):
+    return {"apiVersion": "v1", "kind": "Config", "current-context": "x",
+            "clusters": [{"name": "x", "cluster": {"server": "http://127.0.0.1:%d" % port}}],
+            "users": [{"name": "x", "user": {"token": "x"}}], "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}
 
 
 def test_a_cluster_that_does_not_answer(tmp_path):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = {"apiVersion": "v1", "kind": "Config", "current-context": "x",
-              "clusters": [{"name": "x", "cluster": {"server": "http://127.0.0.1:%d" % port}}],
-              "users": [{"name": "x", "user": {"token": "x"}}], "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}
-    api = drain.KubeApi(drain.api_client(config), 2)
+    with pytest.raises(GpuFleetError) as err:
+        kube_api.api_client(_config(port), request_timeout=10)
+    assert err.value.msg.startswith("gpu_drain: connect: the cluster at http://127.0.0.1:%d does not answer: " % port)
+
+
+def test_a_cluster_that_takes_the_connection_and_never_answers(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(8)
+        port = sock.getsockname()[1]
+        with pytest.raises(GpuFleetError) as err:
+            kube_api.api_client(_config(port), request_timeout=1)
+    assert err.value.msg == "gpu_drain: connect: the cluster at http://127.0.0.1:%d does not answer within 1 s" % port
+
+
+def test_a_request_that_is_not_answered_in_time(kube):
+    fake, api = kube()
+    api.timeout = 0.5
     api.core.api_client.configuration.retries = 0
+    fake.close(silent=True)
     with pytest.raises(GpuFleetError) as err:
         run(api)
-    assert err.value.msg.startswith("gpu_drain: read node gpu-a: the cluster at http://127.0.0.1:%d does not answer: " % port)
+    assert err.value.msg.startswith("gpu_drain: read node gpu-a: the cluster at %s does not answer: " % fake.url)
 
 
 # --- the pieces ----------------------------------------------------------------------------------
