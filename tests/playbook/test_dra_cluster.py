@@ -1,5 +1,5 @@
 """site.yml with ``gpufleet_cluster_layer: dra``, end to end with ansible-playbook, against the fake API
-server and helm of ``tests/unit/plugins/dra_fake.py`` (FakeCluster's timeline, with /version,
+server and helm of ``tests/unit/plugins/cluster_fake.py`` (DraCluster: FakeCluster's timeline, with /version,
 resource.k8s.io/v1, ClusterPolicies, pods and a scheduler that allocates claims).
 
 ``--tags cluster`` runs the cluster layer alone, so no discovery runs: each node declares its driver
@@ -20,8 +20,7 @@ import sys
 import pytest
 
 from ansible_collections.gpufleet.nvidia.tests.playbook import test_cluster_transaction as T
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.cluster_fake import node
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.dra_fake import DraCluster, gpu_slice
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.cluster_fake import DraCluster, gpu_slice, node
 
 pytest.importorskip("kubernetes")
 HOSTS = {

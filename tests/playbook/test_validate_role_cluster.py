@@ -1,9 +1,9 @@
 """The validate and report roles end to end, with ansible-playbook, against a fake Kubernetes API.
 
-There is no cluster here. ``FakeKube`` is a small HTTP server that answers the requests
-kubernetes.core makes (API discovery, nodes, pods list / get / create / delete with label
-selectors, pod logs) from objects in memory, and plays a vector-add pod that completes and logs
-``Test PASSED``. It is not Kubernetes: it checks how the roles drive kubernetes.core (the dynamic
+There is no cluster here. ``FakeKube`` is the tests' fake API server (``tests/unit/plugins/fake_kube.py``),
+which answers the requests kubernetes.core makes (API discovery, nodes, pods list / get / create /
+delete with label selectors) from objects in memory, and here plays a vector-add pod that completes
+and logs ``Test PASSED``. It is not Kubernetes: it checks how the roles drive kubernetes.core (the dynamic
 include, the registered results, the wait loop, the clean-up, check mode), not how a real API
 server answers.
 
@@ -19,13 +19,12 @@ import json
 import os
 import subprocess
 import sys
-import urllib.parse
 
 import pytest
 import yaml
 
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_http import JsonServer
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins import fake_kube as K
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_validate_cluster import OPERATOR_PODS, node
 
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
@@ -33,131 +32,47 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets
 pytest.importorskip("kubernetes")
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 H200_ROOT = os.path.join(F.FIXTURES, "hosts", "ubuntu2404-h200-preinstalled", "root")
-RESOURCES = {
-    "kind": "APIResourceList",
-    "groupVersion": "v1",
-    "resources": [
-        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": ["get", "list", "watch", "patch"]},
-        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]},
-        {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
-        {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace", "verbs": ["get", "list"]},
-    ],
-}
 LOG = "[Vector addition of 50000 elements]\nCopy input data from the host memory to the CUDA device\nTest PASSED\nDone\n"
 
 
-class FakeKube(object):
+class FakeKube(K.FakeKube):
+    """The tests' fake API server, whose vector-add pods are Pending when created and Succeeded when
+    next read, with ``Test PASSED`` in their log; ``forbid_patch`` refuses node patches as RBAC would."""
+
     def __init__(self, nodes, pods):
-        self.nodes = nodes
-        self.pods = dict(((p["metadata"]["namespace"], p["metadata"]["name"]), copy.deepcopy(p)) for p in pods)
-        self.requests = []
+        super().__init__(nodes=nodes, pods=pods)
         self.created = []
         self.forbid_patch = False
-        self._http = JsonServer(self._request)
-        self.url = self._http.url
 
-    def _request(self, method, url, body):
-        query = urllib.parse.parse_qs(url.query)
-        self.requests.append((method, url.path, url.query))
-        if url.path.startswith("/api/v1/nodes/"):
-            return self._node(method, url.path.rstrip("/").rsplit("/", 1)[1], query, body)
-        return self.answer(method, url.path.rstrip("/"), query, body)
+    def close(self, silent=True):
+        super().close(silent)
 
-    def close(self):
-        self._http.close(silent=True)
+    def create_pod(self, namespace, body):
+        pod = copy.deepcopy(body)
+        pod["metadata"].update({"namespace": namespace, "uid": "uid-%d" % len(self.created)})
+        pod["status"] = {"phase": "Pending"}
+        self.pods[(namespace, pod["metadata"]["name"])] = pod
+        self.created.append(pod["metadata"]["name"])
+        return pod
 
-    @staticmethod
-    def _not_found(what):
-        return 404, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                     "message": "%s not found" % what, "reason": "NotFound", "code": 404}, "application/json"
-
-    @staticmethod
-    def _selected(obj, query):
-        selector = (query.get("labelSelector") or [""])[0]
-        labels = obj["metadata"].get("labels") or {}
-        for term in filter(None, selector.split(",")):
-            key, dummy, value = term.partition("=")
-            if labels.get(key) != value:
-                return False
-        return True
-
-    def _node(self, method, name, query, body):
-        """GET a node, or merge-patch it (a null value removes the key; a dry run keeps nothing)."""
-        found = [n for n in self.nodes if n["metadata"]["name"] == name]
-        if not found:
-            return self._not_found('nodes "%s"' % name)
-        if method == "PATCH" and self.forbid_patch:
-            return 403, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Forbidden", "code": 403,
-                         "message": 'nodes "%s" is forbidden: User "validator" cannot patch resource "nodes"' % name}, "application/json"
-        if method == "PATCH":
-            patched = copy.deepcopy(found[0])
-            for part, values in ((body or {}).get("metadata") or {}).items():
-                if isinstance(values, dict):
-                    target = patched["metadata"].setdefault(part, {})
-                    for key, value in values.items():
-                        if value is None:
-                            target.pop(key, None)
-                        else:
-                            target[key] = value
-            if "All" not in query.get("dryRun", []):
-                found[0].clear()
-                found[0].update(patched)
-            return 200, patched, "application/json"
-        return 200, copy.deepcopy(found[0]), "application/json"
-
-    def _advance(self, pod):
+    def _read_pod(self, key):
         """A created vector-add pod: Pending when created, Succeeded when next read."""
-        if pod["metadata"]["name"] not in self.created:
-            return
-        status = pod.setdefault("status", {})
-        if status.get("phase") == "Pending":
+        status = self.pods[key].setdefault("status", {}) if key in self.pods and key[1] in self.created else None
+        if status is not None and status.get("phase") == "Pending":
             status["phase"] = "Succeeded"
             status["containerStatuses"] = [{"name": "cuda-vectoradd", "ready": False,
                                             "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]
-        elif not status.get("phase"):
+        elif status is not None and not status.get("phase"):
             status["phase"] = "Pending"
+        return super()._read_pod(key)
 
     def answer(self, method, path, query, body):
-        json_type = "application/json"
-        if path == "/version":
-            return 200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0"}, json_type
-        if path == "/api":
-            return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}, json_type
-        if path == "/apis":
-            return 200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}, json_type
-        if path == "/api/v1":
-            return 200, RESOURCES, json_type
-        if path == "/api/v1/nodes":
-            return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": self.nodes}, json_type
         parts = path.split("/")
-        if len(parts) >= 6 and parts[1:4] == ["api", "v1", "namespaces"] and parts[5] == "pods":
-            namespace = parts[4]
-            if len(parts) == 6 and method == "GET":
-                items = [p for (ns, dummy), p in sorted(self.pods.items()) if ns == namespace and self._selected(p, query)]
-                for pod in items:
-                    self._advance(pod)
-                return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}, json_type
-            if len(parts) == 6 and method == "POST":
-                pod = copy.deepcopy(body)
-                pod["metadata"]["namespace"] = namespace
-                pod["metadata"]["uid"] = "uid-%d" % len(self.created)
-                pod["status"] = {"phase": "Pending"}
-                self.pods[(namespace, pod["metadata"]["name"])] = pod
-                self.created.append(pod["metadata"]["name"])
-                return 201, pod, json_type
-            name = parts[6]
-            pod = self.pods.get((namespace, name))
-            if pod is None:
-                return self._not_found('pods "%s"' % name)
-            if len(parts) == 8 and parts[7] == "log":
-                return 200, LOG.encode(), "text/plain"
-            if method == "DELETE":
-                del self.pods[(namespace, name)]
-                return 200, pod, json_type
-            self._advance(pod)
-            return 200, pod, json_type
-        return self._not_found(path)
+        if method == "PATCH" and path.startswith("/api/v1/nodes/") and self.forbid_patch:
+            return self.status(403, "Forbidden", 'nodes "%s" is forbidden: User "validator" cannot patch resource "nodes"' % parts[4])
+        if parts[-1] == "log" and len(parts) == 8:
+            return (200, LOG.encode(), "text/plain") if (parts[4], parts[6]) in self.pods else self.not_found('pods "%s"' % parts[6])
+        return super().answer(method, path, query, body)
 
 
 # A vector-add pod an earlier, interrupted run left behind.
@@ -183,14 +98,7 @@ def kube():
 
 def _project(tmp, kube, second_validate=None):
     root = hostfs.materialize(H200_ROOT)
-    kubeconfig = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": kube.url}}],
-        "users": [{"name": "fake", "user": {"token": "fake"}}],
-        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-    }
-    with open(os.path.join(tmp, "kubeconfig"), "w") as handle:
-        yaml.safe_dump(kubeconfig, handle)
+    kube.kubeconfig(os.path.join(tmp, "kubeconfig"))
     inventory = {"all": {"hosts": {"gpu-a": {"validate_host_root": root}, "cpu-1": {"validate_host_root": "/"}},
                          "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                                   "validate_kubeconfig": os.path.join(tmp, "kubeconfig"), "nvidia_driver_version": "580",
@@ -256,7 +164,7 @@ def test_roles_against_a_fake_cluster(tmp_path, kube):
     assert not [m for m in gpu["failed"] if m.startswith("node ") or "pod" in m], gpu["failed"]
     # the pod as created, and everything cleaned up, the earlier run's leftover included
     assert kube.created == ["gpufleet-vectoradd-gpu-a"]
-    posted = [r for r in kube.requests if r[0] == "POST"]
+    posted = [r[:3] for r in kube.requests if r[0] == "POST"]
     assert posted == [("POST", "/api/v1/namespaces/default/pods", "")]
     assert not [key for key in kube.pods if key[0] == "default"]
     deleted = sorted(r[1] for r in kube.requests if r[0] == "DELETE")
@@ -317,7 +225,7 @@ def _labelled_kube():
 
 
 def _meta(kube, name):
-    return [n for n in kube.nodes if n["metadata"]["name"] == name][0]["metadata"]
+    return kube.nodes[name]["metadata"]
 
 
 def _patches(kube):

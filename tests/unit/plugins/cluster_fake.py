@@ -1,6 +1,7 @@
-"""A fake Kubernetes API server and a fake helm that share one timeline, for the cluster layer.
+"""The cluster layer's fake Kubernetes API server and fake helm, which share one timeline.
 
-It is not Kubernetes and not Helm. The server answers what kubernetes.core's ``k8s`` and
+It is not Kubernetes and not Helm. The server (a ``fake_kube.ApiServer``, the tests' one fake API
+server, with the objects of the cluster layer) answers what kubernetes.core's ``k8s`` and
 ``k8s_info`` ask for the cluster layer (API discovery, nodes read and merge-patched, namespaces,
 ConfigMaps, Secrets and RuntimeClasses read, created and patched) from objects in memory. The fake
 ``helm`` (a script written by :meth:`FakeCluster.helm_binary`) sends its arguments and its values
@@ -16,6 +17,18 @@ Every API request and every helm call lands in ``timeline`` as ``(kind, method o
 argv)``, so a test asserts the order of what the collection did, and that nothing was written (a
 patch that changes nothing is recorded as ``PATCH (no change)``, as kubernetes.core patches and
 compares; a request with ``dryRun=All``, check mode's, as ``... (dry run)`` and kept nowhere).
+
+:class:`DraCluster` adds what the DRA layer reads: the API server's ``/version`` (the
+``version`` a test gives), the ``resource.k8s.io/v1`` group (DeviceClasses created, read and patched;
+ResourceSlices listed from ``slices``; ResourceClaims created and read), ``nvidia.com/v1`` ClusterPolicies
+(listed from ``cluster_policies``, only while ``policies_api`` is true), and Pods and Namespaces created,
+read and deleted. ``allocate`` plays the scheduler and the kubelet plugin: a pod created with a
+``resourceClaimName`` has that claim allocated a device of its node's slices and runs; false leaves the
+claim unallocated and the pod Pending. Every request lands in FakeCluster's ``timeline``.
+
+Its helm also plays what kubernetes.core.helm asks to uninstall a release (``helm version`` as Helm
+prints it, ``list --output=yaml --filter``, ``get values --output=yaml``, ``uninstall``); that module
+names the namespace in ``HELM_NAMESPACE``, which the fake helm passes on as ``--namespace``.
 """
 
 from __future__ import annotations
@@ -28,37 +41,8 @@ import sys
 
 import yaml
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_http import JsonServer
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_kube import _merge
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_kube import ApiServer, merge_patch
 
-CORE = {
-    "kind": "APIResourceList", "groupVersion": "v1",
-    "resources": [
-        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": ["get", "list", "patch", "update", "watch"]},
-        {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace",
-         "verbs": ["create", "get", "list", "patch", "update", "watch"]},
-        {"name": "configmaps", "singularName": "configmap", "namespaced": True, "kind": "ConfigMap",
-         "verbs": ["create", "get", "list", "patch", "update", "watch"]},
-        {"name": "secrets", "singularName": "secret", "namespaced": True, "kind": "Secret",
-         "verbs": ["create", "get", "list", "patch", "update", "watch"]},
-        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod", "verbs": ["get", "list", "watch"]},
-    ],
-}
-NODE_API = {
-    "kind": "APIResourceList", "groupVersion": "node.k8s.io/v1",
-    "resources": [{"name": "runtimeclasses", "singularName": "runtimeclass", "namespaced": False, "kind": "RuntimeClass",
-                   "verbs": ["create", "get", "list", "patch", "update", "watch"]}],
-}
-CRD_API = {
-    "kind": "APIResourceList", "groupVersion": "apiextensions.k8s.io/v1",
-    "resources": [{"name": "customresourcedefinitions", "singularName": "customresourcedefinition", "namespaced": False,
-                   "kind": "CustomResourceDefinition", "verbs": ["create", "get", "list", "patch", "update", "watch"]}],
-}
-GROUPS = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-    {"name": "node.k8s.io", "versions": [{"groupVersion": "node.k8s.io/v1", "version": "v1"}],
-     "preferredVersion": {"groupVersion": "node.k8s.io/v1", "version": "v1"}},
-    {"name": "apiextensions.k8s.io", "versions": [{"groupVersion": "apiextensions.k8s.io/v1", "version": "v1"}],
-     "preferredVersion": {"groupVersion": "apiextensions.k8s.io/v1", "version": "v1"}}]}
 # The published gpu-operator charts beside the checkout: the fake's `helm show values` and
 # `helm show crds` answer with a release's own files where they are there.
 REFERENCE_CHARTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))),
@@ -106,7 +90,11 @@ def node(name, labels=None, annotations=None):
             "spec": {}, "status": {"nodeInfo": {"containerRuntimeVersion": "containerd://1.7.24"}}}
 
 
-class FakeCluster(object):
+class FakeCluster(ApiServer):
+    version = "v1.33.2"
+    groups = ("node.k8s.io/v1", "apiextensions.k8s.io/v1")
+    stores = ("nodes", "objects")
+
     def __init__(self, nodes, charts=("v25.10.0", "v26.3.3", "v26.7.0"), helm_version="v3.18.0"):
         self.nodes = dict((n["metadata"]["name"], copy.deepcopy(n)) for n in nodes)
         self.objects = {}  # (kind, namespace, name) -> object
@@ -117,45 +105,21 @@ class FakeCluster(object):
         self.unreachable = False
         self.chart_values = None  # set: what `helm show values` answers, for every version
         self.timeline = []
-        self._http = JsonServer(self._request)
-        self.url = self._http.url
+        super().__init__()
 
     def _request(self, method, url, body):
         if url.path == "/_helm":
             return 200, self.helm(body["argv"], body["files"])
-        self.timeline.append(("api", method, url.path))
-        before = self.state()
-        answer = self.answer(method, url.path.rstrip("/"), body)
+        before = self.snapshot()
+        answer = super()._request(method, url, body)
         if "dryRun=All" in url.query:
-            # check mode: the server answers what it would do, and keeps nothing
-            self.restore(before)
-            self.timeline[-1] = ("api", method + " (dry run)", url.path)
-        elif method in ("PATCH", "PUT") and before == self.state():
-            # kubernetes.core patches and compares: a patch that changes nothing is no write.
-            self.timeline[-1] = ("api", method + " (no change)", url.path)
+            method += " (dry run)"  # check mode: the server answers what it would do, and keeps nothing
+        elif method in ("PATCH", "PUT") and before == self.snapshot():
+            method += " (no change)"  # kubernetes.core patches and compares: a patch that changes nothing is no write
+        self.timeline.append(("api", method, url.path))
         return answer
 
-    def close(self):
-        self._http.close()
-
-    def state(self):
-        return json.dumps([self.nodes, sorted((list(k), v) for k, v in self.objects.items())], sort_keys=True)
-
-    def restore(self, text):
-        nodes, objects = json.loads(text)
-        self.nodes = nodes
-        self.objects = dict((tuple(k), v) for k, v in objects)
-
     # --- files for the collection ------------------------------------------------------------
-    def kubeconfig(self, path):
-        config = {"apiVersion": "v1", "kind": "Config", "current-context": "fake",
-                  "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-                  "users": [{"name": "fake", "user": {"token": "fake"}}],
-                  "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}]}
-        with open(path, "w") as f:
-            yaml.safe_dump(config, f)
-        return path
-
     # The fake helm's script (a subclass may hand it more of the caller's environment).
     helm_script = HELM_SCRIPT
 
@@ -178,10 +142,6 @@ class FakeCluster(object):
         return dict(self.nodes[name]["metadata"].get("labels") or {})
 
     # --- the API -------------------------------------------------------------------------------
-    @staticmethod
-    def _status(code, reason, message):
-        return code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "message": message, "code": code}
-
     def _object_path(self, path):
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "v1"]:
@@ -199,24 +159,19 @@ class FakeCluster(object):
                  "customresourcedefinitions": "CustomResourceDefinition", "pods": "Pod"}
         return kinds.get(rest[0]), namespace, rest[1] if len(rest) > 1 else None
 
-    def answer(self, method, path, body):  # pylint: disable=too-many-return-statements
-        simple = {"/version": {"major": "1", "minor": "33", "gitVersion": "v1.33.2"}, "/api": {"kind": "APIVersions", "versions": ["v1"]},
-                  "/apis": GROUPS, "/api/v1": CORE, "/apis/node.k8s.io/v1": NODE_API,
-                  "/apis/apiextensions.k8s.io/v1": CRD_API}
-        if path in simple:
-            return 200, simple[path]
+    def answer(self, method, path, query, body):  # pylint: disable=too-many-return-statements
         target = self._object_path(path)
         if target is None or target[0] is None:
-            return self._status(404, "NotFound", "the server could not find the requested resource")
+            return self.status(404, "NotFound", "the server could not find the requested resource")
         kind, namespace, name = target
         if kind == "Node":
             if name is None:
                 return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
                              "items": [copy.deepcopy(self.nodes[n]) for n in sorted(self.nodes)]}
             if name not in self.nodes:
-                return self._status(404, "NotFound", 'nodes "%s" not found' % name)
+                return self.status(404, "NotFound", 'nodes "%s" not found' % name)
             if method == "PATCH":
-                _merge(self.nodes[name], body or {})
+                merge_patch(self.nodes[name], body or {})
             return 200, copy.deepcopy(self.nodes[name])
         if name is None and method == "GET":
             items = [copy.deepcopy(o) for (k, ns, n), o in sorted(self.objects.items()) if k == kind and namespace in (None, ns)]
@@ -231,9 +186,9 @@ class FakeCluster(object):
             self.objects[key] = obj
             return 201, obj
         if key not in self.objects:
-            return self._status(404, "NotFound", '%s "%s" not found' % (kind.lower() + "s", key[2]))
+            return self.status(404, "NotFound", '%s "%s" not found' % (kind.lower() + "s", key[2]))
         if method in ("PATCH", "PUT"):
-            _merge(self.objects[key], body or {})
+            merge_patch(self.objects[key], body or {})
         return 200, copy.deepcopy(self.objects[key])
 
     # --- helm ----------------------------------------------------------------------------------
@@ -315,3 +270,155 @@ class FakeCluster(object):
     @staticmethod
     def _err(text):
         return {"rc": 1, "stdout": "", "stderr": text}
+
+
+#: The kinds DraCluster keeps itself, by the resource's name in a path.
+KINDS = {"deviceclasses": "DeviceClass", "resourceclaims": "ResourceClaim", "resourceslices": "ResourceSlice",
+         "clusterpolicies": "ClusterPolicy", "pods": "Pod", "namespaces": "Namespace"}
+
+
+# FakeCluster's helm, which also passes on the namespace kubernetes.core.helm sets in the environment.
+assert "argv = sys.argv[1:]\n" in HELM_SCRIPT, "cluster_fake's helm script changed: pass HELM_NAMESPACE on another way"
+HELM_ENV_SCRIPT = HELM_SCRIPT.replace(
+    "argv = sys.argv[1:]\n",
+    "argv = sys.argv[1:]\nimport os\nif os.environ.get('HELM_NAMESPACE') and '--namespace' not in argv:\n"
+    "    argv += ['--namespace', os.environ['HELM_NAMESPACE']]\n")
+
+
+def gpu_slice(node, count):
+    """The ResourceSlice the DRA driver publishes for ``count`` whole GPUs of ``node``."""
+    devices = [{"name": "gpu-%d" % i, "attributes": {"type": {"string": "gpu"}, "index": {"int": i}}} for i in range(count)]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": node + "-gpu.nvidia.com"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}}
+
+
+class DraCluster(FakeCluster):
+    helm_script = HELM_ENV_SCRIPT
+
+    def __init__(self, nodes, version="v1.34.2", slices=(), cluster_policies=(), charts=("v26.7.0",), **kwargs):
+        super().__init__(nodes, charts=charts, **kwargs)
+        self.version = version
+        self.slices = [copy.deepcopy(s) for s in slices]
+        self.cluster_policies = [copy.deepcopy(p) for p in cluster_policies]
+        self.policies_api = True
+        self.resource_api = True
+        self.allocate = True
+
+    def helm(self, argv, files):
+        verb = argv[0] if argv else ""
+        own = {"list": self._helm_list, "uninstall": self._helm_uninstall}
+        if verb == "version" and "--template" not in argv:
+            own["version"] = self._helm_build_info
+        if verb == "get" and "--output=yaml" in argv:
+            own["get"] = self._helm_get_values_yaml
+        if verb not in own:
+            return super(DraCluster, self).helm(argv, files)
+        self.timeline.append(("helm", verb, " ".join(argv)))
+        return own[verb](argv, self._opt(argv, "--namespace"))
+
+    def _helm_build_info(self, argv, namespace):
+        return self._out('version.BuildInfo{Version:"%s", GitCommit:"", GitTreeState:"clean", GoVersion:"go1.24.4"}\n' % self.helm_version)
+
+    def _helm_list(self, argv, namespace):
+        wanted = self._opt(argv, "--filter")
+        found = [{"name": name, "namespace": ns, "revision": str(r["revision"]), "status": r["status"],
+                  "chart": "chart-%s" % r["chart_version"], "app_version": r["chart_version"]}
+                 for (ns, name), r in sorted(self.releases.items()) if ns == namespace and name == wanted]
+        return self._out(yaml.safe_dump(found))
+
+    def _helm_get_values_yaml(self, argv, namespace):
+        name = [a for a in argv[2:] if not a.startswith("-")][0]
+        return self._out(yaml.safe_dump(self.releases[(namespace, name)]["values"]))
+
+    def _helm_uninstall(self, argv, namespace):
+        name = [a for a in argv[1:] if not a.startswith("-")][0]
+        if self.releases.pop((namespace, name), None) is None:
+            return self._err("Error: uninstall: Release not loaded: %s: release: not found\n" % name)
+        return self._out('release "%s" uninstalled\n' % name)
+
+    def served_groups(self):
+        return list(self.groups) + (["resource.k8s.io/v1"] if self.resource_api else []) + (["nvidia.com/v1"] if self.policies_api else [])
+
+    @staticmethod
+    def _target(path):
+        """``(kind, namespace, name)`` of a path this fake serves itself, or None for FakeCluster's."""
+        parts = path.strip("/").split("/")
+        if parts[:3] in (["apis", "resource.k8s.io", "v1"], ["apis", "nvidia.com", "v1"]):
+            rest = parts[3:]
+        elif parts[:2] == ["api", "v1"]:
+            rest = parts[2:]
+        else:
+            return None
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        elif rest[:1] == ["namespaces"] and len(rest) == 2:
+            return "Namespace", None, rest[1]
+        if not rest or rest[0] not in KINDS or KINDS[rest[0]] == "Namespace":
+            return None
+        return KINDS[rest[0]], namespace, rest[1] if len(rest) > 1 else None
+
+    def answer(self, method, path, query, body):
+        target = self._target(path)
+        if target is None:
+            return super().answer(method, path, query, body)
+        kind, namespace, name = target
+        if kind == "Namespace" and method == "DELETE":
+            return self._delete_namespace(name)
+        if kind == "Namespace":
+            return super().answer(method, path, query, body)
+        if name is None and method == "GET":
+            return 200, {"kind": kind + "List", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": self._list(kind, namespace)}
+        if method == "DELETE":
+            removed = self.objects.pop((kind, namespace, name), None)
+            return (200, removed) if removed else self.status(404, "NotFound", '%s "%s" not found' % (kind.lower(), name))
+        return self._store(method, kind, namespace, name, body)
+
+    def _list(self, kind, namespace):
+        if kind == "ResourceSlice":
+            return copy.deepcopy(self.slices)
+        if kind == "ClusterPolicy":
+            return copy.deepcopy(self.cluster_policies)
+        return [copy.deepcopy(v) for k, v in sorted(self.objects.items()) if k[0] == kind and (namespace is None or k[1] == namespace)]
+
+    def _store(self, method, kind, namespace, name, body):
+        key = (kind, namespace, name or ((body or {}).get("metadata") or {}).get("name"))
+        if method == "POST":
+            obj = copy.deepcopy(body)
+            obj["metadata"].update({"uid": "uid-%s" % key[2], "resourceVersion": "1"})
+            if namespace:
+                obj["metadata"]["namespace"] = namespace
+            self.objects[key] = obj
+            if kind == "Pod":
+                self._schedule(obj)
+            return 201, copy.deepcopy(obj)
+        if key not in self.objects:
+            return self.status(404, "NotFound", '%s "%s" not found' % (kind.lower(), key[2]))
+        if method in ("PATCH", "PUT"):
+            for field, value in (body or {}).items():
+                if field not in ("metadata", "status"):
+                    self.objects[key][field] = copy.deepcopy(value)
+        return 200, copy.deepcopy(self.objects[key])
+
+    def _schedule(self, pod):
+        """The scheduler and the kubelet plugin: allocate the pod's claim a device of its node, run the pod."""
+        namespace = pod["metadata"]["namespace"]
+        terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        node = terms[0]["matchFields"][0]["values"][0]
+        devices = [d["name"] for s in self.slices if s["spec"]["nodeName"] == node for d in s["spec"]["devices"]]
+        pod["status"] = {"phase": "Pending"}
+        if not self.allocate or not devices:
+            return
+        for ref in pod["spec"].get("resourceClaims") or []:
+            claim = self.objects.get(("ResourceClaim", namespace, ref["resourceClaimName"]))
+            if claim is not None:
+                claim["status"] = {"allocation": {"devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": devices[0]}]}}}
+        pod["spec"]["nodeName"] = node
+        pod["status"] = {"phase": "Running"}
+
+    def _delete_namespace(self, name):
+        for key in [k for k in self.objects if k[1] == name or k == ("Namespace", None, name)]:
+            del self.objects[key]
+        return 200, {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": name}, "status": {"phase": "Terminating"}}

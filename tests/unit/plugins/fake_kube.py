@@ -1,9 +1,12 @@
-"""A fake Kubernetes API server for the upgrade's tests: nodes, pods, evictions and PDBs in memory.
+"""The fake Kubernetes API server of the tests: one HTTP server on 127.0.0.1, objects in memory.
 
-It is not Kubernetes. It answers the requests that ``plugins/module_utils/upgrade/drain.py`` (the Python
-kubernetes client: read / patch a node, list the pods of a node, read a pod, evict a pod, list the
-PodDisruptionBudgets of a namespace) and the validate role's ``kubernetes.core`` reads (API
-discovery, node list, pod list by namespace and label) make, and plays what the tests need:
+It is not Kubernetes. :class:`ApiServer` is what every fake API server of the tests shares: the
+HTTP plumbing (:class:`JsonServer`), a kubeconfig that points at it, the API's discovery (one table
+of the resources the clients ask about, :data:`RESOURCES`), ``Status`` answers, merge patches,
+label selectors, dry runs (``dryRun=All``: the answer of the write, and nothing kept), and every
+request in ``requests`` as ``(method, path, query, body)``. :class:`FakeKube` is the one for the
+drain, the upgrade and the validate role: nodes, pods, evictions and PodDisruptionBudgets, and
+plays what their tests need:
 
 - ``pdb_refusals``: per PDB, how many evictions of its pods it answers ``429 Too Many Requests``
   (with the API server's message naming the budget) before it lets one through; ``None`` refuses
@@ -11,48 +14,211 @@ discovery, node list, pod list by namespace and label) make, and plays what the 
 - an accepted eviction marks the pod terminating; it disappears after ``terminate_reads`` reads of
   it (``0``: at once);
 - ``node_script``: per node, the states (dicts merged into the node) its next reads return, one per
-  read, to play a node coming back from a reboot;
-- every request is kept in ``requests`` as ``(method, path, query, body)``.
+  read, to play a node coming back from a reboot.
 
-The objects are plain dicts; ``node()``, ``pod()`` and ``pdb()`` build the ones the tests use.
+The cluster layer's fake (``cluster_fake.FakeCluster``, with a fake helm) is another
+:class:`ApiServer`. The objects are plain dicts; ``node()``, ``pod()`` and ``pdb()`` build the ones
+the tests use.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+import threading
 import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import yaml
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.fake_http import JsonServer
 
+class JsonServer(object):
+    """An HTTP server on a free port of 127.0.0.1: each request's JSON body goes with ``(method, url,
+    body)`` to ``handle`` (under one lock), whose ``(code, answer[, content type])`` goes back, the
+    answer a JSON-able value or bytes."""
+
+    def __init__(self, handle):
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                return
+
+            def _handle(self, method):
+                url = urllib.parse.urlparse(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                body = json.loads(raw) if raw else None
+                with server.lock:
+                    answer = handle(method, url, body)
+                code, data, content_type = (tuple(answer) + ("application/json",))[:3]
+                data = data if isinstance(data, bytes) else json.dumps(data).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802
+                self._handle("GET")
+
+            def do_POST(self):  # noqa: N802
+                self._handle("POST")
+
+            def do_PATCH(self):  # noqa: N802
+                self._handle("PATCH")
+
+            def do_PUT(self):  # noqa: N802
+                self._handle("PUT")
+
+            def do_DELETE(self):  # noqa: N802
+                self._handle("DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self, silent=False):
+        """Stop answering; ``silent`` keeps the socket listening, so that a client's connection is
+        taken and never answered (a cluster that does not answer, not one that refuses)."""
+        self.server.shutdown()
+        if not silent:
+            self.server.server_close()
+
+
+def _resource(name, kind, namespaced, verbs, singular=None, **more):
+    found = {"name": name, "singularName": singular if singular is not None else name[:-1], "namespaced": namespaced,
+             "kind": kind, "verbs": verbs.split()}
+    found.update(more)
+    return found
+
+
+_RW = "create delete get list patch update watch"
+#: What the fakes serve, by group version: the union of what the drain, kubernetes.core's modules
+#: and the cluster layer ask about (which of the groups a fake serves: :meth:`ApiServer.served`).
 RESOURCES = {
-    "kind": "APIResourceList",
-    "groupVersion": "v1",
-    "resources": [
-        {"name": "nodes", "singularName": "node", "namespaced": False, "kind": "Node", "verbs": ["get", "list", "patch", "watch"]},
-        {"name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-         "verbs": ["create", "delete", "get", "list", "patch", "watch"]},
-        {"name": "pods/eviction", "singularName": "", "namespaced": True, "kind": "Eviction", "group": "policy", "version": "v1",
-         "verbs": ["create"]},
-        {"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod", "verbs": ["get"]},
-        {"name": "namespaces", "singularName": "namespace", "namespaced": False, "kind": "Namespace", "verbs": ["get", "list"]},
+    "v1": [
+        _resource("nodes", "Node", False, "get list patch update watch"),
+        _resource("namespaces", "Namespace", False, _RW),
+        _resource("configmaps", "ConfigMap", True, _RW),
+        _resource("secrets", "Secret", True, _RW),
+        _resource("pods", "Pod", True, "create delete deletecollection get list patch update watch"),
+        _resource("pods/eviction", "Eviction", True, "create", singular="", group="policy", version="v1"),
+        _resource("pods/log", "Pod", True, "get", singular=""),
     ],
+    "policy/v1": [_resource("poddisruptionbudgets", "PodDisruptionBudget", True, "get list")],
+    "node.k8s.io/v1": [_resource("runtimeclasses", "RuntimeClass", False, _RW)],
+    "apiextensions.k8s.io/v1": [_resource("customresourcedefinitions", "CustomResourceDefinition", False, _RW)],
+    "resource.k8s.io/v1": [_resource("deviceclasses", "DeviceClass", False, _RW), _resource("resourceclaims", "ResourceClaim", True, _RW),
+                           _resource("resourceslices", "ResourceSlice", False, "get list watch")],
+    "nvidia.com/v1": [_resource("clusterpolicies", "ClusterPolicy", False, "get list watch", singular="clusterpolicy")],
 }
-POLICY = {
-    "kind": "APIResourceList",
-    "groupVersion": "policy/v1",
-    "resources": [
-        {"name": "poddisruptionbudgets", "singularName": "poddisruptionbudget", "namespaced": True,
-         "kind": "PodDisruptionBudget", "verbs": ["get", "list"]},
-    ],
-}
-GROUPS = {
-    "kind": "APIGroupList",
-    "apiVersion": "v1",
-    "groups": [{"name": "policy", "versions": [{"groupVersion": "policy/v1", "version": "v1"}],
-                "preferredVersion": {"groupVersion": "policy/v1", "version": "v1"}}],
-}
+
+
+def merge_patch(target, patch):
+    """A JSON merge patch (RFC 7386): ``None`` removes a key."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def selected(labels, selector):
+    """Whether ``labels`` match a label selector of ``key=value`` terms."""
+    for term in filter(None, (selector or "").split(",")):
+        key, dummy, value = term.partition("=")
+        if (labels or {}).get(key) != value:
+            return False
+    return True
+
+
+class ApiServer(object):
+    """What every fake API server shares (the module's docstring); a fake answers in :meth:`answer`."""
+
+    #: The API server's version, and the groups it serves beside v1.
+    version = "v1.31.0"
+    groups = ("policy/v1",)
+    #: The attributes that hold the fake's objects: a dry run puts them back as they were.
+    stores = ()
+
+    def __init__(self):
+        self.requests = []
+        self._http = JsonServer(self._request)
+        self.url = self._http.url
+
+    def _request(self, method, url, body):
+        query = urllib.parse.parse_qs(url.query)
+        self.requests.append((method, url.path, url.query, body))
+        path = url.path.rstrip("/")
+        served = self.served()
+        if path in served:
+            return 200, served[path]
+        before = self.snapshot()
+        answer = self.answer(method, path, query, body)
+        if "All" in query.get("dryRun", []):
+            self.put_back(before)
+        return answer
+
+    def answer(self, method, path, query, body):
+        return self.not_found(path)
+
+    def snapshot(self):
+        return copy.deepcopy(dict((name, getattr(self, name)) for name in self.stores))
+
+    def put_back(self, snapshot):
+        for name, value in snapshot.items():
+            setattr(self, name, value)
+
+    def served(self):
+        """The discovery documents, by path."""
+        groups = [g for g in self.served_groups()]
+        minor = self.version.split(".")[1]
+        found = {"/version": {"major": "1", "minor": minor, "gitVersion": self.version},
+                 "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},
+                 "/apis": {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g) for g in groups]}}
+        for group_version in ["v1"] + groups:
+            path = "/api/v1" if group_version == "v1" else "/apis/" + group_version
+            found[path] = {"kind": "APIResourceList", "groupVersion": group_version, "resources": RESOURCES[group_version]}
+        return found
+
+    def served_groups(self):
+        return list(self.groups)
+
+    def close(self, silent=False):
+        self._http.close(silent)
+
+    def kubeconfig(self, path):
+        """Write a kubeconfig for this server at ``path``; returns ``path``."""
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "fake"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+        }
+        with open(path, "w") as handle:
+            yaml.safe_dump(config, handle)
+        return path
+
+    @staticmethod
+    def status(code, reason, message, causes=None):
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason,
+                "code": code}
+        if causes:
+            body["details"] = {"causes": causes}
+        return code, body, "application/json"
+
+    def not_found(self, what):
+        return self.status(404, "NotFound", "%s not found" % what)
+
+
+def _group(group_version):
+    name, version = group_version.split("/")
+    found = {"groupVersion": group_version, "version": version}
+    return {"name": name, "versions": [found], "preferredVersion": found}
 
 
 def node(name, gpus=1, resource="nvidia.com/gpu", ready=True, unschedulable=False, annotations=None):
@@ -117,25 +283,6 @@ def pdb(name, namespace="ml", match_labels=None, match_expressions=None, disrupt
     }
 
 
-def _merge(target, patch):
-    """A JSON merge patch (RFC 7386): ``None`` removes a key."""
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
-def _selected(labels, selector):
-    for term in filter(None, (selector or "").split(",")):
-        key, dummy, value = term.partition("=")
-        if (labels or {}).get(key) != value:
-            return False
-    return True
-
-
 def _pdb_selects(budget, labels):
     selector = budget["spec"].get("selector")
     if selector is None:
@@ -157,7 +304,11 @@ def _pdb_selects(budget, labels):
     return True
 
 
-class FakeKube(object):
+class FakeKube(ApiServer):
+    """Nodes, pods, evictions and PodDisruptionBudgets (the module's docstring)."""
+
+    stores = ("nodes", "pods", "pdbs", "_terminating")
+
     def __init__(self, nodes=(), pods=(), pdbs=(), pdb_refusals=None, terminate_reads=0, node_script=None):
         self.nodes = dict((n["metadata"]["name"], copy.deepcopy(n)) for n in nodes)
         self.pods = dict(((p["metadata"]["namespace"], p["metadata"]["name"]), copy.deepcopy(p)) for p in pods)
@@ -165,31 +316,9 @@ class FakeKube(object):
         self.pdb_refusals = dict(pdb_refusals or {})
         self.terminate_reads = terminate_reads
         self.node_script = dict((k, list(v)) for k, v in (node_script or {}).items())
-        self.requests = []
         self.evictions = []
         self._terminating = {}
-        self._http = JsonServer(self._request)
-        self.url = self._http.url
-
-    def _request(self, method, url, body):
-        query = urllib.parse.parse_qs(url.query)
-        self.requests.append((method, url.path, url.query, body))
-        return self.answer(method, url.path.rstrip("/"), query, body)
-
-    def close(self, silent=False):
-        self._http.close(silent)
-
-    def kubeconfig(self, path):
-        """Write a kubeconfig for this server at ``path``; returns ``path``."""
-        config = {
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "fake"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-        }
-        with open(path, "w") as handle:
-            yaml.safe_dump(config, handle)
-        return path
+        super().__init__()
 
     # --- what the tests look at ---------------------------------------------------------------
 
@@ -212,17 +341,6 @@ class FakeKube(object):
 
     # --- the API --------------------------------------------------------------------------------
 
-    @staticmethod
-    def _status(code, reason, message, causes=None):
-        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason,
-                "code": code}
-        if causes:
-            body["details"] = {"causes": causes}
-        return code, body, "application/json"
-
-    def _not_found(self, what):
-        return self._status(404, "NotFound", "%s not found" % what)
-
     def _read_pod(self, key):
         """A pod as read now; a terminating pod disappears after ``terminate_reads`` reads."""
         if key in self._terminating:
@@ -242,128 +360,125 @@ class FakeKube(object):
         if obj is None:
             return None
         script = self.node_script.get(name)
+        shown = copy.deepcopy(obj)
         if script:
-            state = script.pop(0)
-            shown = copy.deepcopy(obj)
-            _merge(shown, state)
-            return shown
-        return copy.deepcopy(obj)
+            merge_patch(shown, script.pop(0))
+        return shown
 
     def _evict(self, namespace, name):
         key = (namespace, name)
         target = self.pods.get(key)
         if target is None:
             if key in self._terminating:
-                return 201, {"kind": "Status", "status": "Success", "code": 201}, "application/json"
-            return self._not_found('pods "%s"' % name)
+                return 201, {"kind": "Status", "status": "Success", "code": 201}
+            return self.not_found('pods "%s"' % name)
         budgets = [b for b in self.pdbs if b["metadata"]["namespace"] == namespace and _pdb_selects(b, target["metadata"].get("labels"))]
         if len(budgets) > 1:
-            return self._status(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
-        if budgets:
-            budget = budgets[0]
-            bname = budget["metadata"]["name"]
-            left = self.pdb_refusals.get(bname, 0)
-            if left is None or left > 0:
-                if left is not None:
-                    self.pdb_refusals[bname] = left - 1
-                self.evictions.append(("%s/%s" % key, 429))
-                return self._status(
-                    429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
-                    causes=[{"reason": "DisruptionBudget", "message": "The disruption budget %s needs 1 healthy pods and has 1 currently" % bname}],
-                )
+            return self.status(500, "InternalError", "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
+        if budgets and self._refuses(budgets[0]["metadata"]["name"]):
+            self.evictions.append(("%s/%s" % key, 429))
+            return self.status(
+                429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+                causes=[{"reason": "DisruptionBudget",
+                         "message": "The disruption budget %s needs 1 healthy pods and has 1 currently" % budgets[0]["metadata"]["name"]}],
+            )
         self.evictions.append(("%s/%s" % key, 201))
         del self.pods[key]
         target["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
         self._terminating[key] = target
-        return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}, "application/json"
+        return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
-    def answer(self, method, path, query, body):  # pylint: disable=too-many-return-statements,too-many-branches
-        ok = "application/json"
-        if path == "/version":
-            return 200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0"}, ok
-        if path == "/api":
-            return 200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}, ok
-        if path == "/apis":
-            return 200, GROUPS, ok
-        if path == "/api/v1":
-            return 200, RESOURCES, ok
-        if path == "/apis/policy/v1":
-            return 200, POLICY, ok
+    def _refuses(self, budget):
+        """Whether the budget refuses this eviction (counting down its ``pdb_refusals``)."""
+        left = self.pdb_refusals.get(budget, 0)
+        if left is not None and left > 0:
+            self.pdb_refusals[budget] = left - 1
+        return left is None or left > 0
+
+    def answer(self, method, path, query, body):
+        parts = path.split("/")
         if path == "/api/v1/nodes":
             items = [self._read_node(n) for n in sorted(self.nodes)]
-            return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}, ok
-        if path == "/api/v1/namespaces" and method == "POST":
-            return 201, body, ok
-        if path.startswith("/api/v1/namespaces/") and len(path.split("/")) == 5 and method == "DELETE":
-            namespace = path.split("/")[4]
+            return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
+        if path.startswith("/api/v1/nodes/"):
+            return self._node(method, parts[4], path, body)
+        if path == "/api/v1/pods":
+            selector = (query.get("fieldSelector") or [""])[0]
+            wanted = selector.split("=", 1)[1] if selector.startswith("spec.nodeName=") else None
+            return 200, self._pod_list(self.all_pods(), lambda shown: wanted is None or shown["spec"].get("nodeName") == wanted)
+        if path.startswith("/api/v1/namespaces") and len(parts) <= 5:
+            return self._namespace(method, parts, body)
+        if parts[1:4] == ["apis", "policy", "v1"] and len(parts) >= 7 and parts[4] == "namespaces" and parts[6] == "poddisruptionbudgets":
+            return self._budget(method, parts[5], parts[7] if len(parts) > 7 else None, body)
+        if parts[1:4] == ["api", "v1", "namespaces"] and len(parts) >= 6 and parts[5] == "pods":
+            return self._pod(method, parts[4], parts[6:], query, body)
+        return self.not_found(path)
+
+    def _node(self, method, name, path, body):
+        if name not in self.nodes:
+            return self.not_found('nodes "%s"' % name)
+        if method == "PATCH":
+            merge_patch(self.nodes[name], {"status": (body or {}).get("status") or {}} if path.endswith("/status") else body or {})
+            return 200, copy.deepcopy(self.nodes[name])
+        return 200, self._read_node(name)
+
+    def _namespace(self, method, parts, body):
+        if len(parts) == 4 and method == "POST":
+            return 201, body
+        if len(parts) == 5 and method == "DELETE":
+            namespace = parts[4]
             for key in [k for k in self.all_pods() if k[0] == namespace]:
                 self.pods.pop(key, None)
                 self._terminating.pop(key, None)
             self.pdbs = [b for b in self.pdbs if b["metadata"]["namespace"] != namespace]
-            return 200, {"kind": "Namespace", "metadata": {"name": namespace}}, ok
-        if path.startswith("/api/v1/nodes/"):
-            name = path.split("/")[4]
-            if name not in self.nodes:
-                return self._not_found('nodes "%s"' % name)
-            if method == "PATCH" and path.endswith("/status"):
-                _merge(self.nodes[name], {"status": (body or {}).get("status") or {}})
-                return 200, copy.deepcopy(self.nodes[name]), ok
-            if method == "PATCH":
-                _merge(self.nodes[name], body or {})
-                return 200, copy.deepcopy(self.nodes[name]), ok
-            return 200, self._read_node(name), ok
-        if path == "/api/v1/pods":
-            selector = (query.get("fieldSelector") or [""])[0]
-            wanted = selector.split("=", 1)[1] if selector.startswith("spec.nodeName=") else None
-            items = []
-            for key in sorted(self.all_pods()):
-                shown = self._read_pod(key)
-                if shown is not None and (wanted is None or shown["spec"].get("nodeName") == wanted):
-                    items.append(shown)
-            return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}, ok
-        parts = path.split("/")
-        if len(parts) >= 7 and parts[1:4] == ["apis", "policy", "v1"] and parts[4] == "namespaces" and parts[6] == "poddisruptionbudgets":
-            namespace = parts[5]
-            if len(parts) == 7 and method == "POST":
-                budget = copy.deepcopy(body)
-                budget["metadata"]["namespace"] = namespace
-                budget.setdefault("status", {"observedGeneration": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
-                                             "disruptionsAllowed": 0})
-                self.pdbs.append(budget)
-                return 201, budget, ok
-            if len(parts) == 7:
-                items = [b for b in self.pdbs if b["metadata"]["namespace"] == namespace]
-                return 200, {"kind": "PodDisruptionBudgetList", "apiVersion": "policy/v1", "metadata": {}, "items": items}, ok
-            found = [b for b in self.pdbs if b["metadata"]["namespace"] == namespace and b["metadata"]["name"] == parts[7]]
-            if not found:
-                return self._not_found('poddisruptionbudgets.policy "%s"' % parts[7])
-            if method == "DELETE":
-                self.pdbs.remove(found[0])
-            return 200, found[0], ok
-        if len(parts) >= 6 and parts[1:4] == ["api", "v1", "namespaces"] and parts[5] == "pods":
-            namespace = parts[4]
-            if len(parts) == 6 and method == "POST":
-                created = copy.deepcopy(body)
-                created["metadata"].update({"namespace": namespace, "uid": "uid-%s-%s" % (namespace, created["metadata"]["name"])})
-                created["status"] = {"phase": "Running"}
-                self.pods[(namespace, created["metadata"]["name"])] = created
-                return 201, created, ok
-            if len(parts) == 6:
-                items = []
-                for key in sorted(self.all_pods()):
-                    if key[0] == namespace:
-                        shown = self._read_pod(key)
-                        if shown is not None and _selected(shown["metadata"].get("labels"), (query.get("labelSelector") or [""])[0]):
-                            items.append(shown)
-                return 200, {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}, ok
-            name = parts[6]
-            if len(parts) == 8 and parts[7] == "eviction" and method == "POST":
-                return self._evict(namespace, name)
-            shown = self._read_pod((namespace, name))
-            if shown is None:
-                return self._not_found('pods "%s"' % name)
-            if method == "DELETE":
-                self.pods.pop((namespace, name), None)
-                self._terminating.pop((namespace, name), None)
-            return 200, shown, ok
-        return self._not_found(path)
+            return 200, {"kind": "Namespace", "metadata": {"name": namespace}}
+        return self.not_found("/".join(parts))
+
+    def _budget(self, method, namespace, name, body):
+        if name is None and method == "POST":
+            budget = copy.deepcopy(body)
+            budget["metadata"]["namespace"] = namespace
+            budget.setdefault("status", {"observedGeneration": 1, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+                                         "disruptionsAllowed": 0})
+            self.pdbs.append(budget)
+            return 201, budget
+        if name is None:
+            items = [b for b in self.pdbs if b["metadata"]["namespace"] == namespace]
+            return 200, {"kind": "PodDisruptionBudgetList", "apiVersion": "policy/v1", "metadata": {}, "items": items}
+        found = [b for b in self.pdbs if b["metadata"]["namespace"] == namespace and b["metadata"]["name"] == name]
+        if not found:
+            return self.not_found('poddisruptionbudgets.policy "%s"' % name)
+        if method == "DELETE":
+            self.pdbs.remove(found[0])
+        return 200, found[0]
+
+    def _pod_list(self, keys, wanted):
+        """The pods of ``keys`` (each read once, in order) that are still there and ``wanted``."""
+        items = [shown for shown in (self._read_pod(key) for key in sorted(keys)) if shown is not None and wanted(shown)]
+        return {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}
+
+    def _pod(self, method, namespace, rest, query, body):
+        """A pod request: ``rest`` is what follows ``.../pods`` (nothing, the name, the name and a subresource)."""
+        if not rest and method == "POST":
+            return 201, self.create_pod(namespace, body)
+        if not rest:
+            selector = (query.get("labelSelector") or [""])[0]
+            keys = [key for key in self.all_pods() if key[0] == namespace]
+            return 200, self._pod_list(keys, lambda shown: selected(shown["metadata"].get("labels"), selector))
+        if rest[1:] == ["eviction"] and method == "POST":
+            return self._evict(namespace, rest[0])
+        shown = self._read_pod((namespace, rest[0]))
+        if shown is None:
+            return self.not_found('pods "%s"' % rest[0])
+        if method == "DELETE":
+            self.pods.pop((namespace, rest[0]), None)
+            self._terminating.pop((namespace, rest[0]), None)
+        return 200, shown
+
+    def create_pod(self, namespace, body):
+        """The pod a POST creates: Running at once (a test's fake may play it otherwise)."""
+        created = copy.deepcopy(body)
+        created["metadata"].update({"namespace": namespace, "uid": "uid-%s-%s" % (namespace, created["metadata"]["name"])})
+        created["status"] = {"phase": "Running"}
+        self.pods[(namespace, created["metadata"]["name"])] = created
+        return created

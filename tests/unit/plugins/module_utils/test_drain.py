@@ -49,7 +49,7 @@ def make(tmp_path, **kwargs):
 
 
 @pytest.fixture
-def kube(tmp_path):
+def kube(tmp_path, discovery_cache):
     fakes = []
 
     def start(**kwargs):
@@ -289,7 +289,7 @@ def test_a_node_not_in_the_cluster(kube):
 # --- the client --------------------------------------------------------------------------------
 
 
-def test_no_kubeconfig(tmp_path, monkeypatch):
+def test_no_kubeconfig(tmp_path, discovery_cache, monkeypatch):
     monkeypatch.delenv("K8S_AUTH_KUBECONFIG", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nothing"))
@@ -300,7 +300,7 @@ def test_no_kubeconfig(tmp_path, monkeypatch):
         "K8S_AUTH_KUBECONFIG or KUBECONFIG to the cluster's kubeconfig" % (tmp_path / "nothing"))
 
 
-def test_k8s_auth_kubeconfig_and_context(tmp_path, monkeypatch):
+def test_k8s_auth_kubeconfig_and_context(tmp_path, discovery_cache, monkeypatch):
     fake = K.FakeKube([K.node("gpu-a")])
     try:
         monkeypatch.setenv("K8S_AUTH_KUBECONFIG", fake.kubeconfig(str(tmp_path / "kc")))
@@ -319,7 +319,7 @@ def _config(port):
             "users": [{"name": "x", "user": {"token": "x"}}], "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}
 
 
-def test_a_cluster_that_does_not_answer(tmp_path):
+def test_a_cluster_that_does_not_answer(tmp_path, discovery_cache):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -328,7 +328,7 @@ def test_a_cluster_that_does_not_answer(tmp_path):
     assert err.value.msg.startswith("gpu_drain: connect: the cluster at http://127.0.0.1:%d does not answer: " % port)
 
 
-def test_a_cluster_that_takes_the_connection_and_never_answers(tmp_path):
+def test_a_cluster_that_takes_the_connection_and_never_answers(tmp_path, discovery_cache):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(8)

@@ -14,7 +14,7 @@ pytest.importorskip("kubernetes")
 
 
 @pytest.fixture
-def kube(tmp_path):
+def kube(tmp_path, discovery_cache):
     fake = K.FakeKube(
         [K.node("gpu-a")],
         [K.pod("train-0", "gpu-a", labels={"app": "train"}), K.pod("dcgm-x", "gpu-a", namespace="gpu-operator", owner=("DaemonSet", "dcgm"))],
