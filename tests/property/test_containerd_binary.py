@@ -14,8 +14,8 @@ import tomlkit
 from hypothesis import given, note, settings, strategies as st
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import dump_problems
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config_check import dump_problems
 from ansible_collections.gpufleet.nvidia.tests.property import strategies as s
 from ansible_collections.gpufleet.nvidia.tests.property.tally import tally
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
@@ -61,7 +61,7 @@ def test_containerd_loads_what_it_loaded(minor, main, mode, set_as_default):
         rc, out, err = dump(binary, folder, main)
         if rc != 0 or dump_problems(out, "runc", "absent"):
             return tally("containerd binary", "original not loaded")
-        options = ctd.ContainerdOptions(mode=mode, set_as_default=set_as_default, containerd_version=_binary_version(binary))
+        options = containerd_config.ContainerdOptions(mode=mode, set_as_default=set_as_default, containerd_version=_binary_version(binary))
         try:
             plan = ctd.plan_containerd(MAIN, main, None, options)
         except GpuFleetError as exc:

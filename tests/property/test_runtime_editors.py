@@ -14,7 +14,7 @@ import tomllib
 from hypothesis import given, note, strategies as st
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, k3s
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import docker
 from ansible_collections.gpufleet.nvidia.tests.property import strategies as s
@@ -112,7 +112,7 @@ containerd_options = st.fixed_dictionaries(
 
 
 def plan_ctd(main, dropin, **options):
-    return ctd.plan_containerd(MAIN, main, dropin, ctd.ContainerdOptions(dropin_path=DROPIN, **options))
+    return ctd.plan_containerd(MAIN, main, dropin, containerd_config.ContainerdOptions(dropin_path=DROPIN, **options))
 
 
 @given(main=s.toml_file(s.containerd_tree(), s.CONTAINERD_FIXTURES), options=containerd_options)
@@ -134,8 +134,8 @@ def test_containerd_refuses_or_round_trips(main, options):
 
 
 def plan_k3s(template, generated, **options):
-    opts = ctd.ContainerdOptions(mode="inplace", **options)
-    return ctd.plan_k3s("k3s", K3S_TEMPLATE, template, K3S_GENERATED, generated, opts)
+    opts = containerd_config.ContainerdOptions(mode="inplace", **options)
+    return k3s.plan_k3s("k3s", K3S_TEMPLATE, template, K3S_GENERATED, generated, opts)
 
 
 @given(generated=s.toml_file(s.containerd_tree(), s.K3S_FIXTURES), options=st.fixed_dictionaries(

@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inpu
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as report
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import text as report_text
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import dev_char, edit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import dev_char, files
 from ansible_collections.gpufleet.nvidia.tests.property.tally import tally
 
 HOSTILE = st.sampled_from(["\n", "\r", " ", "\t", '"', "\\", "$", "%", "-", "--", "..", "/", "\x1b", "\x9b", "\x00",
@@ -75,6 +75,6 @@ def test_report_text(host, reason):
 @given(text=st.one_of(text, st.from_regex(r'\{"a": -?[0-9]{1,3}(\.[0-9])?e[0-9]{1,4}\}', fullmatch=True),
                       st.integers(0, 200).map(lambda n: '{"a": ' + "[" * n + "]" * n + "}")))
 def test_json_reader(text):
-    value = refused_or("daemon.json reader", lambda: edit.parse_json(text, "/etc/docker/daemon.json"))
+    value = refused_or("daemon.json reader", lambda: files.parse_json(text, "/etc/docker/daemon.json"))
     if value is not None:
         assert isinstance(value, dict)

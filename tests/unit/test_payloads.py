@@ -34,8 +34,16 @@ READ_ONLY = ("gpu_facts", "host_validate", "preflight")
 #: The runtime configuration editors and what only they use: none of it in a read-only payload.
 EDITORS = (
     "runtime/edit.py",
+    "runtime/toml_edit.py",
+    "runtime/files.py",
+    "runtime/undo.py",
     "runtime/config.py",
+    "runtime/config_plan.py",
+    "runtime/config_check.py",
     "runtime/containerd.py",
+    "runtime/containerd_config.py",
+    "runtime/containerd_inplace.py",
+    "runtime/k3s.py",
     "runtime/crio.py",
     "runtime/docker.py",
     "runtime/toolkit_config.py",

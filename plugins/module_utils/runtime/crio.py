@@ -25,39 +25,33 @@ import copy
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.docker import check_names
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
-    OWNER_MARK,
-    UNDO_KEY,
-    FileChange,
-    Plan,
-    TomlStyle,
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import dump_toml, is_table, parse_toml, toml_settings, TomlStyle
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import get_path, OWNER_MARK, plain, same
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import (
     add_table,
-    apply_undo,
     check_edited_toml,
-    checked_record,
     delete_path,
-    dump_toml,
     ensure_tables,
-    keep_undo_note,
-    get_path,
-    is_table,
     lookup,
     note_change,
     parse_raw,
-    parse_toml,
-    plain,
     prune_created,
     record_comment,
     record_entry,
-    recover_origin,
     refusing_tomlkit_errors,
     restore_entry,
-    same,
     set_scalar,
     sync_table,
-    toml_settings,
-    undo_note,
     write_record_comment,
+)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import (
+    apply_undo,
+    checked_record,
+    keep_undo_note,
+    recover_origin,
+    UNDO_KEY,
+    undo_note,
 )
 
 DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"

@@ -41,7 +41,7 @@ import stat
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, toolkit_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, files, managed, toolkit_config
 
 RULE_PATH = "/etc/udev/rules.d/71-nvidia-dev-char.rules"
 NVIDIA_CTK = "/usr/bin/nvidia-ctk"
@@ -130,7 +130,7 @@ def _files(host, patterns) -> list:
 
 
 def _toml(host, path):
-    text = edit.read_text(host, path)
+    text = files.read_text(host, path)
     try:
         return edit.toml_data(text or "")
     except Exception as exc:  # tomlkit's parse errors are of several classes
@@ -143,10 +143,10 @@ def containerd_cgroup(host, runtime: str, runtime_name: str) -> tuple:
     for path in _files(host, CONTAINERD_FILES[runtime]):
         data = _toml(host, path)
         for plugin in CRI_PLUGINS:
-            runtimes = edit.get_path(data, ("plugins", plugin, "containerd", "runtimes"), {})
-            default = edit.get_path(data, ("plugins", plugin, "containerd", "default_runtime_name"), "runc")
+            runtimes = managed.get_path(data, ("plugins", plugin, "containerd", "runtimes"), {})
+            default = managed.get_path(data, ("plugins", plugin, "containerd", "default_runtime_name"), "runc")
             for name in (runtime_name, default):
-                value = edit.get_path(runtimes, (name, "options", "SystemdCgroup"))
+                value = managed.get_path(runtimes, (name, "options", "SystemdCgroup"))
                 if isinstance(value, bool):
                     found[name] = (value, "%s (runtimes.%s)" % (path, name))
     entry = found.get(runtime_name) or next(iter(found.values()), None)
@@ -158,14 +158,14 @@ def containerd_cgroup(host, runtime: str, runtime_name: str) -> tuple:
 def crio_cgroup(host) -> tuple:
     manager, where = "systemd", "CRI-O's default cgroup_manager"
     for path in _files(host, CRIO_FILES):
-        value = edit.get_path(_toml(host, path), ("crio", "runtime", "cgroup_manager"))
+        value = managed.get_path(_toml(host, path), ("crio", "runtime", "cgroup_manager"))
         if isinstance(value, str):
             manager, where = value, "cgroup_manager in %s" % path
     return manager, where
 
 
 def docker_cgroup(host) -> tuple:
-    data = edit.parse_json(edit.read_text(host, DOCKER_FILE), DOCKER_FILE)
+    data = files.parse_json(files.read_text(host, DOCKER_FILE), DOCKER_FILE)
     opts = data.get("exec-opts") if isinstance(data.get("exec-opts"), list) else []
     for opt in reversed(opts):
         key, unused, value = str(opt).partition("=")
@@ -280,7 +280,7 @@ def plan(host, params: dict, found: dict, numbers=device_numbers) -> dict:
     """What to do: the rule file's text before and after, the links wanted and missing."""
     wanted_state = params["state"]
     apply_fix = wanted_state == "present" or (wanted_state == "auto" and found["affected"])
-    before = edit.read_text(host, params["rule_path"])
+    before = files.read_text(host, params["rule_path"])
     if apply_fix:
         after = rule_text(params["nvidia_ctk_path"])
     elif wanted_state == "absent" or (before or "").startswith(RULE_HEADER):
@@ -290,7 +290,7 @@ def plan(host, params: dict, found: dict, numbers=device_numbers) -> dict:
     wanted = wanted_links(host, numbers) if apply_fix else {}
     return {
         "fix": apply_fix,
-        "rule": edit.FileChange(params["rule_path"], before, after),
+        "rule": files.FileChange(params["rule_path"], before, after),
         "wanted": wanted,
         "missing": missing_links(host, wanted),
     }

@@ -46,18 +46,10 @@ import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import (
-    UNDO_KEY,
-    FileChange,
-    Plan,
-    apply_undo,
-    check_handler_name,
-    parse_json,
-    recover_origin,
-    same,
-    undo_note,
-    without_empty,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import without_empty
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import check_handler_name, FileChange, parse_json, Plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import same
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import apply_undo, recover_origin, UNDO_KEY, undo_note
 
 DEFAULT_BINARY = "nvidia-container-runtime"
 DEFAULT_CONFIG = "/etc/docker/daemon.json"
@@ -469,13 +461,13 @@ def _absent_text(path, text, opts: DockerOptions, record: dict):
 
 
 def _settings(text):
-    """daemon.json's settings, empty objects left out (``edit.undo_note``'s ``data``)."""
+    """daemon.json's settings, empty objects left out (``undo.undo_note``'s ``data``)."""
     return without_empty(json.loads(text)) if text.strip() else {}
 
 
 def _note_undo(path, text, current: dict, wanted: dict, opts: DockerOptions, before: dict, record: dict) -> dict:
     """``record`` with the note that gives the user's file back byte for byte once the module's keys are
-    out of ``wanted`` (``edit.undo_note``); a note made for another text is kept as it is."""
+    out of ``wanted`` (``undo.undo_note``); a note made for another text is kept as it is."""
     origin = recover_origin(text, _absent_text(path, text, opts, before) if before else None, before.get(UNDO_KEY))
     if origin is None:
         return record

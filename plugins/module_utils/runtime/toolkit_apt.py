@@ -28,7 +28,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import read_text
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import read_text
 
 MANAGED_BY = "Managed by gpufleet.nvidia.container_toolkit"
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1")

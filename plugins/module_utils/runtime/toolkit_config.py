@@ -14,7 +14,7 @@ puts back exactly what was there (or removes a key that was not).
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, managed
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, files, managed, toml_edit, undo
 # The settings as the toolkit reads them, without tomlkit; here too for this editor's callers.
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toolkit_settings import (  # noqa: F401  pylint: disable=unused-import
     CONFIG_PATH,
@@ -68,7 +68,7 @@ def plan_isolation(text, path: str, state: str) -> tuple:
     if state == "absent" and text is None:
         return None, []
     doc = edit.parse_toml(_without_record(text or ""), path)
-    record = edit.checked_record(read_record(text), path, owner="gpufleet.nvidia.toolkit_config", mark=RECORD_MARK,
+    record = undo.checked_record(read_record(text), path, owner="gpufleet.nvidia.toolkit_config", mark=RECORD_MARK,
                                  created="flag")
     record.setdefault("keys", [])
     warnings = []
@@ -79,7 +79,7 @@ def plan_isolation(text, path: str, state: str) -> tuple:
             record["created"] = True
         return _with_record(doc.as_string(), record), warnings
     for entry in record["keys"]:
-        edit.restore_entry(doc, entry, warnings)
+        toml_edit.restore_entry(doc, entry, warnings)
     after = doc.as_string()
     if record.get("created") and record["keys"] and not after.strip():
         return None, warnings  # the module created the file for these keys alone
@@ -88,23 +88,23 @@ def plan_isolation(text, path: str, state: str) -> tuple:
 
 def _set_isolation(doc, record: dict, style) -> None:
     for key, value in ISOLATED:
-        if key in doc and edit.same(doc[key], value):
+        if key in doc and managed.same(doc[key], value):
             continue
-        edit.note_change(record, [key], doc, key, value)
+        toml_edit.note_change(record, [key], doc, key, value)
         if key in doc:
-            edit.replace_path(doc, [key], edit.tk_value(value, style))
+            toml_edit.replace_path(doc, [key], edit.tk_value(value, style))
         else:
-            edit.insert_top_kv(doc, key, edit.tk_value(value, style))
+            toml_edit.insert_top_kv(doc, key, edit.tk_value(value, style))
 
 
 def _check_types(doc, path: str) -> None:
     """Refuse a file whose isolation keys are not booleans: the toolkit cannot read the file, and
     replacing the value would hide the mistake from whoever made it."""
     for key, unused in ISOLATED:
-        if key in doc and not isinstance(edit.plain(doc[key]), bool):
+        if key in doc and not isinstance(managed.plain(doc[key]), bool):
             raise GpuFleetError(
                 "toolkit_config: %s in %s is %s, not a boolean (true or false); the file was left untouched"
-                % (key, path, edit.raw_text(doc, key)),
+                % (key, path, toml_edit.raw_text(doc, key)),
                 path=path,
                 key=key,
             )
@@ -119,13 +119,13 @@ def converge(host, params: dict, check_mode: bool = False, want_diff: bool = Fal
     """Read, plan, write (unless check mode); the module's result (without the CDI part)."""
     path = params["path"]
     edit.require_tomlkit()
-    before = edit.read_text(host, path)
+    before = files.read_text(host, path)
     if params["isolate_unprivileged"] is None:
         after, warnings = before, []
     else:
         after, warnings = plan_isolation(before, path, "present" if params["isolate_unprivileged"] else "absent")
-    change = edit.FileChange(path, before, after)
-    data = edit.plain(edit.parse_toml(after, path)) if after else {}
+    change = files.FileChange(path, before, after)
+    data = managed.plain(edit.parse_toml(after, path)) if after else {}
     if change.changed and not check_mode:
         _write(host, path, after)
     result = {

@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.modinfo 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import Probes
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight as pf
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import managed
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import day2 as vday2
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import Checks
@@ -392,7 +392,7 @@ _KEY = ["plugins", "io.containerd.grpc.v1.cri", "containerd", "default_runtime_n
 
 
 def _written(default):
-    record = edit.encode_record({"keys": [{"path": _KEY, "raw": '"runc"', "set": "nvidia"}]})
+    record = managed.encode_record({"keys": [{"path": _KEY, "raw": '"runc"', "set": "nvidia"}]})
     return """version = 2
 [plugins."io.containerd.grpc.v1.cri".containerd]
   default_runtime_name = "%s"
@@ -412,7 +412,7 @@ def test_recorded_setting_changed_since_is_drift_with_the_diff():
 
 
 def test_a_managed_file_without_its_record_is_drift():
-    changes, unused_diff = vday2.file_drift("/x.toml.tmpl", edit.OWNER_MARK + "\n{{ template \"base\" . }}\n", template=True)
+    changes, unused_diff = vday2.file_drift("/x.toml.tmpl", managed.OWNER_MARK + "\n{{ template \"base\" . }}\n", template=True)
     assert changes == ["/x.toml.tmpl: managed by the collection but its state record is gone"]
 
 
@@ -476,8 +476,8 @@ def test_a_containerd_drop_ins_record_is_of_the_main_file_that_imports_it(tmp_pa
     """The lab's files as the module wrote them (drop-in mode): the drop-in's record lists what the
     module changed in the main file (imports). Before, it was compared with the drop-in itself,
     which has no imports: every drop-in node was reported as drifted."""
-    record = edit.encode_record({"keys": [{"path": ["imports"], "raw": None, "set": ["/etc/containerd/conf.d/*.toml"]}]})
-    dropin = "%s\n%s\nversion = 2\n" % (edit.OWNER_MARK, record)
+    record = managed.encode_record({"keys": [{"path": ["imports"], "raw": None, "set": ["/etc/containerd/conf.d/*.toml"]}]})
+    dropin = "%s\n%s\nversion = 2\n" % (managed.OWNER_MARK, record)
     files = {"/etc/containerd/config.toml": 'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n',
              "/etc/containerd/conf.d/99-nvidia.toml": dropin}
     facts = {"container": {"containerd": {"config_path": "/etc/containerd/config.toml",

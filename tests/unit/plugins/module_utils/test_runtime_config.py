@@ -15,7 +15,7 @@ import sys
 import pytest
 import tomlkit
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc, config_check, config_plan, files, managed
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
@@ -44,7 +44,7 @@ def _binary_version(path: str):
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return rc.parse_containerd_version(out)
+    return config_plan.parse_containerd_version(out)
 
 
 def containerd_binaries() -> dict:
@@ -143,19 +143,19 @@ def test_parse_toml_error_names_line_and_column(text, line, column):
 )
 def test_parse_json_error_names_line_and_column(text, line, column):
     with pytest.raises(GpuFleetError) as exc:
-        edit.parse_json(text, "/etc/docker/daemon.json")
+        files.parse_json(text, "/etc/docker/daemon.json")
     assert exc.value.details == {"path": "/etc/docker/daemon.json", "line": line, "column": column}
     assert "(line %d, column %d)" % (line, column) in exc.value.msg
 
 
 def test_parse_json_refuses_a_non_object():
     with pytest.raises(GpuFleetError, match="must hold a JSON object, found list"):
-        edit.parse_json("[]", "/etc/docker/daemon.json")
+        files.parse_json("[]", "/etc/docker/daemon.json")
 
 
 @pytest.mark.parametrize("text", [None, "", "  \n"])
 def test_parse_json_empty_is_an_empty_object(text):
-    assert edit.parse_json(text, "/x") == {}
+    assert files.parse_json(text, "/x") == {}
 
 
 # --------------------------------------------------------------------------------------
@@ -260,12 +260,12 @@ def test_defined_tables_lists_headers_only():
 
 def test_record_round_trip():
     record = {"keys": [{"path": ["imports"], "raw": None, "set": ["/etc/containerd/conf.d/*.toml"]}]}
-    line = edit.encode_record(record)
+    line = managed.encode_record(record)
     assert line.startswith("# gpufleet.nvidia.container_runtime state: ")
-    assert edit.decode_record_line("          " + line) == record
-    assert edit.find_record_in_text("version = 2\n" + line + "\n") == record
-    assert edit.decode_record_line("# an ordinary comment") is None
-    assert edit.find_record_in_text(None) == {}
+    assert managed.decode_record_line("          " + line) == record
+    assert managed.find_record_in_text("version = 2\n" + line + "\n") == record
+    assert managed.decode_record_line("# an ordinary comment") is None
+    assert managed.find_record_in_text(None) == {}
 
 
 # --------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_record_round_trip():
 @pytest.mark.parametrize("name", ["k3s-base.config.toml.tmpl", "k3s-full-with-actions.config.toml.tmpl"])
 def test_go_template_mask_round_trips(name):
     text = fixture_text(name)
-    mask = edit.GoTemplateMask(text)
+    mask = managed.GoTemplateMask(text)
     assert mask.replacements  # the template has actions
     assert "{{" not in mask.masked
     doc = edit.parse_toml(mask.masked, name)  # the masked text is TOML
@@ -284,7 +284,7 @@ def test_go_template_mask_round_trips(name):
 
 
 def test_go_template_mask_kinds():
-    mask = edit.GoTemplateMask('{{ template "base" . }}\n[a."{{ $k }}"]\n  x = {{ .X }}\n  y = "p{{ .Y }}"\n')
+    mask = managed.GoTemplateMask('{{ template "base" . }}\n[a."{{ $k }}"]\n  x = {{ .X }}\n  y = "p{{ .Y }}"\n')
     assert mask.uses_base
     plain = toml_plain(mask.masked)
     key = list(plain["a"])[0]
@@ -295,7 +295,7 @@ def test_go_template_mask_kinds():
 
 def test_go_template_mask_refuses_multiline_actions():
     with pytest.raises(GpuFleetError, match="spans several lines"):
-        edit.GoTemplateMask("{{ if .X\n}}\n")
+        managed.GoTemplateMask("{{ if .X\n}}\n")
 
 
 # --------------------------------------------------------------------------------------
@@ -315,7 +315,7 @@ def test_go_template_mask_refuses_multiline_actions():
     ],
 )
 def test_parse_containerd_version(output, version):
-    assert rc.parse_containerd_version(output) == version
+    assert config_plan.parse_containerd_version(output) == version
 
 
 def _dump(version, default="runc", runtimes=("runc", "nvidia"), disabled=()):
@@ -341,7 +341,7 @@ def _dump(version, default="runc", runtimes=("runc", "nvidia"), disabled=()):
     ],
 )
 def test_dump_problems(dump, state, problems):
-    assert len(rc.dump_problems(dump, "nvidia", state)) == problems
+    assert len(config_check.dump_problems(dump, "nvidia", state)) == problems
 
 
 # --------------------------------------------------------------------------------------
@@ -456,10 +456,10 @@ def test_read_text_is_utf8_or_an_error(tmp_path):
     host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
     (tmp_path / "ok.toml").write_bytes("# é\n".encode("utf-8"))
     (tmp_path / "latin1.toml").write_bytes(b"# \xe9\n")
-    assert edit.read_text(host, "/ok.toml") == "# é\n"
-    assert edit.read_text(host, "/missing.toml") is None
+    assert files.read_text(host, "/ok.toml") == "# é\n"
+    assert files.read_text(host, "/missing.toml") is None
     with pytest.raises(GpuFleetError, match=r"^/latin1.toml is not UTF-8 text: .*; the file was left untouched$"):
-        edit.read_text(host, "/latin1.toml")
+        files.read_text(host, "/latin1.toml")
 
 
 def test_the_flow_finds_containerd_as_the_module_does(tmp_path):
@@ -471,12 +471,12 @@ def test_the_flow_finds_containerd_as_the_module_does(tmp_path):
         def get_bin_path(self, name):
             return {"containerd": "/opt/found/containerd"}.get(name)
 
-    assert rc._which(Host.for_module(Module()), "containerd") == "/opt/found/containerd"
-    assert rc._which(FakeHost(binaries={"containerd": "/usr/bin/containerd"}), "containerd") == "/usr/bin/containerd"
+    assert config_plan._which(Host.for_module(Module()), "containerd") == "/opt/found/containerd"
+    assert config_plan._which(FakeHost(binaries={"containerd": "/usr/bin/containerd"}), "containerd") == "/usr/bin/containerd"
 
 
 def test_every_runtime_has_a_planner():
-    assert tuple(rc._PLANNERS) == rc.RUNTIMES == tuple(rc.ARGUMENT_SPEC["runtime"]["choices"])
+    assert tuple(config_plan._PLANNERS) == config_plan.RUNTIMES == tuple(rc.ARGUMENT_SPEC["runtime"]["choices"])
 
 
 @pytest.mark.parametrize(
@@ -484,21 +484,21 @@ def test_every_runtime_has_a_planner():
     [(None, None), ("", None), ("# no version\n", None), ("version = 3\n", 3), ('root = "/x"\nversion = 2\n', 2)],
 )
 def test_generated_version(text, version):
-    assert rc._generated_version(text) == version
+    assert config_plan._generated_version(text) == version
 
 
 def test_k3s_template_is_the_one_that_exists_else_the_generated_files_version():
     base = "/var/lib/rancher/k3s/agent/etc/containerd"
     host = FakeHost(files={base + "/config.toml": "version = 3\n"})
-    assert rc._k3s_files({"runtime": "k3s"}, host) == (base + "/config-v3.toml.tmpl", base + "/config.toml", "version = 3\n")
+    assert config_plan._k3s_files({"runtime": "k3s"}, host) == (base + "/config-v3.toml.tmpl", base + "/config.toml", "version = 3\n")
     host.files[base + "/config.toml.tmpl"] = ""
-    assert rc._k3s_files({"runtime": "k3s"}, host)[0] == base + "/config.toml.tmpl"
-    assert rc._k3s_files({"runtime": "k3s", "config_path": "/srv/t.tmpl"}, host) == ("/srv/t.tmpl", "/srv/config.toml", None)
+    assert config_plan._k3s_files({"runtime": "k3s"}, host)[0] == base + "/config.toml.tmpl"
+    assert config_plan._k3s_files({"runtime": "k3s", "config_path": "/srv/t.tmpl"}, host) == ("/srv/t.tmpl", "/srv/config.toml", None)
 
 
 def test_autodetected_nvidia_runtime():
-    assert rc._autodetected(FakeHost()) is None
-    assert rc._autodetected(FakeHost(files={"/usr/bin/nvidia-container-runtime": ""})) == "/usr/bin/nvidia-container-runtime"
+    assert config_plan._autodetected(FakeHost()) is None
+    assert config_plan._autodetected(FakeHost(files={"/usr/bin/nvidia-container-runtime": ""})) == "/usr/bin/nvidia-container-runtime"
 
 
 @pytest.mark.parametrize(
@@ -513,17 +513,17 @@ def test_autodetected_nvidia_runtime():
     ],
 )
 def test_why_not_validated(runtime, params, binary, after, reason):
-    plan = edit.Plan([edit.FileChange("/t", None, after)])
+    plan = files.Plan([files.FileChange("/t", None, after)])
     context = {"runtime": runtime, "containerd_binary": binary, "main_path": "/t"}
-    assert rc._why_not_validated(plan, params, context) == reason
+    assert config_check._why_not_validated(plan, params, context) == reason
 
 
 def test_a_key_ending_in_a_newline_is_quoted_not_written_bare():
     # found by tests/property: re's $ also matches before a final newline, so "runc\n" was bare
     import tomllib  # pylint: disable=import-outside-toplevel
-    assert edit.toml_key("runc") == "runc"
-    assert edit.toml_key("runc\n") == '"runc\\n"'
-    assert tomllib.loads("[%s]\n" % edit.toml_key("runc\n")) == {"runc\n": {}}
+    assert managed.toml_key("runc") == "runc"
+    assert managed.toml_key("runc\n") == '"runc\\n"'
+    assert tomllib.loads("[%s]\n" % managed.toml_key("runc\n")) == {"runc\n": {}}
 
 
 @pytest.mark.parametrize("state", ["present", "absent"])
@@ -618,4 +618,4 @@ def test_crio_reads_its_dropins_in_its_own_order(tmp_path):
     for name in ("a.conf", ".hidden", "b/x.conf", "b-c.conf", "99-nvidia.toml"):
         (tmp_path / "d" / name).write_text("")
     host = Host(str(tmp_path), runner=lambda argv, env=None: (0, "", ""))
-    assert rc._crio_dropins(host, "/d") == ["/d/.hidden", "/d/99-nvidia.toml", "/d/a.conf", "/d/b/x.conf", "/d/b-c.conf"]
+    assert config_plan._crio_dropins(host, "/d") == ["/d/.hidden", "/d/99-nvidia.toml", "/d/a.conf", "/d/b/x.conf", "/d/b-c.conf"]

@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, containerd_inplace, edit, k3s as k3s_editor, managed
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
     FIXTURES,
@@ -66,7 +66,7 @@ def source(name):
 
 def plan(main_text, dropin_text=None, **kw):
     kw.setdefault("mode", "dropin")
-    return ctd.plan_containerd(MAIN, main_text, dropin_text, ctd.ContainerdOptions(**kw))
+    return ctd.plan_containerd(MAIN, main_text, dropin_text, containerd_config.ContainerdOptions(**kw))
 
 
 def outputs(p):
@@ -118,7 +118,7 @@ def test_present_adds_the_handler_and_keeps_runc(case, mode, options):
     if options.get("enable_cdi"):
         assert config["plugins"][key]["enable_cdi"] is True
     if options.get("enable_cri"):
-        assert not set(config.get("disabled_plugins", [])) & set(ctd.CRI_PLUGIN_NAMES)
+        assert not set(config.get("disabled_plugins", [])) & set(containerd_config.CRI_PLUGIN_NAMES)
     if mode == "dropin":
         assert dropin is not None
         assert GLOB in toml_plain(main)["imports"]
@@ -291,8 +291,8 @@ def test_comments_and_order_of_the_main_file_survive(mode):
     ],
 )
 def test_detect_version(text, major, override, version, source):
-    doc = ctd.parse_toml(text, MAIN)
-    assert ctd.detect_version(doc, major, override) == (version, source)
+    doc = edit.parse_toml(text, MAIN)
+    assert containerd_config.detect_version(doc, major, override) == (version, source)
 
 
 @pytest.mark.parametrize("text", ["version = 5\n", 'version = "two"\n'])
@@ -314,7 +314,7 @@ def test_version_written_where_the_file_has_none_and_recorded():
     lines = main.splitlines()
     assert lines.index("version = 2") < lines.index("disabled_plugins = []")
     assert main.startswith("#   Copyright 2018-2022 Docker Inc.")
-    record = ctd.find_record_in_text(dropin)
+    record = managed.find_record_in_text(dropin)
     assert {"path": ["version"], "raw": None, "set": 2} in record["keys"]
 
 
@@ -430,7 +430,7 @@ def test_custom_names_and_paths():
         "/etc/containerd/config.toml",
         fixture_text("containerd-2.1.9-default.toml"),
         None,
-        ctd.ContainerdOptions(
+        containerd_config.ContainerdOptions(
             runtime_name="nvidia-cdi",
             binary_name="/usr/bin/nvidia-container-runtime.cdi",
             dropin_path="/etc/containerd/config.d/50-gpu.toml",
@@ -452,7 +452,7 @@ def test_custom_names_and_paths():
 def test_options_are_checked(kw, message):
     """The one check the module's argument spec cannot make (config_mode and config_version are its choices)."""
     with pytest.raises(GpuFleetError, match=message):
-        ctd.ContainerdOptions(**kw)
+        containerd_config.ContainerdOptions(**kw)
 
 
 def test_broken_main_file_fails_with_line_and_column_and_writes_nothing():
@@ -483,7 +483,7 @@ GEN = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
 
 def k3s(template_text, generated_text, template=TMPL, autodetected=None, **kw):
     kw.setdefault("mode", "inplace")
-    return ctd.plan_k3s("k3s", template, template_text, GEN, generated_text, ctd.ContainerdOptions(**kw), autodetected)
+    return k3s_editor.plan_k3s("k3s", template, template_text, GEN, generated_text, containerd_config.ContainerdOptions(**kw), autodetected)
 
 
 @pytest.mark.parametrize(
@@ -508,9 +508,9 @@ def test_k3s_template_is_made_from_the_generated_config(generated, template, key
 
 def test_k3s_paths():
     base = "/var/lib/rancher/rke2/agent/etc/containerd"
-    assert ctd.k3s_paths("rke2", 3) == (base + "/config-v3.toml.tmpl", base + "/config.toml")
-    assert ctd.k3s_paths("rke2", 2) == (base + "/config.toml.tmpl", base + "/config.toml")
-    assert ctd.k3s_paths("rke2", 3, [base + "/config.toml.tmpl"])[0] == base + "/config.toml.tmpl"
+    assert k3s_editor.k3s_paths("rke2", 3) == (base + "/config-v3.toml.tmpl", base + "/config.toml")
+    assert k3s_editor.k3s_paths("rke2", 2) == (base + "/config.toml.tmpl", base + "/config.toml")
+    assert k3s_editor.k3s_paths("rke2", 3, [base + "/config.toml.tmpl"])[0] == base + "/config.toml.tmpl"
 
 
 def test_k3s_base_template_gets_only_what_the_base_lacks():
@@ -520,7 +520,7 @@ def test_k3s_base_template_gets_only_what_the_base_lacks():
     text = p.file(TMPL).after
     assert text.startswith('{{ template "base" . }}\n')
     assert text.startswith(template)  # only appended
-    added = toml_plain(ctd.GoTemplateMask(text).masked)
+    added = toml_plain(managed.GoTemplateMask(text).masked)
     runtimes = runtimes_of(added, V2)
     assert "runc" not in runtimes  # the base defines it: a second definition stops containerd
     assert runtimes["nvidia"]["options"] == {"SystemdCgroup": True, "BinaryName": BINARY}
@@ -580,7 +580,7 @@ def test_dropin_carries_the_cri_table_of_an_earlier_dropin():
     must repeat what 50-registry.toml set, or the registry setting would be lost."""
     main, dropin = outputs(ctd.plan_containerd(
         MAIN, fixture_text("debian-containerd-etc-config.toml"), None,
-        ctd.ContainerdOptions(containerd_version="1.7.24"), others=[(SITE, SITE_TEXT)],
+        containerd_config.ContainerdOptions(containerd_version="1.7.24"), others=[(SITE, SITE_TEXT)],
     ))
     cri = toml_plain(dropin)["plugins"][V2]
     assert cri["registry"] == {"config_path": "/etc/containerd/certs.d"}
@@ -590,7 +590,7 @@ def test_dropin_carries_the_cri_table_of_an_earlier_dropin():
 def test_dropin_merges_earlier_dropins_for_containerd_21():
     main, dropin = outputs(ctd.plan_containerd(
         MAIN, fixture_text("debian-containerd-etc-config.toml"), None,
-        ctd.ContainerdOptions(containerd_version="2.1.9"), others=[(SITE, SITE_TEXT)],
+        containerd_config.ContainerdOptions(containerd_version="2.1.9"), others=[(SITE, SITE_TEXT)],
     ))
     cri = toml_plain(dropin)["plugins"][V2]
     assert cri["registry"] == {"config_path": "/etc/containerd/certs.d"}
@@ -599,7 +599,7 @@ def test_dropin_merges_earlier_dropins_for_containerd_21():
 
 def test_a_later_dropin_that_overrides_the_cri_table_is_warned():
     p = ctd.plan_containerd(
-        MAIN, fixture_text("containerd-1.6.20-default.toml"), None, ctd.ContainerdOptions(),
+        MAIN, fixture_text("containerd-1.6.20-default.toml"), None, containerd_config.ContainerdOptions(),
         others=[("/etc/containerd/conf.d/zz-site.toml", SITE_TEXT)],
     )
     assert any("zz-site.toml sorts after" in w for w in p.warnings)
@@ -669,4 +669,4 @@ def test_a_file_without_version_and_an_empty_plugin_table_still_gets_the_version
     ],
 )
 def test_wanted_disabled_plugins(names, written, enable_cri, wanted):
-    assert ctd.wanted_disabled_plugins(names, written, enable_cri) == wanted
+    assert containerd_inplace.wanted_disabled_plugins(names, written, enable_cri) == wanted

@@ -17,8 +17,8 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config import dump_problems
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config_check import dump_problems
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
     FIXTURES,
     WANTED_BINARIES,
@@ -78,7 +78,7 @@ def test_containerd_loads_the_result(binary, name, mode, options, tmp_path):
     version = _binary_version(binary)
     original = fixture_text(name) if name else None
     p = ctd.plan_containerd(
-        MAIN, original, None, ctd.ContainerdOptions(mode=mode, containerd_version=version, **options)
+        MAIN, original, None, containerd_config.ContainerdOptions(mode=mode, containerd_version=version, **options)
     )
     main = p.file(MAIN).after
     dropin = p.file("/etc/containerd/conf.d/99-nvidia.toml").after
@@ -116,7 +116,7 @@ def test_nvidia_ctk_dropin_loses_runc_and_ours_does_not(binary, tmp_path):
     assert list(_cri_of(toml_plain(theirs))["containerd"]["runtimes"]) == ["nvidia"]
     assert any("default_runtime_name = 'runc'" in p for p in dump_problems(theirs, "nvidia", "present"))
 
-    p = ctd.plan_containerd(MAIN, fixture_text("debian-containerd-etc-config.toml"), None, ctd.ContainerdOptions())
+    p = ctd.plan_containerd(MAIN, fixture_text("debian-containerd-etc-config.toml"), None, containerd_config.ContainerdOptions())
     ours = containerd_dump(
         binary, tmp_path, p.file(MAIN).after, p.file("/etc/containerd/conf.d/99-nvidia.toml").after, import_glob=GLOB
     )
@@ -152,7 +152,7 @@ def test_an_earlier_dropin_survives_the_nvidia_dropin(binary, tmp_path):
     confd.mkdir()
     site = 'version = 2\n[plugins."io.containerd.grpc.v1.cri".registry]\n  config_path = "/etc/containerd/certs.d"\n'
     (confd / "50-registry.toml").write_text(site)
-    opts = ctd.ContainerdOptions(
+    opts = containerd_config.ContainerdOptions(
         containerd_version=_binary_version(binary),
         dropin_path=str(confd / "99-nvidia.toml"),
         other_dropins=[str(confd / "50-registry.toml")],

@@ -7,9 +7,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio, managed, undo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import docker
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
     fixture_text,
@@ -205,7 +204,7 @@ def test_docker_present_again_absent(original, options):
     config = json.loads(after)
     # the module records that it created the file (state=absent removes it) and that CDI was off, in its state file
     record = record_of(kept)
-    assert ({k: v for k, v in (record or {}).items() if k != edit.UNDO_KEY} or None) == expected_record(original, options)
+    assert ({k: v for k, v in (record or {}).items() if k != undo.UNDO_KEY} or None) == expected_record(original, options)
     assert config["runtimes"]["nvidia"] == {"path": "nvidia-container-runtime", "args": []}
     assert (config.get("default-runtime") == "nvidia") == bool(options.get("set_as_default"))
     assert (config.get("features", {}).get("cdi") is True) == bool(options.get("enable_cdi"))
@@ -488,7 +487,7 @@ def test_docker_json_that_docker_would_not_take_is_refused_by_file(text, what, s
 @pytest.mark.parametrize("mode, state", [("dropin", "present"), ("inplace", "present"), ("inplace", "absent")])
 def test_crio_a_damaged_state_comment_is_refused_by_file(record, mode, state):
     main = ('[crio.runtime.runtimes.nvidia]\n# %s %s\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
-            % (edit.STATE_MARK, json.dumps(record)))
+            % (managed.STATE_MARK, json.dumps(record)))
     with pytest.raises(GpuFleetError) as error:
         crio_plan(main, [], mode=mode, state=state)
     assert error.value.msg.startswith("%s: the state comment of gpufleet.nvidia.container_runtime" % CONF)
@@ -535,7 +534,7 @@ def test_docker_an_old_in_file_record_moves_into_the_state_file(original, option
     del expected["runtimes"]["nvidia"][OLD_KEY]
     assert config == expected  # the same settings, less the record
     moved = record_of(kept)
-    assert {k: v for k, v in moved.items() if k != edit.UNDO_KEY} == {k: v for k, v in old.items() if k != edit.UNDO_KEY}
+    assert {k: v for k, v in moved.items() if k != undo.UNDO_KEY} == {k: v for k, v in old.items() if k != undo.UNDO_KEY}
     assert not docker_plan(after, kept, **options).changed  # moved once
     assert docker_run(after, kept, state="absent", **options) == (original, None)  # nothing lost: the user's bytes
 
@@ -551,7 +550,7 @@ def test_docker_an_old_in_file_record_is_merged_over_the_state_file():
     legacy = LEGACY[0][2]
     kept = json.dumps({DAEMON: {"nvidia": {"created": True, "default-runtime": "crun"}}})
     after, kept = docker_run(legacy, kept, set_as_default=True, enable_cdi=True)
-    assert {k: v for k, v in record_of(kept).items() if k != edit.UNDO_KEY} == {
+    assert {k: v for k, v in record_of(kept).items() if k != undo.UNDO_KEY} == {
         "created": True, "default-runtime": "runc", "features.cdi": {}}
     assert OLD_KEY not in json.loads(after)["runtimes"]["nvidia"]
 

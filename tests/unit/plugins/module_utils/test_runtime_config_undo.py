@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, k3s, managed, toml_edit, undo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import fixture_text
@@ -23,7 +23,7 @@ CRIO_DROPIN = "/etc/crio/crio.conf.d/99-nvidia.toml"
 
 
 def ctd_plan(text, **options):
-    return ctd.plan_containerd(MAIN, text, None, ctd.ContainerdOptions(dropin_path=DROPIN, **options))
+    return ctd.plan_containerd(MAIN, text, None, containerd_config.ContainerdOptions(dropin_path=DROPIN, **options))
 
 
 def crio_plan(text, **options):
@@ -104,16 +104,16 @@ def test_absent_keeps_a_handler_another_tool_wrote_out_of_the_patch():
     """A handler that was there before the module (nvidia-ctk's) is removed by absent, not put back by the patch."""
     text = '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n\n'
     after = crio_plan(text).files[0].after
-    assert "undo" not in edit.find_record_in_text(after)
+    assert "undo" not in managed.find_record_in_text(after)
     assert "nvidia" not in crio_plan(after, state="absent").files[0].after
 
 
 def test_undo_note_round_trip_and_refusal_of_other_texts():
-    note = edit.undo_note("a\n", "a\n\n", lambda text: text.strip())
-    assert edit.apply_undo("a\n", note) == "a\n\n"
-    assert edit.apply_undo("b\n", note) is None  # made for another text
-    assert edit.apply_undo("a\n", {"sha": note["sha"], "patch": [[0, 9, "x"]]}) is None  # damaged
-    assert edit.undo_note("a\n", "b\n", lambda text: text) is None  # other settings: no note
+    note = undo.undo_note("a\n", "a\n\n", lambda text: text.strip())
+    assert undo.apply_undo("a\n", note) == "a\n\n"
+    assert undo.apply_undo("b\n", note) is None  # made for another text
+    assert undo.apply_undo("a\n", {"sha": note["sha"], "patch": [[0, 9, "x"]]}) is None  # damaged
+    assert undo.undo_note("a\n", "b\n", lambda text: text) is None  # other settings: no note
 
 
 # --- finding 4: the refusal names the file ---------------------------------------------------------
@@ -167,8 +167,8 @@ KEY_ALREADY_PRESENT = (
 
 
 def k3s_plan(generated, **options):
-    opts = ctd.ContainerdOptions(mode="inplace", **options)
-    return ctd.plan_k3s("k3s", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", None,
+    opts = containerd_config.ContainerdOptions(mode="inplace", **options)
+    return k3s.plan_k3s("k3s", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", None,
                         "/var/lib/rancher/k3s/agent/etc/containerd/config.toml", generated, opts)
 
 
@@ -190,7 +190,7 @@ def test_k3s_out_of_order_tables_are_refused_naming_the_template():
 
 def test_an_error_that_is_not_tomlkit_s_is_not_turned_into_a_refusal():
     with pytest.raises(ZeroDivisionError):
-        with edit.refusing_tomlkit_errors(MAIN, edit.parse_toml("", MAIN), ["a"]):
+        with toml_edit.refusing_tomlkit_errors(MAIN, edit.parse_toml("", MAIN), ["a"]):
             raise ZeroDivisionError()
 
 

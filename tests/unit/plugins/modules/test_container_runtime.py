@@ -455,7 +455,7 @@ def test_a_file_that_cannot_be_written_is_refused_before_the_first_write(tmp_pat
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import config as rc
-    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import FileChange, Plan
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
 
     (tmp_path / "blocked").write_text("a file where a folder should be\n")
     (tmp_path / "dir.toml").mkdir()
