@@ -104,31 +104,16 @@ class DockerOptions:
         self.enable_cdi = bool(enable_cdi)
 
 
-class _NotJson(ValueError):
-    """NaN, Infinity or -Infinity: Python's json reads them, JSON (and Docker) does not."""
-
-
-def _refuse_constant(name):
-    raise _NotJson(name)
-
-
 def read_config(text, path: str) -> dict:
     """daemon.json's object (``{}`` for no file), or a refusal naming the file and what is wrong.
 
-    Beyond :func:`parse_json`'s checks: ``NaN`` and ``Infinity`` are not JSON (Docker refuses
-    them), and a string or key holding a lone surrogate (a ``\\ud800`` escape of half a
-    character) is not Unicode and could not be written back as UTF-8.
+    Beyond :func:`parse_json`'s checks (which refuse ``NaN`` and ``Infinity``, as Docker does): a
+    string or key holding a lone surrogate (a ``\\ud800`` escape of half a character) is not
+    Unicode and could not be written back as UTF-8.
     """
     config = parse_json(text, path)
     if not config:
         return config
-    try:
-        json.loads(text, parse_constant=_refuse_constant)
-    except _NotJson as exc:
-        raise GpuFleetError(
-            "%s is not valid JSON: %s is not a JSON number (JSON has no NaN or Infinity); the file was left untouched"
-            % (path, exc), path=path,
-        )
     where = _lone_surrogate(config, "")
     if where is not None:
         raise GpuFleetError(
