@@ -37,42 +37,20 @@ from __future__ import annotations
 import collections
 import copy
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_config import (
-    check_default_table,
-    check_shape,
-    check_unrelated,
-    check_version_fits,
-    ContainerdOptions,
-    desired_runtime,
-    detect_version,
-    facts,
-    get_plain,
-    message,
-    plugin_path,
-    RUNC_TYPE,
+    check_default_table, check_shape, check_unrelated, check_version_fits, ContainerdOptions, desired_runtime, detect_version, facts,
+    message, plugin_path, RUNC_TYPE,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_inplace import (
-    absent_inplace,
-    check_ignored_tables,
-    check_main,
-    check_plugin_uris,
-    edit_top,
-    inplace_record,
-    present_inplace,
-    undo_top,
+    absent_inplace, check_ignored_tables, check_main, check_plugin_uris, edit_top, inplace_record, present_inplace, undo_top,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import dump_toml, parse_toml, toml_settings, TomlStyle
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import encode_record, find_record_in_text, OWNER_MARK, plain
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import lookup, record_comment, refusing_tomlkit_errors
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import (
-    apply_undo,
-    checked_record,
-    keep_undo_note,
-    recover_origin,
-    UNDO_KEY,
-    undo_note,
+    apply_undo, checked_record, keep_undo_note, recover_origin, UNDO_KEY, undo_note,
 )
 
 
@@ -138,7 +116,7 @@ def _effective_cri(doc, cri_path, opts, others, warnings) -> dict:
             continue
         data = plain(parse_toml(text, path))
         check_shape(data, path, cri_path)
-        sub = get_plain(data, cri_path)
+        sub = dig(data, *cri_path)
         check_default_table(sub or {}, path, cri_path, opts)
         if not isinstance(sub, dict):
             continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import os
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import is_table, toml_data
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import check_handler_name
@@ -259,26 +259,17 @@ def check_shape(data, path, cri_path) -> None:
         _check_kind(path, ["plugins", name], plugins.get(name), "table")
     cri = plugins.get(cri_path[1]) or {}
     for sub, kind in _CRI_SHAPES:
-        _check_kind(path, list(cri_path) + list(sub), get_plain(cri, sub), kind)
-    runtimes = get_plain(cri, ("containerd", "runtimes")) or {}
+        _check_kind(path, list(cri_path) + list(sub), dig(cri, *sub), kind)
+    runtimes = dig(cri, "containerd", "runtimes") or {}
     for name, table in runtimes.items():
         _check_kind(path, list(cri_path) + ["containerd", "runtimes", name], table, "table")
         _check_kind(path, list(cri_path) + ["containerd", "runtimes", name, "options"], table.get("options"), "table")
 
 
-def get_plain(tree, keys):
-    """The plain value at ``keys`` below ``tree`` (None when a key is missing or a value on the way is no table)."""
-    for key in keys:
-        if not isinstance(tree, dict):
-            return None
-        tree = tree.get(key)
-    return tree
-
-
 def check_default_table(cri: dict, path, cri_path, opts) -> None:
     """Refuse ``set_as_default`` while a ``containerd.default_runtime`` table names a runtime:
     containerd 1.x uses that (deprecated) table as the default, whatever ``default_runtime_name`` says."""
-    table = get_plain(cri, ("containerd", "default_runtime")) or {}
+    table = dig(cri, "containerd", "default_runtime") or {}
     if opts.set_as_default and opts.state == "present" and (table.get("runtime_type") or table.get("runtime_engine")):
         key = toml_path_str(list(cri_path) + ["containerd", "default_runtime"])
         raise GpuFleetError(

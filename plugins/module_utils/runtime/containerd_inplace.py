@@ -12,36 +12,16 @@ from __future__ import annotations
 import collections
 import re
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_config import (
-    check_default_table,
-    check_shape,
-    CRI_PLUGIN_NAMES,
-    desired_runtime,
-    get_plain,
-    RUNC_TYPE,
-    runtimes_of,
-    toml_path_str,
+    check_default_table, check_shape, CRI_PLUGIN_NAMES, desired_runtime, RUNC_TYPE, runtimes_of, toml_path_str,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import is_table, shows_no_header, tk_value, toml_item
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import plain, same
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import (
-    add_table,
-    delete_path,
-    ensure_tables,
-    hide_headers,
-    insert_top_kv,
-    lookup,
-    note_change,
-    parse_raw,
-    prune_created,
-    record_comment,
-    record_entry,
-    replace_path,
-    restore_entry,
-    set_scalar,
-    sync_table,
-    write_record_comment,
+    add_table, delete_path, ensure_tables, hide_headers, insert_top_kv, lookup, note_change, parse_raw, prune_created, record_comment, record_entry,
+    replace_path, restore_entry, set_scalar, sync_table, write_record_comment,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import checked_record
 
@@ -320,4 +300,4 @@ def check_main(doc, path, cri_path, opts) -> None:
     data = plain(doc)
     check_shape(data, path, cri_path)
     checked_record(inplace_record(doc, cri_path, opts.runtime_name), path)
-    check_default_table(get_plain(data, cri_path) or {}, path, cri_path, opts)
+    check_default_table(dig(data, *cri_path) or {}, path, cri_path, opts)

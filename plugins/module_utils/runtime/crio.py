@@ -29,29 +29,11 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import get_path, OWNER_MARK, plain, same
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import (
-    add_table,
-    check_edited_toml,
-    delete_path,
-    ensure_tables,
-    lookup,
-    note_change,
-    parse_raw,
-    prune_created,
-    record_comment,
-    record_entry,
-    refusing_tomlkit_errors,
-    restore_entry,
-    set_scalar,
-    sync_table,
-    write_record_comment,
+    add_table, check_edited_toml, delete_path, ensure_tables, lookup, note_change, parse_raw, prune_created, record_comment, record_entry,
+    refusing_tomlkit_errors, restore_entry, set_scalar, sync_table, write_record_comment,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import (
-    apply_undo,
-    checked_record,
-    keep_undo_note,
-    recover_origin,
-    UNDO_KEY,
-    undo_note,
+    apply_undo, checked_record, keep_undo_note, recover_origin, UNDO_KEY, undo_note,
 )
 
 DEFAULT_BINARY = "/usr/bin/nvidia-container-runtime"

@@ -14,19 +14,10 @@ import os
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_config import (
-    check_shape,
-    check_unrelated,
-    ContainerdOptions,
-    detect_version,
-    facts,
-    message,
-    plugin_path,
+    check_shape, check_unrelated, ContainerdOptions, detect_version, facts, message, plugin_path,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_inplace import (
-    absent_inplace,
-    check_main,
-    inplace_record,
-    present_inplace,
+    absent_inplace, check_main, inplace_record, present_inplace,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import defined_tables, parse_toml, TomlStyle
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan

@@ -18,12 +18,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import TomlStyle, body_of, fragments, is_table, real_nodes, tk_value
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import (
-    GoTemplateMask,
-    decode_record_line,
-    encode_record,
-    plain,
-    same,
-    toml_key,
+    GoTemplateMask, decode_record_line, encode_record, plain, same, toml_key,
 )
 
 
