@@ -35,9 +35,9 @@ def api_client(kubeconfig=None, context=None, request_timeout=30):
     ``K8S_AUTH_*`` variables, else the pod's service account in the cluster, else ``KUBECONFIG`` or
     ``~/.kube/config``.
 
-    kubernetes.core reads the API's discovery the first time (``/version``, ``/api``, ``/apis``,
-    then cached), without a timeout of its own: a cluster that does not answer within
-    ``request_timeout`` seconds is refused here.
+    kubernetes.core reads the API's discovery when it makes the client (``/version`` and ``/apis``,
+    then cached in the temporary folder), without a timeout of its own: a cluster that does not
+    answer within ``request_timeout`` seconds is refused here.
     """
     _require_client()
     found = {}
