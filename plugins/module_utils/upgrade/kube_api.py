@@ -19,8 +19,12 @@ import sys
 import threading
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+try:  # kubernetes.core is galaxy.yml's dependency; without it, api_client says what to install
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+except ImportError:
+    get_api_client = CoreException = None
 
 _PATCH_TYPE = "application/strategic-merge-patch+json"
 
@@ -60,7 +64,7 @@ def _connect(found, kubeconfig, context):
 
 
 def _require_client():
-    """Refuse, saying what to install, when the Python kubernetes client is missing."""
+    """Refuse, saying what to install, when the Python kubernetes client or kubernetes.core is missing."""
     try:
         import kubernetes  # pylint: disable=import-outside-toplevel,unused-import  # noqa: F401
     except ImportError as exc:
@@ -68,6 +72,9 @@ def _require_client():
             "gpu_drain: the Python kubernetes client is not installed in %s on the control host (%s); "
             "install it there (pip install kubernetes)" % (sys.executable, exc)
         ) from exc
+    if get_api_client is None:
+        raise GpuFleetError("gpu_drain: the kubernetes.core collection is not installed on the control host "
+                            "(ansible-galaxy collection install kubernetes.core)")
 
 
 def _server():

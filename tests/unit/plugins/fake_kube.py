@@ -175,7 +175,7 @@ class ApiServer(object):
 
     def served(self):
         """The discovery documents, by path."""
-        groups = [g for g in self.served_groups()]
+        groups = self.served_groups()
         minor = self.version.split(".")[1]
         found = {"/version": {"major": "1", "minor": minor, "gitVersion": self.version},
                  "/api": {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []},

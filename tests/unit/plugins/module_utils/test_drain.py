@@ -300,6 +300,14 @@ def test_no_kubeconfig(tmp_path, discovery_cache, monkeypatch):
         "K8S_AUTH_KUBECONFIG or KUBECONFIG to the cluster's kubeconfig" % (tmp_path / "nothing"))
 
 
+def test_without_kubernetes_core(tmp_path, monkeypatch):
+    monkeypatch.setattr(kube_api, "get_api_client", None)
+    with pytest.raises(GpuFleetError) as err:
+        kube_api.api_client(str(tmp_path / "kubeconfig"))
+    assert err.value.msg == ("gpu_drain: the kubernetes.core collection is not installed on the control host "
+                             "(ansible-galaxy collection install kubernetes.core)")
+
+
 def test_k8s_auth_kubeconfig_and_context(tmp_path, discovery_cache, monkeypatch):
     fake = K.FakeKube([K.node("gpu-a")])
     try:

@@ -17,7 +17,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, containerd_inplace, edit, k3s as k3s_editor, managed
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, containerd_inplace, edit, managed
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import k3s as k3s_editor
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_runtime_config import (
     FIXTURES,
