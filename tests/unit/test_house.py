@@ -1,4 +1,5 @@
-"""Functions a screen long: no function in plugins/ over LINES lines or of complexity over COMPLEXITY.
+"""Functions a screen long and files a concept wide: no function in plugins/ over LINES lines or of
+complexity over COMPLEXITY, and no file over FILE_LINES lines.
 
 Measured here with :mod:`ast`, so the check needs nothing installed: a function's length is its
 lines from ``def`` to its last statement (docstring included); its cyclomatic complexity is
@@ -20,6 +21,8 @@ import sys
 PLUGINS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "plugins")
 LINES = 60
 COMPLEXITY = 15
+#: A file holds one concept; one that grows past this is several (cut it along its banner comments).
+FILE_LINES = 600
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = _FUNCTIONS + (ast.ClassDef,)
@@ -124,6 +127,32 @@ def test_a_long_or_tangled_function_is_found(tmp_path):
 def test_no_function_in_plugins_is_over_a_screen_or_too_tangled():
     found = offenders([PLUGINS])
     assert found == [], "\n".join("%s:%d %s: %d lines, complexity %d" % o for o in found)
+
+
+def long_files(top, limit=FILE_LINES):
+    """``[(path, lines)]`` of the Python files under ``top`` longer than ``limit`` lines."""
+    found = []
+    for folder, _dirs, files in os.walk(top):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(folder, f)
+                with open(path, encoding="utf-8") as handle:
+                    count = len(handle.read().splitlines())
+                if count > limit:
+                    found.append((os.path.relpath(path, top), count))
+    return sorted(found)
+
+
+def test_a_long_file_is_found(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "long.py").write_text("x = 1\n" * (FILE_LINES + 1))
+    (tmp_path / "a" / "fine.py").write_text("x = 1\n" * FILE_LINES)
+    (tmp_path / "notes.txt").write_text("x\n" * (FILE_LINES + 1))
+    assert long_files(str(tmp_path)) == [(os.path.join("a", "long.py"), FILE_LINES + 1)]
+
+
+def test_no_file_in_plugins_is_over_a_concept_wide():
+    assert long_files(PLUGINS) == []
 
 
 if __name__ == "__main__":
