@@ -10,7 +10,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 need_root "setup-host.sh"
 
-# chromium: the fleet report page's test in a real browser (tests/unit/plugins/module_utils/test_report_page.py,
+# chromium: the fleet report page's test in a real browser (tests/unit/plugins/plugin_utils/report/test_report_page.py,
 # headless, screenshots): about 81 MB to download, 300 MB on disk without recommends; the test skips without it.
 PACKAGES=(podman runc uidmap slirp4netns fuse-overlayfs catatonit containernetworking-plugins
           mmdebstrap debian-archive-keyring containerd python3-venv git rsync shellcheck rpm createrepo-c chromium)

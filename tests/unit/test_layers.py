@@ -227,3 +227,14 @@ def test_control_host_code_in_a_module_or_node_code_is_found(tmp_path):
         (U + ".cluster.plan", U + ".report.fleet"),
     ]
     assert sorted(carried_by_modules(graph)) == [M + ".common.errors", M + ".driver.apt", U + ".report.fleet"]
+
+
+def test_the_unit_tests_mirror_the_layers():
+    """tests/unit/plugins/<module_utils|plugin_utils>/<layer>/ holds the tests of that layer's files."""
+    tests = os.path.join(os.path.dirname(__file__), "plugins")
+    for utils in UTILS:
+        here = os.path.join(tests, utils)
+        assert sorted(f for f in os.listdir(here) if f.startswith("test_")) == []
+        folders = [d for d in os.listdir(here) if os.path.isdir(os.path.join(here, d)) and d != "__pycache__"]
+        assert folders and set(folders) <= set(LAYERS)
+        assert set(folders) <= set(os.listdir(os.path.join(PLUGINS, utils)))

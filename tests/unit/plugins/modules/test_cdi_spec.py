@@ -18,7 +18,7 @@ from ansible.module_utils import basic
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi as cdi_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi_spec as cdi_spec_lib
 from ansible_collections.gpufleet.nvidia.plugins.modules import cdi_spec
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_cdi import (  # pylint: disable=unused-import
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_cdi import (  # pylint: disable=unused-import
     NODE_UUID,
     SPEC,
     SPEC_UUID,

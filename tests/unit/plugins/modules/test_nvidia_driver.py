@@ -16,12 +16,12 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import PIN_FILE, UU_FILE
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvidia_driver
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver import (
     D12_INSTALLED,
     D12_PRISTINE,
     Replay,
 )
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_driver_dnf import rocky_hgx
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver_dnf import rocky_hgx
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
 
 ARGS = {"version": "535.261.03", "flavor": "proprietary"}
