@@ -15,12 +15,12 @@ import tempfile
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import parse_toml, toml_data
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import get_path, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import get_path, unwrap
 
 
 def _candidate_imports(doc, context, tmp_dropin, main_dir):
     """The main file's imports, pointed at the candidate drop-in (and absolute)."""
-    imports = plain(doc.get("imports")) or []
+    imports = unwrap(doc.get("imports")) or []
     out = []
     for entry in imports:
         if entry == context.get("import_glob"):
@@ -74,7 +74,7 @@ def _write_current(plan, context, workdir) -> str:
     doc = parse_toml(text or "", context["main_path"])
     main_dir = os.path.dirname(context["main_path"])
     if "imports" in doc:
-        doc["imports"] = [e if os.path.isabs(e) else os.path.join(main_dir, e) for e in plain(doc["imports"]) or []]
+        doc["imports"] = [e if os.path.isabs(e) else os.path.join(main_dir, e) for e in unwrap(doc["imports"]) or []]
     path = os.path.join(workdir, "current.toml")
     with open(path, "w") as handle:
         handle.write(doc.as_string())

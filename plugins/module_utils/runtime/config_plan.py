@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, crio, docker, k3s
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import parse_toml, require_tomlkit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, read_text
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import OWNER_MARK, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import OWNER_MARK, unwrap
 
 
 #: The runtimes the module configures (a planner each, :data:`_PLANNERS`).
@@ -269,7 +269,7 @@ def _import_entries(main_text, main_path, import_glob) -> list:
     """The main file's ``imports`` (made absolute against its folder, as containerd does), then
     ``import_glob`` when the drop-in mode adds it."""
     doc = parse_toml(main_text or "", main_path)
-    entries = plain(doc.get("imports")) or []
+    entries = unwrap(doc.get("imports")) or []
     if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
         return []  # refused by the editor, which names the key
     entries = [posixpath.normpath(posixpath.join(posixpath.dirname(main_path), e)) for e in entries]

@@ -47,7 +47,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import dump_toml, parse_toml, toml_settings, TomlStyle
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import encode_record, find_record_in_text, OWNER_MARK, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import encode_record, find_record_in_text, OWNER_MARK, unwrap
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import lookup, record_comment, refusing_tomlkit_errors
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import (
     apply_undo, checked_record, keep_undo_note, recover_origin, UNDO_KEY, undo_note,
@@ -105,7 +105,7 @@ def _effective_cri(doc, cri_path, opts, others, warnings) -> dict:
     """The CRI plugin table containerd would use before the drop-in: the main file's, then
     each other imported file in containerd's order (containerd < 2.1: the last table replaces
     the earlier ones; 2.1 and later: merged). The drop-in must carry it all."""
-    tree = copy.deepcopy(plain(lookup(doc, cri_path)) or {})
+    tree = copy.deepcopy(unwrap(lookup(doc, cri_path)) or {})
     merge = opts.containerd_version is not None and not opts.version_below(2, 1)
     texts = dict(others or ())
     after_dropin = False
@@ -114,7 +114,7 @@ def _effective_cri(doc, cri_path, opts, others, warnings) -> dict:
         text = texts.get(path)
         if text is None:
             continue
-        data = plain(parse_toml(text, path))
+        data = unwrap(parse_toml(text, path))
         check_shape(data, path, cri_path)
         sub = dig(data, *cri_path)
         check_default_table(sub or {}, path, cri_path, opts)

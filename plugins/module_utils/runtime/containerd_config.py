@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import is_table, toml_data
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import check_handler_name
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import unwrap
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import check_edited_toml
 
 RUNC_TYPE = "io.containerd.runc.v2"
@@ -100,10 +100,10 @@ def _has_v1_content(doc) -> bool:
     """Whether a file without ``version`` relies on version-1 plugin names."""
     plugins = doc.get("plugins")
     if plugins is not None and is_table(plugins):
-        if any("." not in str(k) for k in plain(plugins).keys()):
+        if any("." not in str(k) for k in unwrap(plugins).keys()):
             return True
     for key in ("disabled_plugins", "required_plugins"):
-        names = plain(doc.get(key)) or []
+        names = unwrap(doc.get(key)) or []
         if isinstance(names, list) and any("." not in str(n) and n != "cri" for n in names):
             return True
     return False
@@ -117,12 +117,12 @@ def detect_version(doc, containerd_major=None, override=None, path=None):
     be written into the file. ``path``: the file, named in a refusal.
     """
     if "version" in doc:
-        version = plain(doc["version"])
+        version = unwrap(doc["version"])
         # An integer, as containerd reads it ("Can't convert 2(float64) to int", also for true and "2").
         if isinstance(version, bool) or not isinstance(version, int) or version not in CRI_PLUGINS:
             raise GpuFleetError(
                 "%sunsupported containerd config version %r (expected 1, 2, 3 or 4)"
-                % ("%s: " % path if path else "", plain(doc["version"])),
+                % ("%s: " % path if path else "", unwrap(doc["version"])),
                 path=path,
             )
         return version, "file"

@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd
     check_default_table, check_shape, CRI_PLUGIN_NAMES, desired_runtime, RUNC_TYPE, runtimes_of, toml_path_str,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import is_table, shows_no_header, tk_value, toml_item
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import plain, same
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import unwrap, same
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import (
     add_table, delete_path, ensure_tables, hide_headers, insert_top_kv, lookup, note_change, parse_raw, prune_created, record_comment, record_entry,
     replace_path, restore_entry, set_scalar, sync_table, write_record_comment,
@@ -52,7 +52,7 @@ def check_plugin_uris(main) -> None:
     if main.source in ("file", "v1"):
         return
     for key in ("disabled_plugins", "required_plugins"):
-        names = plain(main.doc.get(key)) or []
+        names = unwrap(main.doc.get(key)) or []
         for name in names if isinstance(names, list) else []:
             if name != "cri" and not (isinstance(name, str) and _PLUGIN_URI.fullmatch(name)):
                 raise GpuFleetError(
@@ -72,7 +72,7 @@ def check_ignored_tables(main) -> None:
     version 1 and ignores such a table; the written version would turn its settings on."""
     if main.source in ("file", "v1"):
         return
-    plugins = plain(main.doc.get("plugins")) or {}
+    plugins = unwrap(main.doc.get("plugins")) or {}
     for name, table in plugins.items() if isinstance(plugins, dict) else ():
         if "." in str(name) and _holds_a_value(table):
             raise GpuFleetError(
@@ -86,9 +86,9 @@ def check_ignored_tables(main) -> None:
 def _edit_disabled_plugins(doc, version_written, opts, record, style, warnings) -> None:
     """Give ``disabled_plugins`` what the version and ``enable_cri`` need; warn while CRI stays off."""
     disabled = doc.get("disabled_plugins")
-    if disabled is None or not isinstance(plain(disabled), list):
+    if disabled is None or not isinstance(unwrap(disabled), list):
         return
-    names = plain(disabled)
+    names = unwrap(disabled)
     wanted = wanted_disabled_plugins(names, version_written, opts.enable_cri)
     if wanted != names:
         note_change(record, ["disabled_plugins"], doc, "disabled_plugins", wanted)
@@ -127,8 +127,8 @@ def _add_import(doc, opts, record, style) -> None:
         value = tk_value([opts.import_glob], style)
         note_change(record, ["imports"], doc, "imports", [opts.import_glob])
         insert_top_kv(doc, "imports", value)
-    elif opts.import_glob not in (plain(imports) or []):
-        new = list(plain(imports)) + [opts.import_glob]
+    elif opts.import_glob not in (unwrap(imports) or []):
+        new = list(unwrap(imports)) + [opts.import_glob]
         note_change(record, ["imports"], doc, "imports", new)
         imports.append(tk_value(opts.import_glob, style))
 
@@ -159,8 +159,8 @@ def _undo_import(doc, entry, opts, warnings) -> None:
         else:
             doc["imports"] = parse_raw(entry["raw"])
         return
-    current = plain(doc["imports"]) or []
-    original = plain(parse_raw(entry["raw"])) if entry.get("raw") else []
+    current = unwrap(doc["imports"]) or []
+    original = unwrap(parse_raw(entry["raw"])) if entry.get("raw") else []
     if opts.import_glob in current and opts.import_glob not in original:
         arr = doc["imports"]
         del arr[current.index(opts.import_glob)]
@@ -204,10 +204,10 @@ def present_inplace(
 
 def _desired_in_place(doc, cri_path, opts, default_entry, source_cri) -> tuple:
     """``(source name, table)`` of the handler, copied from the default before the module changed it."""
-    cri_plain = plain(lookup(doc, cri_path)) or {}
+    cri_plain = unwrap(lookup(doc, cri_path)) or {}
     original_default = None
     if default_entry is not None:
-        original_default = plain(parse_raw(default_entry["raw"])) if default_entry.get("raw") else "runc"
+        original_default = unwrap(parse_raw(default_entry["raw"])) if default_entry.get("raw") else "runc"
     existing = runtimes_of(cri_plain)[1].get(opts.runtime_name)
     return desired_runtime(
         source_cri if source_cri is not None else cri_plain, opts, original_default, existing or {}
@@ -297,7 +297,7 @@ def inplace_record(doc, cri_path, name):
 def check_main(doc, path, cri_path, opts) -> None:
     """Refuse a main file the editor cannot read safely: wrong types, a damaged state comment, a
     ``default_runtime`` table that would stay the default."""
-    data = plain(doc)
+    data = unwrap(doc)
     check_shape(data, path, cri_path)
     checked_record(inplace_record(doc, cri_path, opts.runtime_name), path)
     check_default_table(dig(data, *cri_path) or {}, path, cri_path, opts)

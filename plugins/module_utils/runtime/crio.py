@@ -27,7 +27,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.docker import check_names
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import dump_toml, is_table, parse_toml, toml_settings, TomlStyle
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import get_path, OWNER_MARK, plain, same
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import get_path, OWNER_MARK, unwrap, same
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import (
     add_table, check_edited_toml, delete_path, ensure_tables, lookup, note_change, parse_raw, prune_created, record_comment, record_entry,
     refusing_tomlkit_errors, restore_entry, set_scalar, sync_table, write_record_comment,
@@ -70,7 +70,7 @@ def merged_config(texts) -> dict:
     for path, text in texts:
         if text is None:
             continue
-        merged = deep_merge(merged, check_shape(path, plain(parse_toml(text, path))))
+        merged = deep_merge(merged, check_shape(path, unwrap(parse_toml(text, path))))
     return merged
 
 
@@ -108,7 +108,7 @@ def desired_runtime(merged: dict, opts: CrioOptions, record=None) -> tuple:
     default = get_path(merged, ("crio", "runtime", "default_runtime"))
     entry = _default_entry(record)
     if entry is not None:
-        default = plain(parse_raw(entry["raw"])) if entry.get("raw") else None
+        default = unwrap(parse_raw(entry["raw"])) if entry.get("raw") else None
     source_name, source = None, {}
     for candidate in ("runc", default, "crun"):
         if isinstance(candidate, str) and candidate != opts.runtime_name and isinstance(runtimes.get(candidate), dict):
@@ -181,9 +181,9 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
     name = opts.runtime_name
     warnings = []
     doc = parse_toml(main_text, main_path)
-    check_shape(main_path, plain(doc))
+    check_shape(main_path, unwrap(doc))
     if dropin_text is not None:
-        check_shape(opts.dropin_path, plain(parse_toml(dropin_text, opts.dropin_path)))
+        check_shape(opts.dropin_path, unwrap(parse_toml(dropin_text, opts.dropin_path)))
     others = [(p, t) for p, t in other_dropins if p != opts.dropin_path]
     merged = merged_config([(main_path, main_text)] + others)
     facts = {"runtime_table": "crio.runtime.runtimes.%s" % name}
@@ -241,7 +241,7 @@ def _refuse_overriding_default(others, main_path, opts) -> None:
     overriding = [
         p for p, t in others
         if (opts.mode == "inplace" or read_order(p) > read_order(mine))
-        and get_path(plain(parse_toml(t, p)), DEFAULT_PATH) not in (None, opts.runtime_name)
+        and get_path(unwrap(parse_toml(t, p)), DEFAULT_PATH) not in (None, opts.runtime_name)
     ]
     if overriding:
         raise GpuFleetError(
@@ -261,7 +261,7 @@ def _handler_in_place(doc, main_text, record, table, opts, warnings) -> None:
     created = []
     runtimes = ensure_tables(doc, RUNTIMES_PATH, style, created)
     depth = len(RUNTIMES_PATH) + 1
-    desired = deep_merge(plain(runtimes[name]) if name in runtimes else {}, table)
+    desired = deep_merge(unwrap(runtimes[name]) if name in runtimes else {}, table)
     if name in runtimes and is_table(runtimes[name]):
         sync_table(runtimes[name], desired, depth, style)
     else:

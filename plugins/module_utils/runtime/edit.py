@@ -19,7 +19,7 @@ import traceback
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import unwrap
 
 try:
     import tomlkit
@@ -145,7 +145,7 @@ def _repair_header_indents(doc, text: str) -> None:
 
 def toml_data(text: str):
     """The plain data of a TOML text (tomlkit's errors are raised as they are)."""
-    return plain(tomlkit.parse(text))
+    return unwrap(tomlkit.parse(text))
 
 
 def without_empty(tree):

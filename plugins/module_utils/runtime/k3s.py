@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import defined_tables, parse_toml, TomlStyle
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import GoTemplateMask, OWNER_MARK, plain
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import GoTemplateMask, OWNER_MARK, unwrap
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import lookup, refusing_tomlkit_errors
 
 #: Where k3s / RKE2 look for an NVIDIA runtime to add on their own at start.
@@ -102,7 +102,7 @@ def _generated_version(doc, path):
     except GpuFleetError as exc:
         raise GpuFleetError("%s: %s" % (path, exc.msg), path=path)
     if version is not None:
-        check_shape(plain(doc), path, plugin_path(version))
+        check_shape(unwrap(doc), path, plugin_path(version))
     return version
 
 
@@ -211,7 +211,7 @@ def _left_to_the_base(template, generated_text, generated_doc, opts, autodetecte
     allow_runc = (tuple(template.cri_path) + ("containerd", "runtimes", "runc")) not in base_tables
     source_cri = None
     if generated_doc is not None:
-        source_cri = plain(lookup(generated_doc, template.cri_path)) or {}
+        source_cri = unwrap(lookup(generated_doc, template.cri_path)) or {}
     return skip, notes, allow_runc, source_cri
 
 

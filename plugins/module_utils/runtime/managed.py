@@ -23,8 +23,8 @@ STATE_MARK = "gpufleet.nvidia.container_runtime state:"
 OWNER_MARK = "# Managed by gpufleet.nvidia.container_runtime"
 
 
-def plain(value):
-    """A tomlkit item (or anything) as plain Python values."""
+def unwrap(value):
+    """A tomlkit item (or anything) as plain Python values (tomlkit's ``unwrap``)."""
     if hasattr(value, "unwrap"):
         return value.unwrap()
     return value
@@ -32,8 +32,8 @@ def plain(value):
 
 def same(a, b) -> bool:
     """Equal as config values (``True`` is not ``1``)."""
-    return json.dumps(plain(a), sort_keys=True, default=str) == json.dumps(
-        plain(b), sort_keys=True, default=str
+    return json.dumps(unwrap(a), sort_keys=True, default=str) == json.dumps(
+        unwrap(b), sort_keys=True, default=str
     )
 
 

@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import TomlStyle, body_of, fragments, is_table, real_nodes, tk_value
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import (
-    GoTemplateMask, decode_record_line, encode_record, plain, same, toml_key,
+    GoTemplateMask, decode_record_line, encode_record, same, toml_key, unwrap,
 )
 
 
@@ -269,7 +269,7 @@ def ensure_tables(doc, path, style: TomlStyle, created: list):
         if not is_table(node):
             raise GpuFleetError(
                 "%s is not a table in the configuration (found %r)"
-                % (".".join(path[: i + 1]), plain(node))
+                % (".".join(path[: i + 1]), unwrap(node))
             )
     return node
 
@@ -323,7 +323,7 @@ def prune_created(doc, created) -> None:
     """Remove the tables in ``created`` (deepest first) that are now empty."""
     for path in sorted(created, key=len, reverse=True):
         for node in real_nodes(doc, path):
-            if len(plain(node)) == 0:
+            if len(unwrap(node)) == 0:
                 delete_path(doc, path)
                 break
 
@@ -372,7 +372,7 @@ def note_change(record: dict, path, table, key, new_value) -> None:
     if entry is None:
         entry = {"path": list(path), "raw": raw_text(table, key)}
         record["keys"].append(entry)
-    entry["set"] = plain(new_value)
+    entry["set"] = unwrap(new_value)
 
 
 def parse_raw(raw):

@@ -101,7 +101,7 @@ def _check_types(doc, path: str) -> None:
     """Refuse a file whose isolation keys are not booleans: the toolkit cannot read the file, and
     replacing the value would hide the mistake from whoever made it."""
     for key, unused in ISOLATED:
-        if key in doc and not isinstance(managed.plain(doc[key]), bool):
+        if key in doc and not isinstance(managed.unwrap(doc[key]), bool):
             raise GpuFleetError(
                 "toolkit_config: %s in %s is %s, not a boolean (true or false); the file was left untouched"
                 % (key, path, toml_edit.raw_text(doc, key)),
@@ -125,7 +125,7 @@ def converge(host, params: dict, check_mode: bool = False, want_diff: bool = Fal
     else:
         after, warnings = plan_isolation(before, path, "present" if params["isolate_unprivileged"] else "absent")
     change = files.FileChange(path, before, after)
-    data = managed.plain(edit.parse_toml(after, path)) if after else {}
+    data = managed.unwrap(edit.parse_toml(after, path)) if after else {}
     if change.changed and not check_mode:
         _write(host, path, after)
     result = {
