@@ -254,10 +254,10 @@ ansible_facts:
               C(nvidia-smi -q -x) call, with per GPU its index, name, UUID, bus id, memory, C(mig_capable),
               the current and pending MIG mode and the persistence mode; C(source) is C(package), C(preinstalled) or C(absent);
               C(package) the owning package; C(packages) the installed NVIDIA packages (dpkg hosts).
-            - C(found) is the one driver version that preflight, host_validate and the fleet report read:
+            - C(found) is the one driver version that preflight, host_validate and the fleet report read,
               the driver on disk first (C(modinfo), else the C(package) owning nvidia-smi or libcuda), else
               what runs (C(nvidia-smi), else the C(loaded module)), C(from) naming which; and its C(flavor)
-              (the module's on disk, else the loaded one's, else the kernel-module C(packages)'), C(flavor_from)
+              (the module's on disk, else the loaded one's, else the kernel-module C(packages)), C(flavor_from)
               naming which.
           type: dict
           returned: always

@@ -524,4 +524,3 @@ class Host(object):
         if local is None:  # its folder's links loop: there is no such file
             return None
         return safe_io.remove_file(module, local, backup=backup)
-

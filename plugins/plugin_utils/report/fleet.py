@@ -47,6 +47,8 @@ STATUS_TITLES = {
     "no_gpu": "no GPU",
     "not_validated": "not validated",
 }
+
+
 def host_data(hosts, hostvars, keys=HOST_VARS):
     """``{host: {var: value}}`` of the report's variables (:func:`hostvars.host_data`); the cluster
     verdict is read once per verdict, and :func:`_cluster_of` merges the node verdicts read."""
