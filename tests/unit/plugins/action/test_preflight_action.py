@@ -14,7 +14,7 @@ from ansible.playbook.task import Task
 from ansible.template import Templar
 
 from ansible_collections.gpufleet.nvidia.plugins.action import preflight as A
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import fixture_facts
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import fixture_facts
 
 
 def clock(monkeypatch, day):

@@ -528,7 +528,7 @@ def _smi_failing_facts(device_id=None):
     """The facts of the captured H200 host whose nvidia-smi fails (tests/unit/fixtures/hosts/README.md);
     with ``device_id``, the same host with another GPU on its PCI bus (derived: only the id and name changed)."""
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import gpu_table
-    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import fixture_facts
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import fixture_facts
     facts = fixture_facts("ubuntu2404-h200-smi-failing")
     if device_id:
         for gpu in facts["gpus"]:

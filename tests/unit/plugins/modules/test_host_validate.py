@@ -6,7 +6,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.modules import host_validate
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import CaptureHost
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import CaptureHost
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
 
 

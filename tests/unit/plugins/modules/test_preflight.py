@@ -8,7 +8,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.modules import preflight
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import (
     CaptureHost,
     fixture_facts,
 )

@@ -27,7 +27,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import man
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import day2 as vday2
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import Checks
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import HOSTS, CaptureHost
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import HOSTS, CaptureHost
 
 _SPEC = importlib.util.spec_from_file_location("derive_day2", os.path.join(HOSTS, "derive_day2.py"))
 derive_day2 = importlib.util.module_from_spec(_SPEC)

@@ -34,7 +34,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.prefligh
 
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import fixture_facts
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import fixture_facts
 
 H200 = "ubuntu2404-h200-preinstalled"
 H200_DOWN = "ubuntu2404-h200-smi-failing"

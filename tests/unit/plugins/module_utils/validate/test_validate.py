@@ -43,7 +43,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.driver im
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.runtime import _locate_containerd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import (
     CaptureHost,
     fixture_facts,
 )

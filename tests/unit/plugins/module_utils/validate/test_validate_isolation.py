@@ -19,7 +19,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import too
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import day2 as vday2
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as V
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import Checks
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import CaptureHost
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import CaptureHost
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 with open(os.path.join(HERE, "..", "..", "fixtures", "toolkit_config", "config-1.20.toml")) as _handle:

@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as C, nodes, pods
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cuda as CUDA
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.test_gpu_facts import fixture_facts
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import fixture_facts
 
 LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "", "nvidia.com/gpu.count": ""}
 
