@@ -15,6 +15,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as H
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.fakes import FakeModule
 
 
 def _tree(root, files):
@@ -23,32 +24,6 @@ def _tree(root, files):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as handle:
             handle.write(text)
-
-
-class FakeModule(object):
-    """What the adapter uses of an AnsibleModule, recording the commands and the writes."""
-
-    def __init__(self, tmpdir):
-        self.tmpdir = str(tmpdir)
-        self.params = {}
-        self.commands = []
-        self.cleanup = []
-
-    def run_command(self, argv, environ_update=None):
-        self.commands.append((argv, environ_update))
-        return 0, "out", ""
-
-    def add_cleanup_file(self, path):
-        self.cleanup.append(path)
-
-    def atomic_move(self, src, dest, unsafe_writes=False):
-        os.rename(src, dest)
-
-    def backup_local(self, path):
-        backup = path + ".bak"
-        with open(path, "rb") as src, open(backup, "wb") as dst:
-            dst.write(src.read())
-        return backup
 
 
 def test_an_absolute_link_is_resolved_inside_the_root(tmp_path):

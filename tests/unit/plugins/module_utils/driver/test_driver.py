@@ -47,7 +47,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.test_host import FakeModule
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.fakes import FakeModule
 
 FIXTURES = os.path.normpath(os.path.join(os.path.dirname(os.path.dirname(__file__)), "..", "..", "fixtures", "driver"))
 HGX = os.path.join(FIXTURES, "hgx")

@@ -16,7 +16,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import dev_char as dc
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.test_host import FakeModule
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.fakes import FakeModule
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(__file__)), "..", "..", "..", "..", "..", "shared", "reference", "golden", "nvidia-ctk")
 NUMBERS = {"nvidia0": (195, 0), "nvidia1": (195, 1), "nvidiactl": (195, 255), "nvidia-uvm": (507, 0), "nvidia-uvm-tools": (507, 1)}

@@ -185,7 +185,7 @@ SITE_V2 = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image =
 def _real_node(tmp_path, main_text, files=()):
     """A node whose containerd files lie under ``tmp_path`` (absolute paths), its commands run for real."""
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host, subprocess_runner
-    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.test_host import FakeModule
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.fakes import FakeModule
 
     (tmp_path / "conf.d").mkdir()
     (tmp_path / "work").mkdir()

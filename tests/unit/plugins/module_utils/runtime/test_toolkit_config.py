@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit, toolkit_config as tc
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.test_host import FakeModule
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.fakes import FakeModule
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "..", "..", "fixtures", "toolkit_config")
 ENVVAR, VOLUMES = tc.ENVVAR_KEY, tc.VOLUME_MOUNTS_KEY
