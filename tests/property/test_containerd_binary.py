@@ -1,7 +1,7 @@
 """The containerd editor's output, loaded by the real containerd (``containerd config dump``) on a
 sample of the generated files: where containerd loads the original, it loads the result too, with
 the handler among the CRI runtimes and the default runtime defined. Skipped (visibly) where no
-containerd binary is found; see tests/unit/plugins/module_utils/runtime/test_runtime_config.py."""
+containerd binary is found; see tests/unit/plugins/module_utils/runtime/configs.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import con
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config_check import dump_problems
 from ansible_collections.gpufleet.nvidia.tests.property import strategies as s
 from ansible_collections.gpufleet.nvidia.tests.property.tally import tally
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
     BINARIES,
     _binary_version,
 )

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
     WANTED_BINARIES,
     binary_param,
     fixture_text,

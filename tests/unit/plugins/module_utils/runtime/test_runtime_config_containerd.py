@@ -20,7 +20,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, containerd_inplace, edit, managed
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import k3s as k3s_editor
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
     FIXTURES,
     fixture_text,
     toml_plain,

@@ -19,7 +19,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.config_check import dump_problems
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
     FIXTURES,
     WANTED_BINARIES,
     binary_param,
@@ -71,7 +71,7 @@ def _cri_of(dump: dict):
 @pytest.mark.parametrize("mode", ["dropin", "inplace"])
 @pytest.mark.parametrize("binary, name", _cases())
 def test_containerd_loads_the_result(binary, name, mode, options, tmp_path):
-    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import (
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
         _binary_version,
     )
 
@@ -144,7 +144,7 @@ def test_an_earlier_dropin_survives_the_nvidia_dropin(binary, tmp_path):
     repeats what 50-registry.toml set, so the registry setting is still in force."""
     import subprocess
 
-    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import (
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
         _binary_version,
     )
 

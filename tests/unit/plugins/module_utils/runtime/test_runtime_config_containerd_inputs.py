@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, k3s, managed
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import toml_plain
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import toml_plain
 
 MAIN = "/etc/containerd/config.toml"
 CRI2 = 'plugins."io.containerd.grpc.v1.cri"'

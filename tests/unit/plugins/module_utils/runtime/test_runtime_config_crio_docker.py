@@ -10,7 +10,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio, managed, undo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import docker
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
     fixture_text,
     toml_plain,
 )

@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import containerd as ctd, containerd_config, k3s, managed, toml_edit, undo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import crio
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import fixture_text
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import fixture_text
 
 MAIN = "/etc/containerd/config.toml"
 DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"

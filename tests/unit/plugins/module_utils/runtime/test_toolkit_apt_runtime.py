@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import con
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edit as runtime_edit
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt as T
 from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime, toolkit_packages
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_runtime_config import fixture_text
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import fixture_text
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_toolkit_apt import KEY_URL, URL, FakeApt, converged
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.test_container_runtime import snapshot
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
