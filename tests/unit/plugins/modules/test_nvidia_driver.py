@@ -1,7 +1,7 @@
 """Tests of the nvidia_driver module: check mode, real run, idempotence, diff, failures.
 
 The host is a replayed fixture of tests/unit/fixtures/driver (``Replay`` in
-test_driver.py); ``Host.for_module`` is patched to give it, whose atomic writes go under the replayed
+replay.py); ``Host.for_module`` is patched to give it, whose atomic writes go under the replayed
 root, so nothing on this machine is touched.
 """
 
@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import PIN_FILE, UU_FILE
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvidia_driver
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import (
     D12_INSTALLED,
     D12_PRISTINE,
     Replay,

@@ -40,7 +40,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_sources
 
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import (
     FIXTURES,
     Replay,
     install_argv,

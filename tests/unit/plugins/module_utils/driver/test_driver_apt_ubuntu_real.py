@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds import PIN_FILE
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver import Replay, install_argv, plan_of, run
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import Replay, install_argv, plan_of, run
 
 PRISTINE = "ubuntu2404-standin/pristine"
 INSTALLED = "ubuntu2404-standin/installed-550.163.01-proprietary-precompiled"

@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver import Replay, plan_of, run
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import Replay, plan_of, run
 
 PRISTINE = "rocky9/pristine"
 INSTALLED = "rocky9/installed-570.172.08-proprietary"

@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver import FIXTURES, Replay, plan_of, run
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import FIXTURES, Replay, plan_of, run
 
 PRISTINE = "el9-standin/pristine"
 INSTALLED = "el9-standin/installed-550.163.01-proprietary"

@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.apt_holds i
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.plan import Plan
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import (
     D12_INSTALLED,
     D12_PRISTINE,
     Replay,
