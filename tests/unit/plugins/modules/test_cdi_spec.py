@@ -1,6 +1,6 @@
 """Tests of the cdi_spec module: check mode, idempotence, diff, mode, removal, the guard, the toolkit's units.
 
-The node is the H200 capture of test_cdi.py (its /proc and /dev under tmp_path, its commands answered
+The node is the H200 capture of cdi_node.py (its /proc and /dev under tmp_path, its commands answered
 with recorded outputs), reached through ``Host.for_module``.
 """
 
@@ -18,7 +18,7 @@ from ansible.module_utils import basic
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi as cdi_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi_spec as cdi_spec_lib
 from ansible_collections.gpufleet.nvidia.plugins.modules import cdi_spec
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_cdi import (  # pylint: disable=unused-import
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.cdi_node import (  # pylint: disable=unused-import
     NODE_UUID,
     SPEC,
     SPEC_UUID,

@@ -1,6 +1,6 @@
 """Tests of runtime/cdi_refresh.py: who keeps the CDI spec current, when it is written again, and the toolkit's units.
 
-The units' state is what systemd 252 printed for them (tests/unit/fixtures/cdi/README.md), on test_cdi.py's node.
+The units' state is what systemd 252 printed for them (tests/unit/fixtures/cdi/README.md), on cdi_node.py's node.
 
 The host trees are built under tmp_path; the spec texts are written for the test (only their
 ``libcuda.so.<version>`` mount and the module's header line are read here).
@@ -15,7 +15,7 @@ import pytest
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi, cdi_refresh as cr
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_cdi import (  # pylint: disable=unused-import
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.cdi_node import (  # pylint: disable=unused-import
     PATH_UNIT,
     SERVICE,
     node,

@@ -1,6 +1,6 @@
 """Tests of runtime/cdi_spec.py: the argv of ``nvidia-ctk cdi generate``, its spec and its failures, the options.
 
-nvidia-ctk's answers are the recorded ones of test_cdi.py's node (tests/unit/fixtures/cdi/README.md).
+nvidia-ctk's answers are the recorded ones of cdi_node.py's node (tests/unit/fixtures/cdi/README.md).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import cdi, cdi_spec
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_cdi import (  # pylint: disable=unused-import
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.cdi_node import (  # pylint: disable=unused-import
     SPEC,
     VERSION,
     fixture,
