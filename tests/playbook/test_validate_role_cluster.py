@@ -25,7 +25,7 @@ import yaml
 
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins import fake_kube as K
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.validate.test_validate_cluster import OPERATOR_PODS, node
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.validate.cluster_objects import OPERATOR_PODS, node
 
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 

@@ -31,7 +31,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import ho
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as C
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import CaptureHost, fixture_facts
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.validate.test_validate_cluster import node, pod, read
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.validate.cluster_objects import node, pod, read
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))

@@ -3,7 +3,7 @@
 """The labels validation publishes on the GPU nodes (validate/labels.py, through validate.cluster's
 verdict): their values, and the patches of the cluster layer's mechanism (the annotation
 ``gpufleet.nvidia/validate.labels`` records the keys) against Node objects written as k8s_info
-returns them (test_validate_cluster.node), with the facts of the host captures."""
+returns them (cluster_objects.node), with the facts of the host captures."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import cluster as C
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import labels as L
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.validate.test_validate_cluster import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.validate.cluster_objects import (
     H200, OPERATOR_PODS, hostvars, node, read)
 
 TODAY = "2026-12-01"
