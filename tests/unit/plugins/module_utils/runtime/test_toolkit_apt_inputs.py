@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt as T
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_toolkit_apt import KEY, FakeApt, converged, params
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.fake_apt import KEY, FakeApt, converged, params
 
 
 class RestoringApt(FakeApt):

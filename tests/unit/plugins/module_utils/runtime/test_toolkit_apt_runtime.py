@@ -1,6 +1,6 @@
 """Tests of toolkit_packages' ``runtime`` option: the packages and the runtime in one module run.
 
-The packages part runs against ``FakeApt`` (test_toolkit_apt.py: the node's apt files and dpkg
+The packages part runs against ``FakeApt`` (fake_apt.py: the node's apt files and dpkg
 database in memory); the runtime part is the container_runtime module's own code on real files in
 a temporary directory, as in test_container_runtime.py. The runtime's options are the container
 runtime module's, from one argument spec in module_utils/runtime/config.py.
@@ -22,7 +22,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import edi
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import toolkit_apt as T
 from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime, toolkit_packages
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import fixture_text
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.test_toolkit_apt import KEY_URL, URL, FakeApt, converged
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.fake_apt import KEY_URL, URL, FakeApt, converged
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.test_container_runtime import snapshot
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
 
