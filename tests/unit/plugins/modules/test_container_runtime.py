@@ -20,21 +20,9 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime
     fixture_text,
     toml_plain,
 )
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module, snapshot
 
 CTD16 = binary_param("1.6")
-
-
-def snapshot(directory):
-    """Every file under ``directory``: path -> (bytes, mode, mtime)."""
-    found = {}
-    for root, _dirs, files in os.walk(str(directory)):
-        for name in files:
-            path = os.path.join(root, name)
-            st = os.stat(path)
-            with open(path, "rb") as handle:
-                found[path] = (handle.read(), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
-    return found
 
 
 @pytest.fixture(autouse=True)

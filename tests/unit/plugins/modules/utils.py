@@ -1,13 +1,16 @@
 """Shared helpers for running a module's ``main()`` inside a unit test.
 
 ``run_module(module, args)`` runs the module with ``args`` and returns the dict it passed to
-``exit_json``; ``AnsibleFailJson`` is raised with the dict of ``fail_json``.
+``exit_json``; ``AnsibleFailJson`` is raised with the dict of ``fail_json``; ``snapshot(directory)``
+is every file under a folder (bytes, mode, mtime).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import stat
 from typing import Any
 from unittest import mock
 
@@ -76,3 +79,15 @@ def run_module(module, args: dict, check_mode: bool = False, diff: bool = False)
         except AnsibleExitJson as exc:
             return exc.result
     raise AssertionError("module did not call exit_json or fail_json")
+
+
+def snapshot(directory):
+    """Every file under ``directory``: path -> (bytes, mode, mtime)."""
+    found = {}
+    for root, _dirs, files in os.walk(str(directory)):
+        for name in files:
+            path = os.path.join(root, name)
+            st = os.stat(path)
+            with open(path, "rb") as handle:
+                found[path] = (handle.read(), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+    return found

@@ -23,8 +23,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import too
 from ansible_collections.gpufleet.nvidia.plugins.modules import container_runtime, toolkit_packages
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import fixture_text
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.fake_apt import KEY_URL, URL, FakeApt, converged
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.test_container_runtime import snapshot
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module, snapshot
 
 MAIN = fixture_text("kubeadm-containerd-1.7-commented.toml")
 
