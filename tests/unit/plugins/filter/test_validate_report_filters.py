@@ -22,7 +22,7 @@ import yaml
 
 from ansible.template import trust_as_template
 
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report.test_report import example_hostvars
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report.example_fleet import example_hostvars
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.validate.cluster_objects import OPERATOR_PODS, node
 
 from . import fleets as F

@@ -14,8 +14,8 @@ from ansible.template import trust_as_template
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as R
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fixes, junit, prometheus, text
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report import test_report as T
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report.test_report_page import fleet
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report import example_fleet as T
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report.example_fleet import fleet
 
 DRIVER = {"changed": True, "method": "package", "backend": "apt-debian", "flavor": "proprietary",
           "packages": {"nvidia-driver": "535.309.01-1"}, "msg": "NVIDIA driver 535.309.01 (proprietary) installed and pinned"}

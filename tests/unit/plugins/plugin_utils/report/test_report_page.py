@@ -18,9 +18,9 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as R
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html as H
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report import test_report as T
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report import example_fleet as T
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.plugin_utils.report.example_fleet import fleet
 
 OUT = os.path.join(T.ROOT, "tests", "output", "report-page")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -63,24 +63,6 @@ window.addEventListener('load', function () { setTimeout(function () {
   document.body.appendChild(pre);
 }, 0); });
 //]]></script>"""
-
-
-def fleet(size):
-    """A fleet of ``size`` nodes from the example fleet's six, renamed, some with the driver and
-    toolkit roles' results (held packages, a changed layer)."""
-    example = T.example_hostvars(cluster=False)
-    hv, hosts = {}, []
-    for i in range(size):
-        base = T.HOSTS[i % len(T.HOSTS)]
-        host = base if i < len(T.HOSTS) else "%s-%04d" % (base, i)
-        hv[host] = dict(example[base])
-        if i % 3 == 0 and hv[host].get("gpufleet_nvidia_validation"):
-            hv[host]["nvidia_driver_result"] = {"changed": i % 2 == 0, "method": "package", "backend": "apt-ubuntu",
-                                                "flavor": "open", "packages": {"nvidia-driver-580-open": "580.95.05-0ubuntu1"},
-                                                "msg": "NVIDIA driver 580.95.05 (open) installed and pinned"}
-        hosts.append(host)
-    return R.build_report(hosts, hv, generated_at=T.GENERATED_AT,
-                          run=dict(T.RUN, collection_version="0.1.0", duration_s=754.2))
 
 
 def _chromium(*args, timeout=120):
