@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset as T
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.validate.test_validate import (
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
     CTK,
     RUNTIME,
     _containerd_binaries,

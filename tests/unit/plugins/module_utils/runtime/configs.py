@@ -15,10 +15,18 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import con
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures", "runtime-configs")
+#: The same folder under the name test_validate.py and test_toml_subset.py read it by, and its nvidia-ctk files.
+RUNTIME = FIXTURES
+CTK = os.path.join(RUNTIME, "nvidia-ctk-1.20.0")
 
 
 def fixture_text(name: str) -> str:
     with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _read(path):
+    with open(path) as handle:
         return handle.read()
 
 
@@ -99,3 +107,17 @@ def containerd_dump(binary: str, tmp_path, main_text, dropin_text=None, import_g
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
+
+
+# The validate tests' containerd binaries, as pytest params: PATH (Debian 12's 1.6) and
+# .cache/containerd/<version>.
+def _containerd_binaries():
+    found = []
+    system = shutil.which("containerd")
+    if system:
+        found.append(pytest.param(system, id="containerd-path"))
+    for path in sorted(glob.glob(os.path.join(ROOT, ".cache", "containerd", "*", "usr", "bin", "containerd"))):
+        found.append(pytest.param(path, id="containerd-" + path.split(os.sep)[-4]))
+    if not found:
+        found.append(pytest.param(None, marks=pytest.mark.skip(reason="no containerd binary on this machine"), id="none"))
+    return found

@@ -10,7 +10,6 @@ this machine, the tests use it; otherwise those cases are skipped with the reaso
 from __future__ import annotations
 
 import copy
-import glob
 import os
 import posixpath
 import shutil
@@ -47,19 +46,18 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discove
     CaptureHost,
     fixture_facts,
 )
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.runtime.configs import (
+    CTK,
+    RUNTIME,
+    _containerd_binaries,
+    _read,
+)
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "unit", "fixtures")
-RUNTIME = os.path.join(FIXTURES, "runtime-configs")
-CTK = os.path.join(RUNTIME, "nvidia-ctk-1.20.0")
 CDI_SPEC = os.path.join(FIXTURES, "cdi", "h200", "nvidia-ctk-cdi.yaml")
 H200 = "ubuntu2404-h200-preinstalled"
-
-
-def _read(path):
-    with open(path) as handle:
-        return handle.read()
 
 
 def names(result):
@@ -431,19 +429,6 @@ def test_containerd_dump_failure_is_reported_with_containerds_words(tree):
         '/etc/containerd/config.toml: invalid plugin key URI "cri" expect io.containerd.x.vx'
     )
     assert tree.calls[-1] == ["/usr/bin/containerd", "--config", "/etc/containerd/config.toml", "config", "dump"]
-
-
-# Real containerd binaries: PATH (Debian 12's 1.6) and .cache/containerd/<version>.
-def _containerd_binaries():
-    found = []
-    system = shutil.which("containerd")
-    if system:
-        found.append(pytest.param(system, id="containerd-path"))
-    for path in sorted(glob.glob(os.path.join(ROOT, ".cache", "containerd", "*", "usr", "bin", "containerd"))):
-        found.append(pytest.param(path, id="containerd-" + path.split(os.sep)[-4]))
-    if not found:
-        found.append(pytest.param(None, marks=pytest.mark.skip(reason="no containerd binary on this machine"), id="none"))
-    return found
 
 
 def _real_containerd(binary, tree):
