@@ -20,8 +20,8 @@ from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.
     D12_INSTALLED,
     D12_PRISTINE,
     Replay,
+    rocky_hgx,
 )
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.test_driver_dnf import rocky_hgx
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.utils import AnsibleFailJson, run_module
 
 ARGS = {"version": "535.261.03", "flavor": "proprietary"}

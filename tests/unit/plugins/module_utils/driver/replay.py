@@ -21,7 +21,7 @@ import shutil
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import install as driver
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import apt, dnf
 from ansible_collections.gpufleet.nvidia.tests.unit import hostfs
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.fakes import FakeModule
 
@@ -227,3 +227,25 @@ D12_PRISTINE = "debian12/pristine"
 D12_INSTALLED = "debian12/installed-535.261.03-proprietary"
 D13_PRISTINE = "debian13/pristine"
 D13_INSTALLED = "debian13/installed-550.163.01-proprietary"
+ROCKY9_INSTALLED = "rocky9/installed-570.172.08-proprietary"
+
+
+# --- the fabric manager from NVIDIA's CUDA repository (DERIVED hosts, see fixtures/driver/hgx) -------
+
+RPM_QA_FM = json.dumps(["rpm", "-qa", "--qf", dnf.RPM_QF] + dnf.FABRIC_MANAGER_GLOBS)
+VERSIONLOCK = json.dumps(dnf.LOCKS_LIST)
+FM_570 = ["libnvidia-nscq-570", "nvidia-fabric-manager"]
+FM_580 = ["libnvidia-nscq", "nvidia-fabricmanager"]
+
+
+def rocky_hgx(tmp_path, fm_installed=None, fm_names=tuple(FM_570), loaded="570.172.08", **systemd):
+    """Rocky 9 with 570.172.08 installed and locked, on an HGX board; ``fm_installed``: {name: evr} locked too."""
+    replay = Replay(ROCKY9_INSTALLED, tmp_path).add_nvswitches().systemd(**systemd)
+    if loaded:
+        replay.load_driver(loaded)
+    replay.answer_fabric_manager(fm_names, "repoquery-rocky9-cuda-repository.txt")
+    fm_installed = fm_installed or {}
+    replay.overrides[RPM_QA_FM] = (0, "".join("%s\t%s\n" % item for item in sorted(fm_installed.items())), "")
+    rc, out, err = replay.commands[VERSIONLOCK]
+    replay.overrides[VERSIONLOCK] = (rc, out + "".join("%s-%s.*\n" % item for item in sorted(fm_installed.items())), err)
+    return replay

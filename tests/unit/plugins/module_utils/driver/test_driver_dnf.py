@@ -14,10 +14,18 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import Replay, plan_of, run
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import (
+    FM_570,
+    FM_580,
+    RPM_QA_FM,
+    Replay,
+    plan_of,
+    rocky_hgx,
+    run,
+)
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import ROCKY9_INSTALLED as INSTALLED
 
 PRISTINE = "rocky9/pristine"
-INSTALLED = "rocky9/installed-570.172.08-proprietary"
 KERNEL = "5.14.0-503.14.1.el9_5.x86_64"
 COMMON = ["nvidia-driver-cuda", "nvidia-driver-cuda-libs", "nvidia-kmod-common", "nvidia-modprobe", "nvidia-persistenced"]
 FROMPATH = ["--repofrompath=cuda-rhel9-x86_64,https://developer.download.nvidia.com/compute/cuda/repos/rhel9/x86_64",
@@ -185,24 +193,6 @@ def test_rocky9_absent(tmp_path):
 
 
 # --- the fabric manager from NVIDIA's CUDA repository (DERIVED hosts, see fixtures/driver/hgx) -------
-
-RPM_QA_FM = json.dumps(["rpm", "-qa", "--qf", dnf.RPM_QF] + dnf.FABRIC_MANAGER_GLOBS)
-VERSIONLOCK = json.dumps(dnf.LOCKS_LIST)
-FM_570 = ["libnvidia-nscq-570", "nvidia-fabric-manager"]
-FM_580 = ["libnvidia-nscq", "nvidia-fabricmanager"]
-
-
-def rocky_hgx(tmp_path, fm_installed=None, fm_names=tuple(FM_570), loaded="570.172.08", **systemd):
-    """Rocky 9 with 570.172.08 installed and locked, on an HGX board; ``fm_installed``: {name: evr} locked too."""
-    replay = Replay(INSTALLED, tmp_path).add_nvswitches().systemd(**systemd)
-    if loaded:
-        replay.load_driver(loaded)
-    replay.answer_fabric_manager(fm_names, "repoquery-rocky9-cuda-repository.txt")
-    fm_installed = fm_installed or {}
-    replay.overrides[RPM_QA_FM] = (0, "".join("%s\t%s\n" % item for item in sorted(fm_installed.items())), "")
-    rc, out, err = replay.commands[VERSIONLOCK]
-    replay.overrides[VERSIONLOCK] = (rc, out + "".join("%s-%s.*\n" % item for item in sorted(fm_installed.items())), err)
-    return replay
 
 
 def test_rocky9_fabric_manager_installed_and_locked_with_the_driver(tmp_path):
