@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.tests.playbook import test_cluster_transaction as T
+from ansible_collections.gpufleet.nvidia.tests.playbook import cluster_runs as T
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.cluster_fake import DraCluster, gpu_slice, node
 
 pytest.importorskip("kubernetes")
@@ -57,7 +57,7 @@ def _project(tmp, fake, hosts=None, extra=None):
     os.makedirs(os.path.join(tmp, "bin"), exist_ok=True)
     settings["dra_driver_helm_binary"] = fake.helm_binary(os.path.join(tmp, "bin"))
     settings.update(extra or {})
-    T._project(tmp, fake, hosts or HOSTS, settings)
+    T.project(tmp, fake, hosts or HOSTS, settings)
 
 
 def _writes_outside_the_probe(fake, start):
@@ -75,7 +75,7 @@ def _assert_gpucluster_release(fake):
     assert values["driver"] == {"enabled": False}
     # The checks read the API server's version before helm changed anything.
     version_read = [i for i, e in enumerate(fake.timeline) if e[:2] == ("api", "GET") and e[2] == "/version"]
-    assert version_read and version_read[0] < T._index(fake, "helm", "upgrade")
+    assert version_read and version_read[0] < T.index(fake, "helm", "upgrade")
 
 
 def _assert_validated(fake, out):
@@ -90,21 +90,21 @@ def _assert_validated(fake, out):
 def test_the_gpucluster_path_installs_validates_and_a_second_run_writes_nothing(tmp_path, cluster):
     tmp = str(tmp_path)
     _project(tmp, cluster)
-    rc, out = T._run(tmp, "--tags", "cluster")
+    rc, out = T.run(tmp, "--tags", "cluster")
     assert rc == 0, out[-6000:]
     _assert_gpucluster_release(cluster)
     _assert_validated(cluster, out)
-    assert T._report(tmp)["run"]["cluster_change"]["state"] == "applied"
+    assert T.report(tmp)["run"]["cluster_change"]["state"] == "applied"
 
     start = len(cluster.timeline)
-    rc, out = T._run(tmp, "--tags", "cluster")
+    rc, out = T.run(tmp, "--tags", "cluster")
     assert rc == 0, out[-6000:]
     assert _writes_outside_the_probe(cluster, start) == []
-    assert "upgrade" not in T._helm_calls(cluster, start)
+    assert "upgrade" not in T.helm_calls(cluster, start)
 
     # Check mode: nothing is written, not even the claim check's probe, and the run says why.
     start = len(cluster.timeline)
-    rc, out = T._run(tmp, "--tags", "cluster", "--check")
+    rc, out = T.run(tmp, "--tags", "cluster", "--check")
     assert rc == 0, out[-6000:]
     assert [e for e in cluster.timeline[start:] if e in cluster.writes()] == []
     assert "claim check: not run: check mode" in out
@@ -121,18 +121,18 @@ def test_the_standalone_path_labels_its_nodes_and_removal_takes_the_release_and_
     tmp = str(tmp_path)
     cluster.charts.append("0.5.0")
     _project(tmp, cluster, extra={"dra_driver_operator_version": ""})
-    rc, out = T._run(tmp, "--tags", "cluster")
+    rc, out = T.run(tmp, "--tags", "cluster")
     assert rc == 0, out[-6000:]
     release = cluster.releases[("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu")]
     assert release["values"]["kubeletPlugin"]["nodeSelector"] == {LABEL: "true"}
     assert [n for n in ("gpu-a", "gpu-b", "cpu-1") if cluster.labels(n).get(LABEL) == "true"] == ["gpu-a", "gpu-b"]
 
     _project(tmp, cluster, extra={"dra_driver_operator_version": "", "dra_driver_state": "absent"})
-    rc, out = T._run(tmp, "--tags", "cluster")
+    rc, out = T.run(tmp, "--tags", "cluster")
     assert rc == 0, out[-6000:]
     _assert_removed(cluster)
     start = len(cluster.timeline)
-    rc, out = T._run(tmp, "--tags", "cluster")
+    rc, out = T.run(tmp, "--tags", "cluster")
     assert rc == 0, out[-6000:]
     assert [e for e in cluster.timeline[start:] if e in cluster.writes() or e[1] == "uninstall"] == []
 
@@ -141,10 +141,10 @@ def test_a_node_whose_gpus_are_not_published_fails_the_validation(tmp_path, clus
     tmp = str(tmp_path)
     cluster.slices = [gpu_slice("gpu-a", 2)]
     _project(tmp, cluster)
-    rc, out = T._run(tmp, "--tags", "cluster")
+    rc, out = T.run(tmp, "--tags", "cluster")
     assert rc != 0
     assert "node gpu-b: no GPU published in a ResourceSlice of driver gpu.nvidia.com" in out
-    assert T._report(tmp)["run"]["cluster_change"]["state"] == "failed"
+    assert T.report(tmp)["run"]["cluster_change"]["state"] == "failed"
 
 
 @pytest.mark.parametrize("case, change, message", [
@@ -161,11 +161,11 @@ def test_a_cluster_dra_cannot_run_on_is_refused_with_nothing_written(tmp_path, c
     # CDI is on by default (container_toolkit_enable_cdi): the containerd 1.7 case turns it off on gpu-b
     off = {"gpu-b": dict(HOSTS["gpu-b"], container_toolkit_enable_cdi=False)} if "without-cdi" in case else {}
     _project(tmp, cluster, dict(HOSTS, **off))
-    rc, out = T._run(tmp, "--tags", "cluster")
+    rc, out = T.run(tmp, "--tags", "cluster")
     assert rc != 0, case
     assert message in out, out[-4000:]
     assert cluster.writes() == [] and cluster.releases == {}
-    report = T._report(tmp)
+    report = T.report(tmp)
     # The refusal's message is the list of problems, as the check's assert gives it.
     assert report["run"]["cluster_change"]["state"] == "refused" and message in str(report["run"]["cluster_change"]["msg"])
 
@@ -174,6 +174,6 @@ def test_a_node_on_r535_is_refused_before_the_cluster_is_read(tmp_path, cluster)
     tmp = str(tmp_path)
     hosts = dict(HOSTS, **{"gpu-b": {"nvidia_driver_method": "package", "nvidia_driver_version": "535.309.01"}})
     _project(tmp, cluster, hosts)
-    rc, out = T._run(tmp, "--tags", "cluster")
+    rc, out = T.run(tmp, "--tags", "cluster")
     assert rc != 0 and "driver 535.309.01 (from inventory)" in out
     assert cluster.writes() == [] and not any(e[2] == "/version" for e in cluster.timeline)

@@ -12,7 +12,6 @@ import sys
 import yaml
 
 from ansible_collections.gpufleet.nvidia.plugins.action import role_arguments as R
-from ansible_collections.gpufleet.nvidia.tests.unit.plugins.action.test_role_arguments import SITE_ROLES
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
@@ -44,7 +43,7 @@ BAD = {
 def test_the_plugin_finds_what_ansibles_own_check_finds(tmp_path):
     out = str(tmp_path / "out.json")
     tasks = []
-    for role in SITE_ROLES:
+    for role in F.SITE_ROLES:
         path = R.spec_path(role)
         tasks.append({
             "name": "Ansible's own check of %s" % role,
@@ -52,19 +51,19 @@ def test_the_plugin_finds_what_ansibles_own_check_finds(tmp_path):
                 "argument_spec": "{{ (lookup('ansible.builtin.file', '%s') | from_yaml).argument_specs.main.options }}" % path},
             "register": "own_%s" % role, "ignore_errors": True})
     tasks += [
-        {"name": "The collection's check", "gpufleet.nvidia.role_arguments": {"roles": ["gpufleet.nvidia." + SITE_ROLES[0]] + SITE_ROLES[1:]},
+        {"name": "The collection's check", "gpufleet.nvidia.role_arguments": {"roles": ["gpufleet.nvidia." + F.SITE_ROLES[0]] + F.SITE_ROLES[1:]},
          "register": "ours", "ignore_errors": True},
         {"name": "Keep both", "ansible.builtin.copy": {
             "dest": out, "mode": "0644",
-            "content": "{{ {'ours': ours, 'own': {%s}} | to_json }}" % ", ".join("'%s': own_%s" % (r, r) for r in SITE_ROLES)}},
+            "content": "{{ {'ours': ours, 'own': {%s}} | to_json }}" % ", ".join("'%s': own_%s" % (r, r) for r in F.SITE_ROLES)}},
     ]
     rc, output = _playbook(str(tmp_path), BAD, tasks)
     assert rc == 0, output
     with open(out) as handle:
         got = json.load(handle)
     ours, own = got["ours"], got["own"]
-    assert ours["failed"] is True and ours["roles"] == SITE_ROLES
-    for role in SITE_ROLES:
+    assert ours["failed"] is True and ours["roles"] == F.SITE_ROLES
+    for role in F.SITE_ROLES:
         assert ours["argument_errors"].get(role, []) == own[role].get("argument_errors", []), role
     # every wrong value is named, once, under its own role; the list given as a string is not an error
     assert sorted(ours["argument_errors"]) == ["container_toolkit", "nvidia_driver", "validate"]
@@ -75,7 +74,7 @@ def test_the_plugin_finds_what_ansibles_own_check_finds(tmp_path):
 
 def test_valid_variables_pass_and_a_bad_task_fails_with_the_reason(tmp_path):
     tasks = [
-        {"name": "Valid", "gpufleet.nvidia.role_arguments": {"roles": SITE_ROLES}},
+        {"name": "Valid", "gpufleet.nvidia.role_arguments": {"roles": F.SITE_ROLES}},
         {"name": "Not a role", "gpufleet.nvidia.role_arguments": {"roles": ["nvidia_drivers"]}, "register": "nope", "ignore_errors": True},
         {"name": "Its reason", "ansible.builtin.assert": {"that": [
             "nope is failed",

@@ -19,8 +19,6 @@ from ansible_collections.gpufleet.nvidia.plugins.action import role_arguments as
 
 from ..filter import fleets as F
 
-SITE_ROLES = ["discover", "nvidia_driver", "container_toolkit", "validate"]
-
 
 def _options(role):
     path = R.spec_path(role)
@@ -30,7 +28,7 @@ def _options(role):
 
 def test_the_collection_roles_are_found_by_name():
     names = R.role_names()
-    assert set(SITE_ROLES + ["report", "gpu_operator", "device_plugin"]) <= set(names)
+    assert set(F.SITE_ROLES + ["report", "gpu_operator", "device_plugin"]) <= set(names)
     assert R.short_name("gpufleet.nvidia.nvidia_driver") == "nvidia_driver"
     assert R.short_name("nvidia_driver") == "nvidia_driver"
     assert R.spec_path("no_such_role") is None
@@ -39,7 +37,7 @@ def test_the_collection_roles_are_found_by_name():
 def test_the_specs_read_with_libyaml_are_those_ansible_reads():
     from ansible.parsing.dataloader import DataLoader
 
-    for role in SITE_ROLES:
+    for role in F.SITE_ROLES:
         path = R.spec_path(role)
         assert R.load_specs(path) == DataLoader().load_from_file(path)
 
@@ -108,6 +106,6 @@ def test_site_checks_every_role_whose_own_check_it_turns_off():
     checked = {R.short_name(name) for name in first["gpufleet.nvidia.role_arguments"]["roles"]}
     unchecked = [R.short_name(imp["name"]) for play in plays for imp in _imports(play.get("tasks"))
                  if imp.get("rolespec_validate") is False]
-    assert sorted(unchecked) == sorted(checked) == sorted(SITE_ROLES)
+    assert sorted(unchecked) == sorted(checked) == sorted(F.SITE_ROLES)
     for play in plays:  # no play runs one of them through `roles:`, where Ansible would check it again
         assert not {R.short_name(r["role"]) for r in play.get("roles") or []} & checked

@@ -31,6 +31,8 @@ REFERENCE = os.path.join(os.path.dirname(ROOT), "shared", "reference", "nvidia-s
 # NVIDIA's published chart values and CRDs, beside the checkout (never copied into it).
 REFERENCE_CHARTS = os.path.join(os.path.dirname(os.path.realpath(ROOT)), "shared", "reference", "charts")
 GROUP = "gpu_nodes"
+#: The roles site.yml runs on every node whose arguments the collection checks (role_arguments).
+SITE_ROLES = ["discover", "nvidia_driver", "container_toolkit", "validate"]
 ROLES = ("gpu_operator", "device_plugin")
 COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
 # Kubernetes versions whose published schemas every object is validated against (strict).
