@@ -13,30 +13,22 @@ import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io as safe_io
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.common.fakes import FakeModule
 
 
-class Module(object):
+class Module(FakeModule):
+    """The shared fake module, its moves recorded and, with ``fail_move``, interrupted."""
+
     def __init__(self, tmpdir, fail_move=False):
-        self.tmpdir = str(tmpdir)
-        self.params = {}
-        self.cleanup = []
+        super().__init__(tmpdir)
         self.moves = []
         self.fail_move = fail_move
-
-    def add_cleanup_file(self, path):
-        self.cleanup.append(path)
 
     def atomic_move(self, src, dest, unsafe_writes=False):
         self.moves.append((src, dest))
         if self.fail_move:
             raise KeyboardInterrupt("interrupted")
-        os.rename(src, dest)
-
-    def backup_local(self, path):
-        backup = path + ".bak"
-        with open(path, "rb") as src, open(backup, "wb") as dst:
-            dst.write(src.read())
-        return backup
+        super().atomic_move(src, dest, unsafe_writes)
 
 
 def test_the_temporary_file_lies_outside_the_targets_folder_under_a_name_no_runtime_imports(tmp_path):
