@@ -13,17 +13,11 @@ its fix and the waiver).
 
 from __future__ import annotations
 
-import datetime
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-
-
-#: What a blocked preflight returns besides ``failed`` and ``msg``.
-FAILED_KEYS = ("ok", "blocking_count")
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.discovery.preflight import judged
 
 
 class ActionModule(ActionBase):
@@ -43,17 +37,5 @@ class ActionModule(ActionBase):
         except AnsibleActionFail as exc:
             result.update(failed=True, msg=str(exc))
             return result
-        try:
-            # the control host's date: what the driver branches' end of life is compared with
-            result.update(preflight.run(params["facts"], params, datetime.datetime.now(datetime.timezone.utc).date()))
-        except GpuFleetError as exc:
-            # Ansible prints a failed result whole: the message, which names each blocking problem
-            # with its fix and the waiver, and the counts; not every check's outcome around it.
-            result.update((key, exc.details[key]) for key in FAILED_KEYS if key in exc.details)
-            result.update(failed=True, msg=exc.msg)
-            return result
-        lines = preflight.warning_lines(result)
-        if lines:
-            result["warnings"] = list(result.get("warnings") or []) + lines
-        result["changed"] = False
+        result.update(judged(params))
         return result

@@ -13,97 +13,13 @@ spec's defaults.
 
 from __future__ import annotations
 
-import os
-
-import yaml
-
 from ansible.errors import AnsibleActionFail
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import argspec
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common.role_arguments import checked
 
-COLLECTION = "gpufleet.nvidia"
-ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
-# Where Ansible looks for a role's argument specs, in its order.
-SPEC_FILES = ("argument_specs.yml", "argument_specs.yaml", "main.yml", "main.yaml")
 ARGUMENT_SPEC = argspec.from_stub(__file__)  # the options documented in plugins/modules/role_arguments.py
-
-
-def role_names():
-    """The roles of this collection (those with a tasks directory), sorted."""
-    try:
-        names = os.listdir(ROLES_DIR)
-    except OSError:
-        return []
-    return sorted(name for name in names if os.path.isdir(os.path.join(ROLES_DIR, name, "tasks")))
-
-
-def short_name(name):
-    """``gpufleet.nvidia.nvidia_driver`` or ``nvidia_driver`` -> ``nvidia_driver``."""
-    prefix = COLLECTION + "."
-    return name[len(prefix):] if name.startswith(prefix) else name
-
-
-def spec_path(role):
-    """The file of the role's meta directory that holds its argument specs, or None."""
-    for filename in SPEC_FILES:
-        path = os.path.join(ROLES_DIR, role, "meta", filename)
-        if os.path.isfile(path):
-            return path
-    return None
-
-
-def load_specs(path):
-    """A role's argument specs file, parsed: plain YAML, read with libyaml where it is there.
-
-    Ansible's own loader takes about 20 times longer on these files (about 80 ms for the four of
-    site.yml, in every host's worker), and they carry no tags or templates it would be needed for.
-    """
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        with open(path, "rb") as handle:
-            return yaml.load(handle, Loader=loader)  # noqa: S506 - a safe loader
-    except (OSError, yaml.YAMLError) as exc:
-        raise AnsibleActionFail("roles: cannot read %s: %s" % (path, exc))
-
-
-def entry_point_options(data, role, entry_point, path):
-    """The ``options`` of one entry point of a loaded argument specs file; raises AnsibleActionFail."""
-    specs = (data or {}).get("argument_specs") if isinstance(data, dict) else None
-    if not isinstance(specs, dict) or entry_point not in specs:
-        raise AnsibleActionFail(
-            "roles: %s.%s has no argument spec for entry point '%s' in %s" % (COLLECTION, role, entry_point, path)
-        )
-    options = (specs[entry_point] or {}).get("options") or {}
-    if not isinstance(options, dict):
-        raise AnsibleActionFail("roles: %s.%s: the options of entry point '%s' in %s are not a mapping" % (COLLECTION, role, entry_point, path))
-    return options
-
-
-def role_options(role, entry_point):
-    """The ``options`` of one entry point of one of this collection's roles; raises AnsibleActionFail."""
-    path = spec_path(role)
-    if path is None:
-        if role not in role_names():
-            raise AnsibleActionFail(
-                "roles: '%s' is not a role of %s (expected one of: %s)" % (role, COLLECTION, ", ".join(role_names()))
-            )
-        raise AnsibleActionFail("roles: %s.%s has no meta/argument_specs.yml to check its variables against" % (COLLECTION, role))
-    return entry_point_options(load_specs(path), role, entry_point, path)
-
-
-def check(options, values):
-    """The error messages of ``values`` against one entry point's ``options`` (none: valid)."""
-    return list(ArgumentSpecValidator(options).validate(values, validate_role_argument_spec=True).error_messages)
-
-
-def summary(roles, errors):
-    """The task's message: every error, in the roles' order and named with its role, or that all are valid."""
-    if not errors:
-        return "The variables of %s are valid" % ", ".join("%s.%s" % (COLLECTION, role) for role in roles)
-    lines = ["%s.%s: %s" % (COLLECTION, role, message) for role in roles for message in errors.get(role, [])]
-    return "The roles' variables are not valid:\n" + "\n".join(lines)
 
 
 class ActionModule(ActionBase):
@@ -111,31 +27,12 @@ class ActionModule(ActionBase):
     _requires_connection = False
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
 
-    def _errors(self, specs, task_vars):
-        """``{role: error messages}`` of the roles (``(role, options)`` pairs) whose variables are not valid."""
-        errors = {}
-        for role, options in specs:
-            # As Ansible's own check: the variables the spec names, templated; unset ones take its defaults.
-            values = self._templar.template({name: task_vars[name] for name in options if name in task_vars})
-            messages = check(options, values)
-            if messages:
-                errors[role] = messages
-        return errors
-
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp  # no longer has any effect
-        task_vars = task_vars or {}
         try:
             dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-            roles = [short_name(name) for name in args["roles"]]
-            specs = [(role, role_options(role, args["entry_point"])) for role in roles]
+            result.update(checked(self._templar, args["roles"], args["entry_point"], task_vars))
         except AnsibleActionFail as exc:
             result.update(failed=True, msg=str(exc))
-            return result
-        errors = self._errors(specs, task_vars)
-        result.update(changed=False, roles=roles, argument_errors=errors)
-        if errors:
-            result["failed"] = True
-        result["msg"] = summary(roles, errors)
         return result

@@ -114,9 +114,32 @@ options:
         description: See M(gpufleet.nvidia.host_validate).
         type: int
         default: 180
+  roles:
+    description:
+      - Check these roles' variables first, on the control host, as M(gpufleet.nvidia.role_arguments)
+        does (their C(main) entry point); a wrong variable fails the task before the node is read.
+      - The site playbook checks its four host roles here, so that discovery costs a node one task.
+    type: list
+    elements: str
+  preflight:
+    description:
+      - After discovery, judge the facts on the control host with these options of
+        M(gpufleet.nvidia.preflight) (every option but O(gpufleet.nvidia.preflight#module:facts) and
+        O(gpufleet.nvidia.preflight#module:host_root)), and fail the task with preflight's message when
+        it blocks. Its result is RV(preflight); its warnings are the task's.
+      - Judged on a node with GPUs only, unless O(preflight_without_gpu).
+      - A failed preflight returns the facts in its result, which Ansible does not set as facts on a
+        failed task; the site playbook's rescue sets them (the report role's C(stopped) tasks).
+    type: dict
+  preflight_without_gpu:
+    description: Judge O(preflight) on a node without GPUs too (one prepared as a GPU node).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes.read_only
 notes:
+  - O(roles), O(preflight) and O(preflight_without_gpu) are answered by the action plugin, on the
+    control host; the module on the node never sees them.
   - On RPM hosts the owning package is asked with C(rpm -qf), run inside C(chroot host_root) when
     O(host_root) is not C(/).
 seealso:
@@ -153,6 +176,22 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+preflight:
+  description: With O(preflight), preflight's result, as M(gpufleet.nvidia.preflight) returns it.
+  returned: when O(preflight) is set and the node has GPUs (or O(preflight_without_gpu))
+  type: dict
+  sample: {ok: true, msg: "1 GPU: 14 ok, 0 warnings, 0 blocking", gpu_count: 1, blocking_count: 0}
+roles:
+  description: With O(roles), the roles whose variables were checked, by their short names.
+  returned: when O(roles) is set
+  type: list
+  elements: str
+  sample: [discover, nvidia_driver, container_toolkit, validate]
+argument_errors:
+  description: With O(roles), the error messages of each role whose variables are not valid.
+  returned: when O(roles) is set
+  type: dict
+  sample: {nvidia_driver: ["argument 'nvidia_driver_state' is of type list and we were unable to convert to str"]}
 validation:
   description:
     - With O(validate), the node's validation, as RV(gpufleet.nvidia.host_validate#module:validation)
@@ -416,15 +455,22 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import ho
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 
+#: What the action plugin answers on the control host, before or after the module.
+ACTION_SPEC = dict(
+    roles=dict(type="list", elements="str"),
+    preflight=dict(type="dict"),
+    preflight_without_gpu=dict(type="bool", default=False),
+)
+ARGUMENT_SPEC = dict(
+    host_root=dict(type="path", default="/"),
+    command_timeout=dict(type="int", default=60),
+    validate=dict(type="dict", options=host_validate.GPU_FACTS_SPEC),
+    **ACTION_SPEC
+)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            host_root=dict(type="path", default="/"),
-            command_timeout=dict(type="int", default=60),
-            validate=dict(type="dict", options=host_validate.GPU_FACTS_SPEC),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
     result = dict(changed=False)
     try:

@@ -64,6 +64,9 @@ def test_a_run_whose_every_node_fails_reports_each_node_where_and_why_with_the_f
     assert rows["gpu-a"]["failed"][0].startswith("the run stopped at discovery and preflight: ")
     assert "[driver_not_package_owned]" in rows["gpu-a"]["failed"][0] and "(fix: " in rows["gpu-a"]["failed"][0]
     assert "discover_waive" in rows["gpu-a"]["failed"][0]
+    # preflight judges the facts in discovery's one task: the node it stops keeps them in the report
+    assert rows["gpu-a"]["gpus"]["count"] == 1 and rows["gpu-a"]["os"] and rows["gpu-a"]["kernel"]
+    assert rows["gpu-c"]["gpus"]["count"] in (0, None) and not rows["gpu-c"]["kernel"]
     assert rows["gpu-b"]["failed"][0].startswith("the run stopped at the driver layer: ")
     assert "sudo: not found" in rows["gpu-b"]["failed"][0]
     assert "gpufleet_become: false" in rows["gpu-b"]["failed"][0]

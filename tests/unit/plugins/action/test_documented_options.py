@@ -27,6 +27,7 @@ from ansible_collections.gpufleet.nvidia.plugins.action import fleet_report_file
 from ansible_collections.gpufleet.nvidia.plugins.action import kube_client_info as K
 from ansible_collections.gpufleet.nvidia.plugins.action import role_arguments as R
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import argspec
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import role_arguments as role_arguments_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight as preflight_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate_lib
 
@@ -68,7 +69,16 @@ def documented_options(name):
 
 
 def test_every_action_plugin_is_covered():
-    assert _action_files() == sorted(SPECS)
+    assert _action_files() == sorted(list(SPECS) + ["gpu_facts"])
+
+
+def test_gpu_facts_answers_its_documented_options_and_passes_the_module_the_rest():
+    from ansible_collections.gpufleet.nvidia.plugins.action import gpu_facts as G
+    from ansible_collections.gpufleet.nvidia.plugins.modules import gpu_facts as module
+
+    documented = yaml.safe_load(module.DOCUMENTATION)["options"]
+    assert G.ActionModule._VALID_ARGS == set(documented) == set(module.ARGUMENT_SPEC)
+    assert G.ACTION_SPEC == module.ACTION_SPEC == argspec.argument_spec(dict((k, documented[k]) for k in module.ACTION_SPEC))
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -128,7 +138,7 @@ def _run(plugin, args):
      "argument 'report' is of type str and we were unable to convert to dict: dictionary requested, could not parse JSON or key=value"),
     (R, {}, "missing required arguments: roles"),
     (R, {"roles": ["nvidia_driver"], "entry_point": 3},
-     "roles: gpufleet.nvidia.nvidia_driver has no argument spec for entry point '3' in %s" % R.spec_path("nvidia_driver")),
+     "roles: gpufleet.nvidia.nvidia_driver has no argument spec for entry point '3' in %s" % role_arguments_lib.spec_path("nvidia_driver")),
 ])
 def test_a_wrong_option_is_refused_with_the_validators_message(plugin, args, msg):
     assert _run(plugin, args) == {"failed": True, "msg": msg}

@@ -14,6 +14,7 @@ from ansible.playbook.task import Task
 from ansible.template import Templar
 
 from ansible_collections.gpufleet.nvidia.plugins.action import preflight as A
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.discovery import preflight as judge
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.discovery.captures import fixture_facts
 
 
@@ -25,7 +26,7 @@ def clock(monkeypatch, day):
         def now(cls, tz=None):
             return cls(day.year, day.month, day.day, 12, 0, tzinfo=tz)
 
-    monkeypatch.setattr(A.datetime, "datetime", Clock)
+    monkeypatch.setattr(judge.datetime, "datetime", Clock)
 
 
 def run_action(**args):

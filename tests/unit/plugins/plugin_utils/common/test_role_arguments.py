@@ -1,9 +1,9 @@
-"""gpufleet.nvidia.role_arguments: the roles' variables, checked in one task as Ansible checks them.
+"""gpufleet.nvidia.role_arguments (and gpu_facts' ``roles``): the roles' variables, checked in one task as Ansible checks them.
 
 The functions are tested directly; tests/playbook/test_role_arguments_playbook.py runs the plugin in ansible-playbook on a local host, next to
 Ansible's own ``validate_argument_spec`` given the same role's spec and the same variables: both
 must find the same errors. A last test holds site.yml to its promise: every role it imports with
-``rolespec_validate: false`` is one that its first task checks.
+``rolespec_validate: false`` is one that its discovery task checks.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import yaml
 
 from ansible.errors import AnsibleActionFail
 
-from ansible_collections.gpufleet.nvidia.plugins.action import role_arguments as R
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import role_arguments as R
 
-from ..filter import fleets as F
+from ...filter import fleets as F
 
 
 def _options(role):
@@ -97,13 +97,17 @@ def test_site_checks_every_role_whose_own_check_it_turns_off():
     with open(os.path.join(F.ROOT, "playbooks", "site.yml")) as handle:
         plays = yaml.safe_load(handle)
     tasks = plays[0]["tasks"]
-    # the check opens the block that discovers the node (its rescue keeps where a node stopped)
-    index = next(i for i, t in enumerate(tasks) if "gpufleet.nvidia.role_arguments" in (t.get("block") or [{}])[0])
+    # the check rides in discovery, in the block that discovers the node (its rescue keeps where a node stopped)
+    index = next(i for i, t in enumerate(tasks) if "discover_check_roles" in ((t.get("block") or [{}])[0].get("vars") or {}))
     first = tasks[index]["block"][0]
-    # Before it, only what runs once on the control host (the report marked in progress): the
-    # check is the first task on the nodes.
+    assert first["ansible.builtin.import_role"]["name"] == "gpufleet.nvidia.discover"
+    # Before it, only what runs once on the control host (the report marked in progress).
     assert all(t.get("run_once") for t in tasks[:index]) and "always" in plays[0]["tags"]
-    checked = {R.short_name(name) for name in first["gpufleet.nvidia.role_arguments"]["roles"]}
+    # and the role's discovery task checks them before it reads the node
+    with open(os.path.join(F.ROOT, "roles", "discover", "tasks", "main.yml")) as handle:
+        gather = next(t for t in yaml.safe_load(handle) if "gpufleet.nvidia.gpu_facts" in t)
+    assert gather["gpufleet.nvidia.gpu_facts"]["roles"].startswith("{{ discover_check_roles ")
+    checked = {R.short_name(name) for name in first["vars"]["discover_check_roles"]}
     unchecked = [R.short_name(imp["name"]) for play in plays for imp in _imports(play.get("tasks"))
                  if imp.get("rolespec_validate") is False]
     assert sorted(unchecked) == sorted(checked) == sorted(F.SITE_ROLES)
