@@ -104,7 +104,8 @@ PROFILES = (
      {"nvidia_driver_method": "package", "nvidia_driver_version": "550", "container_toolkit_version": "1.17.8",
       "container_toolkit_runtime": "docker", "discover_waive": ["kernel_headers"]}),
     ("scale_nogpu", "debian12-nogpu", {"nvidia_driver_method": "package"}),
-    ("scale_h200_operator", "ubuntu2404-h200-preinstalled", {"nvidia_driver_method": "operator"}),
+    # a node left to the GPU Operator has no host driver (preflight blocks one that has: driver_not_package_owned)
+    ("scale_p100_operator", "ubuntu2204-p100-nodriver", {"nvidia_driver_method": "operator"}),
     ("scale_h100x8_rke2_mig", "rocky9-h100x8-rpm-rke2",
      {"nvidia_driver_method": "preinstalled", "nvidia_driver_version": "570.172.08",
       "container_toolkit_runtime": "rke2", "gpufleet_mig_config": "all-1g.10gb",

@@ -38,9 +38,7 @@ def validated(spec, values, name, **kwargs):
 
 
 def preflight_params(options, host_root):
-    """The preflight options, checked before the node is read (facts put in afterwards), or None."""
-    if options is None:
-        return None
+    """The preflight options, checked (the facts are put in afterwards); raises AnsibleActionFail."""
     given = sorted(set(options) & set(SUPPLIED))
     if given:
         raise AnsibleActionFail("preflight: %s cannot be set here: discovery supplies %s" % (", ".join(given), " and ".join(SUPPLIED)))
@@ -48,15 +46,27 @@ def preflight_params(options, host_root):
     return validated(spec, dict(options, host_root=host_root), "preflight", required_if=preflight.REQUIRED_IF)
 
 
-def judge(result, params, without_gpu):
-    """Add preflight's verdict on the facts in the module's ``result`` (a node with GPUs, or ``without_gpu``)."""
+def judge(result, own, host_root):
+    """Add preflight's verdict on the facts in the module's ``result`` (a node with GPUs, or one prepared without).
+
+    Its options are checked here, when they are used, as preflight's own task checked them: a node
+    that needs no preflight needs none of its options either (``driver_version`` for ``package``).
+    """
     facts = (result.get("ansible_facts") or {}).get("gpufleet_nvidia")
-    if result.get("failed") or params is None or facts is None or not (facts.get("gpu_count") or without_gpu):
+    if result.get("failed") or own["preflight"] is None or facts is None or not (facts.get("gpu_count") or own["preflight_without_gpu"]):
+        return result
+    try:
+        params = preflight_params(own["preflight"], host_root)
+    except AnsibleActionFail as exc:
+        result.update(failed=True, msg=str(exc))
         return result
     verdict = judged(dict(params, facts=facts))
     result["preflight"] = verdict
     result["warnings"] = list(result.get("warnings") or []) + list(verdict.get("warnings") or [])
     if verdict.get("failed"):
+        # the node stops here: its validation serves no later play, and Ansible prints a failed result whole
+        result.pop("validation", None)
+        result.pop("validate_params", None)
         result.update(failed=True, msg=verdict["msg"])
     return result
 
@@ -66,19 +76,18 @@ class ActionModule(ActionBase):
     _VALID_ARGS = frozenset(DOCUMENTED)
 
     def _before(self, task_vars):
-        """``(own options, preflight params, failed result or None)``: what is checked before the node is read."""
+        """``(own options, failed result or None)``: what is checked before the node is read."""
         own = validated(ACTION_SPEC, dict((k, v) for k, v in self._task.args.items() if k in ACTION_SPEC), "gpu_facts")
-        params = preflight_params(own["preflight"], self._task.args.get("host_root") or "/")
         if not own["roles"]:
-            return own, params, None
+            return own, None
         checked = role_arguments.checked(self._templar, own["roles"], "main", task_vars)
-        return own, params, (checked if checked.get("failed") else dict(roles=checked["roles"], argument_errors={}))
+        return own, (checked if checked.get("failed") else dict(roles=checked["roles"], argument_errors={}))
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp  # no longer has any effect
         try:
-            own, params, checked = self._before(task_vars)
+            own, checked = self._before(task_vars)
         except AnsibleActionFail as exc:
             result.update(failed=True, msg=str(exc))
             return result
@@ -87,4 +96,4 @@ class ActionModule(ActionBase):
             return result
         module_args = dict((k, v) for k, v in self._task.args.items() if k not in ACTION_SPEC)
         result.update(self._execute_module(module_name="gpufleet.nvidia.gpu_facts", module_args=module_args, task_vars=task_vars))
-        return judge(result, params, own["preflight_without_gpu"])
+        return judge(result, own, module_args.get("host_root") or "/")

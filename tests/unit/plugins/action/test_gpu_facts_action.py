@@ -70,12 +70,18 @@ def test_a_node_without_gpus_is_judged_only_when_prepared_without_one():
     assert "preflight" in result
 
 
-def test_wrong_preflight_options_fail_before_the_node_is_read():
-    result, module_args = run_action(H200, preflight=dict(PREINSTALLED, driver_method="tarball"))
-    assert result["failed"] is True and module_args is None
+def test_wrong_preflight_options_fail_the_node_that_preflight_judges():
+    result, dummy = run_action(H200, preflight=dict(PREINSTALLED, driver_method="tarball"))
+    assert result["failed"] is True and "preflight" not in result
     assert result["msg"].startswith("preflight: ") and "driver_method" in result["msg"] and "tarball" in result["msg"]
-    result, module_args = run_action(H200, preflight=dict(PREINSTALLED, facts={}))
-    assert result["failed"] is True and module_args is None and "facts cannot be set here" in result["msg"]
+    result, dummy = run_action(H200, preflight=dict(PREINSTALLED, facts={}))
+    assert result["failed"] is True and "facts cannot be set here" in result["msg"]
+    # package without a version: preflight's own requirement, on a node it judges only (as its own task was skipped)
+    package = {"driver_method": "package"}
+    result, dummy = run_action(H200, preflight=package)
+    assert result["failed"] is True and "driver_version" in result["msg"]
+    result, dummy = run_action("debian12-nogpu", preflight=package)
+    assert not result.get("failed") and result["ansible_facts"]["gpufleet_nvidia"]["gpu_count"] == 0
 
 
 def test_a_wrong_role_variable_fails_before_the_node_is_read():
