@@ -18,7 +18,14 @@ What runs: ``playbooks/site.yml --skip-tags driver,toolkit,runtime`` with
 ``validate_cluster: false``, preflight on, discovery's validation reused by the validate play,
 the report written to a temporary folder (``report_fail_on: never``: the captures have no
 nvidia-smi to run, so their host checks fail, and the report says so). Next to it, at the same
-size, the floor: bench/scale-floor.yml, one ``ping`` per host and no facts.
+size, the floor: bench/scale-floor.yml, one ``ping`` per host and no facts; and the hand-written
+playbook, bench/scale-hand.yml: the same reads and node checks as site.yml's (the collection's
+gpu_facts with validation and preflight, one task per node) and one file of every node's
+verdicts, which is what a careful engineer would write by hand without the collection's house.
+
+The driver and toolkit layers are not in it: their modules install and read packages, services and
+files of the machine they run on, and every simulated node is this machine (they have no host
+root to read a captured tree under, as discovery and validation have).
 
 Figures per size and playbook: wall time; controller CPU (the ansible-playbook process tree:
 the CPU of this process's finished children, bench/converge.py's measure, minus the module
@@ -328,15 +335,19 @@ class Scale(object):
         return env
 
     def run(self, what, size, inventory, extra=(), profile=False):
-        """One run of ``what`` (site, baseline, floor, warmup) on ``size`` nodes; its figures."""
+        """One run of ``what`` (site, baseline, floor, hand) on ``size`` nodes; its figures."""
         src, collections = self.trees["baseline" if what == "baseline" else "site"]
-        playbook = os.path.join(BENCH, "scale-floor.yml") if what == "floor" else os.path.join(src, "playbooks", "site.yml")
-        extra = tuple(extra) + (() if what == "floor" else SKIP)
         self.log_seq += 1
         tag = "%03d-%s-%d%s" % (self.log_seq, what, size, "-pyspy" if profile else "")
         logfile = os.path.join(self.logs, tag + ".log")
         count_file = os.path.join(self.logs, tag + ".counts.json")
         work = tempfile.mkdtemp(prefix=tag + "-", dir=self.tmp)
+        playbook = {"floor": os.path.join(BENCH, "scale-floor.yml"), "hand": os.path.join(BENCH, "scale-hand.yml")}.get(
+            what, os.path.join(src, "playbooks", "site.yml"))
+        extra = tuple(extra) + (() if what in ("floor", "hand") else SKIP)
+        if what == "hand":
+            os.makedirs(os.path.join(work, "report"), exist_ok=True)
+
         module_cpu = os.path.join(work, "module-cpu")
         os.makedirs(module_cpu)
         argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inventory, playbook,
@@ -425,7 +436,8 @@ class Scale(object):
         log("scale bench: sizes %s, forks %d, %d run(s) each, measuring %s"
             % (" ".join(map(str, self.cfg.sizes)), self.cfg.forks, self.cfg.runs, self.cfg.ref or "the working tree"))
         inventories = {n: self.inventory(n) for n in self.cfg.sizes}
-        measured = ["floor", "site"] + (["baseline"] if "baseline" in self.trees else [])
+        compared = ["site"] + (["baseline"] if "baseline" in self.trees else [])
+        measured = ["floor", "hand"] + compared
         for what in measured[1:]:
             log("warm-up: %s on %d nodes" % (what, self.cfg.sizes[0]))
             self.run(what, self.cfg.sizes[0], inventories[self.cfg.sizes[0]])
@@ -434,8 +446,9 @@ class Scale(object):
             row = dict((what, []) for what in measured)
             row["n"] = n
             for run in range(self.cfg.runs):
-                # the floor first, then site.yml and the baseline in turn, each run starting with the other
-                order = ["floor"] + (measured[1:] if turn % 2 == 0 else measured[:0:-1])
+                # the floor and the hand-written playbook first, then site.yml and the baseline in
+                # turn, each run starting with the other
+                order = ["floor", "hand"] + (compared if turn % 2 == 0 else compared[::-1])
                 turn += 1
                 for what in order:
                     row[what].append(self.run(what, n, inventories[n]))
@@ -450,7 +463,7 @@ class Scale(object):
             self.results["sizes"].append(row)
         if self.cfg.pyspy:
             for n in self.cfg.sizes:
-                for what in measured[1:]:
+                for what in compared:
                     log("py-spy: %s on %d nodes" % (what, n))
                     self.run(what, n, inventories[n], profile=True)
         self.results["meta"] = self.meta(started)
@@ -529,6 +542,35 @@ def flatness(rows, what, label):
     return line
 
 
+def marginal_kib(rows, index, what):
+    """The controller's peak RSS added per node, from the previous size to this one, in KiB."""
+    if index == 0:
+        return None
+    a, b = rows[index - 1], rows[index]
+    return (b[what + "_median"]["peak_rss_mib"] - a[what + "_median"]["peak_rss_mib"]) * 1024.0 / (b["n"] - a["n"])
+
+
+def hand_table(rows, h, markdown):
+    """site.yml next to bench/scale-hand.yml, the same reads and node checks written by hand."""
+    out = ["", h("site.yml / the hand-written playbook (bench/scale-hand.yml), in the same runs"), ""]
+    table_rows = []
+    for i, r in enumerate(rows):
+        site_cpu, hand_cpu = per_node(r, "site", "controller_cpu_s"), per_node(r, "hand", "controller_cpu_s")
+        site_m, hand_m = marginal(rows, i, "site", "controller_cpu_s"), marginal(rows, i, "hand", "controller_cpu_s")
+        table_rows.append([
+            r["n"], pair(r["site_median"]["wall_s"], r["hand_median"]["wall_s"]),
+            pair(site_cpu * 1000, hand_cpu * 1000, lambda v: "%.0f" % v), fmt_ratio(site_cpu / hand_cpu),
+            pair(site_m, hand_m, fmt_ms), "-" if site_m is None or not hand_m else fmt_ratio(site_m / hand_m),
+            pair(per_node(r, "site", "module_cpu_s") * 1000, per_node(r, "hand", "module_cpu_s") * 1000, lambda v: "%.0f" % v),
+            pair(marginal_kib(rows, i, "site"), marginal_kib(rows, i, "hand"), fmt_mib),
+            "%.2f / %.2f" % (r["site"][-1]["counts"]["tasks"] + r["site"][-1]["counts"]["skipped"],
+                             r["hand"][-1]["counts"]["tasks"] + r["hand"][-1]["counts"]["skipped"]),
+        ])
+    out.append(table(["nodes", "wall s", "controller CPU ms/node", "ratio", "marginal controller CPU ms/node", "ratio",
+                      "module CPU ms/node", "marginal peak RSS KiB/node", "tasks run or skipped/node"], table_rows, markdown))
+    return out
+
+
 def render(results, markdown=False):
     meta, cfg, rows = results["meta"], results["config"], results["sizes"]
     h = (lambda text: "## " + text) if markdown else (lambda text: "\n" + text + "\n" + "=" * len(text))
@@ -563,6 +605,7 @@ def render(results, markdown=False):
                       "tree peak PSS MiB"], table_rows, markdown))
     out.append("")
     out.append(flatness(rows, "site", "site.yml") + ".")
+    out += hand_table(rows, h, markdown)
     if "baseline" in rows[0]:
         out.append("")
         out.append(h("Before and after: the baseline %s / the measured tree, in the same runs" % meta["baseline"]))
