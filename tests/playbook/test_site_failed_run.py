@@ -60,7 +60,8 @@ def test_a_run_whose_every_node_fails_reports_each_node_where_and_why_with_the_f
     assert rc != 0
     assert report["run"].get("state") != "running" and report["status"] == "failed", out[-6000:]
     rows = dict((row["host"], row) for row in report["nodes"])
-    assert sorted(rows) == ["gpu-a", "gpu-b", "gpu-c"] and all(r["status"] == "failed" for r in rows.values()), str({h: (r["status"], r["failed"]) for h, r in rows.items()}) + out[-6000:]
+    statuses = str({h: (r["status"], r["failed"]) for h, r in rows.items()})
+    assert sorted(rows) == ["gpu-a", "gpu-b", "gpu-c"] and all(r["status"] == "failed" for r in rows.values()), statuses + out[-6000:]
     assert rows["gpu-a"]["failed"][0].startswith("the run stopped at discovery and preflight: ")
     assert "[driver_not_package_owned]" in rows["gpu-a"]["failed"][0] and "(fix: " in rows["gpu-a"]["failed"][0]
     assert "discover_waive" in rows["gpu-a"]["failed"][0]
