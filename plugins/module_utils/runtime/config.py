@@ -51,17 +51,10 @@ MODULE_ARGUMENT_SPEC = dict(
 MODULE_REQUIRED_IF = [("state", "restored", ("restore_backups", "restore_created"), True)]
 
 
-# --------------------------------------------------------------------------------------
-# Writing the plan
-# --------------------------------------------------------------------------------------
-
-
 def _apply_change(change, host, backup, mode=None):
     if change.after is None:
         return host.remove(change.path, backup=backup)
-    if mode is not None:
-        return host.write(change.path, change.after, backup=backup, mode=mode)
-    return host.write(change.path, change.after, backup=backup)
+    return host.write(change.path, change.after, backup=backup, **({} if mode is None else {"mode": mode}))
 
 
 def _put_back(done, host) -> list:
@@ -139,36 +132,25 @@ def apply_plan(plan, host, backup: bool = False, modes=None) -> dict:
 def configure(params: dict, host, check_mode: bool = False, diff: bool = False) -> dict:
     """The whole module: plan, validate, write (unless check mode); the module's result."""
     plan, context = build_plan(params, host)
-    validation = validate_plan(plan, params, context, host) if plan.changed else {
-        "ran": False,
-        "reason": "nothing to change",
-    }
+    validation = validate_plan(plan, params, context, host) if plan.changed else {"ran": False, "reason": "nothing to change"}
     backups = {}
     if plan.changed and not check_mode:
         check_writable(plan, host)
         backups = apply_plan(plan, host, backup=bool(params.get("backup")), modes=plan.facts.get("modes"))
-    result = {
-        "changed": plan.changed,
-        "msg": plan.msg,
-        "changed_files": plan.changed_files,
-        "files": [{"path": f.path, "action": f.action or "unchanged"} for f in plan.files],
-        "config_version": plan.facts.get("config_version"),
-        "plugin_table": plan.facts.get("plugin_table"),
-        "runtime_table": plan.facts.get("runtime_table"),
-        "restart_needed": any(f.changed for f in plan.files if f.path != plan.facts.get("state_file")),
-        "validation": validation,
-        "backup_files": backups,
-        "containerd_version": context.get("containerd_version"),
-        "warnings": plan.warnings,
-    }
+    return _result(
+        plan, diff, config_version=plan.facts.get("config_version"), plugin_table=plan.facts.get("plugin_table"),
+        runtime_table=plan.facts.get("runtime_table"),
+        restart_needed=any(f.changed for f in plan.files if f.path != plan.facts.get("state_file")),
+        validation=validation, backup_files=backups, containerd_version=context.get("containerd_version"), warnings=plan.warnings)
+
+
+def _result(plan, diff, **fields) -> dict:
+    """The module's result for ``plan``; ``fields``: what depends on the state asked for."""
+    result = dict(changed=plan.changed, msg=plan.msg, changed_files=plan.changed_files,
+                  files=[{"path": f.path, "action": f.action or "unchanged"} for f in plan.files], **fields)
     if diff:
         result["diff"] = plan.diff
     return result
-
-
-# --------------------------------------------------------------------------------------
-# state=restored: put back the backups of a change, remove the files it created
-# --------------------------------------------------------------------------------------
 
 
 def _restored_change(host, path, backup) -> tuple:
@@ -216,20 +198,7 @@ def restore(params: dict, host, check_mode: bool = False, diff: bool = False) ->
     if plan.changed and not check_mode:
         check_writable(plan, host)
         apply_plan(plan, host, modes=modes)
-    result = {
-        "changed": plan.changed,
-        "msg": plan.msg,
-        "changed_files": plan.changed_files,
-        "files": [{"path": f.path, "action": f.action or "unchanged"} for f in plan.files],
-        "config_version": None,
-        "plugin_table": None,
-        "runtime_table": None,
-        "restart_needed": plan.changed,
-        "validation": {"ran": False, "reason": "state=restored puts back files that were there before"},
-        "backup_files": {},
-        "containerd_version": None,
-        "warnings": [],
-    }
-    if diff:
-        result["diff"] = plan.diff
-    return result
+    return _result(
+        plan, diff, config_version=None, plugin_table=None, runtime_table=None, restart_needed=plan.changed,
+        validation={"ran": False, "reason": "state=restored puts back files that were there before"},
+        backup_files={}, containerd_version=None, warnings=[])
