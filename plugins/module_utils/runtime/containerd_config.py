@@ -10,6 +10,7 @@ read (a refusal naming the file and the key, never a traceback), and the checks 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, dig
@@ -42,45 +43,37 @@ CRI_PLUGIN_NAMES = (
 )
 
 
+@dataclasses.dataclass
 class ContainerdOptions:
-    """The settings that decide what the containerd editor writes (the module's argument spec checked them)."""
+    """The settings that decide what the containerd editor writes (the module's argument spec checked them).
 
-    def __init__(
-        self,
-        state: str = "present",
-        mode: str = "dropin",
-        runtime_name: str = "nvidia",
-        binary_name: str = DEFAULT_BINARY,
-        set_as_default: bool = False,
-        enable_cdi: bool = False,
-        enable_cri: bool = False,
-        dropin_path: str = DEFAULT_DROPIN,
-        import_glob=None,
-        config_version=None,
-        containerd_major=None,
-        other_dropins=(),
-        containerd_version=None,
-        import_order=None,
-    ) -> None:
-        check_handler_name(runtime_name, ("runc",))
-        self.state = state
-        self.mode = mode
-        self.runtime_name = runtime_name
-        self.binary_name = binary_name
-        self.set_as_default = bool(set_as_default)
-        self.enable_cdi = bool(enable_cdi)
-        self.enable_cri = bool(enable_cri)
-        self.dropin_path = dropin_path
-        self.import_glob = import_glob or os.path.join(os.path.dirname(dropin_path), "*.toml")
-        self.config_version = config_version
-        self.containerd_version = containerd_version
-        if containerd_major is None and containerd_version:
-            containerd_major = int(str(containerd_version).split(".", 1)[0])
-        self.containerd_major = containerd_major
-        self.other_dropins = list(other_dropins or ())
-        #: Every file containerd merges after the main file, in its order, the drop-in among them
-        #: (None: the other files of the drop-in's folder, sorted, the drop-in in its place).
-        self.import_order = list(import_order) if import_order else None
+    ``import_order``: every file containerd merges after the main file, in its order, the drop-in among
+    them (None: the other files of the drop-in's folder, sorted, the drop-in in its place).
+    """
+
+    state: str = "present"
+    mode: str = "dropin"
+    runtime_name: str = "nvidia"
+    binary_name: str = DEFAULT_BINARY
+    set_as_default: bool = False
+    enable_cdi: bool = False
+    enable_cri: bool = False
+    dropin_path: str = DEFAULT_DROPIN
+    import_glob: str = None
+    config_version: int = None
+    containerd_major: int = None
+    other_dropins: list = ()
+    containerd_version: str = None
+    import_order: list = None
+
+    def __post_init__(self) -> None:
+        check_handler_name(self.runtime_name, ("runc",))
+        self.set_as_default, self.enable_cdi, self.enable_cri = bool(self.set_as_default), bool(self.enable_cdi), bool(self.enable_cri)
+        self.import_glob = self.import_glob or os.path.join(os.path.dirname(self.dropin_path), "*.toml")
+        if self.containerd_major is None and self.containerd_version:
+            self.containerd_major = int(str(self.containerd_version).split(".", 1)[0])
+        self.other_dropins = list(self.other_dropins or ())
+        self.import_order = list(self.import_order) if self.import_order else None
 
     def version_below(self, major: int, minor: int) -> bool:
         """Whether the containerd found is older than ``major.minor`` (unknown: no)."""

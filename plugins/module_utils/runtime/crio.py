@@ -21,6 +21,7 @@ Plain functions over file texts; :func:`plan_crio` returns a
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
@@ -42,25 +43,20 @@ DEFAULT_DROPIN = "/etc/crio/crio.conf.d/99-nvidia.toml"
 RUNTIMES_PATH = ("crio", "runtime", "runtimes")
 
 
+@dataclasses.dataclass
 class CrioOptions:
     """The settings that decide what the CRI-O editor writes (the module's argument spec checked them)."""
 
-    def __init__(
-        self,
-        state: str = "present",
-        mode: str = "dropin",
-        runtime_name: str = "nvidia",
-        binary_name: str = DEFAULT_BINARY,
-        set_as_default: bool = False,
-        dropin_path: str = DEFAULT_DROPIN,
-    ) -> None:
-        check_names(runtime_name, binary_name, ("runc", "crun"))
-        self.state = state
-        self.mode = mode
-        self.runtime_name = runtime_name
-        self.binary_name = binary_name
-        self.set_as_default = bool(set_as_default)
-        self.dropin_path = dropin_path
+    state: str = "present"
+    mode: str = "dropin"
+    runtime_name: str = "nvidia"
+    binary_name: str = DEFAULT_BINARY
+    set_as_default: bool = False
+    dropin_path: str = DEFAULT_DROPIN
+
+    def __post_init__(self) -> None:
+        check_names(self.runtime_name, self.binary_name, ("runc", "crun"))
+        self.set_as_default = bool(self.set_as_default)
 
 
 def merged_config(texts) -> dict:

@@ -40,6 +40,7 @@ and takes it out of daemon.json.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import re
@@ -85,23 +86,20 @@ def check_names(runtime_name, binary_name, taken):
     inputs.checked("binary_name", functools.partial(inputs.name, what="a runtime binary (a path or a name)"), binary_name)
 
 
+@dataclasses.dataclass
 class DockerOptions:
     """The settings that decide what the Docker editor writes (the module's argument spec checked them)."""
 
-    def __init__(
-        self,
-        state: str = "present",
-        runtime_name: str = "nvidia",
-        binary_name: str = DEFAULT_BINARY,
-        set_as_default: bool = False,
-        enable_cdi: bool = False,
-    ) -> None:
-        check_names(runtime_name, binary_name, ("runc", "io.containerd.runc.v2"))
-        self.state = state
-        self.runtime_name = runtime_name
-        self.binary_name = binary_name
-        self.set_as_default = bool(set_as_default)
-        self.enable_cdi = bool(enable_cdi)
+    state: str = "present"
+    runtime_name: str = "nvidia"
+    binary_name: str = DEFAULT_BINARY
+    set_as_default: bool = False
+    enable_cdi: bool = False
+
+    def __post_init__(self) -> None:
+        check_names(self.runtime_name, self.binary_name, ("runc", "io.containerd.runc.v2"))
+        self.set_as_default = bool(self.set_as_default)
+        self.enable_cdi = bool(self.enable_cdi)
 
 
 def read_config(text, path: str) -> dict:
@@ -439,8 +437,7 @@ def _in_order(change, kept: list, opts: DockerOptions) -> list:
 def _absent_text(path, text, opts: DockerOptions, record: dict):
     """daemon.json's ``text`` as ``state=absent`` leaves it by settings, given the runtime's ``record``
     (before the byte-exact undo)."""
-    gone = copy.copy(opts)
-    gone.state = "absent"
+    gone = dataclasses.replace(opts, state="absent")
     current = read_config(text, path)
     return _new_text(text, current, _without_runtime(copy.deepcopy(current), gone, record), gone, record)
 
