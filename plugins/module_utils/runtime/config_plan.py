@@ -257,10 +257,6 @@ def _plan_containerd(params, host, common, context):
     return ctd.plan_containerd(main_path, main_text, read_text(host, dropin_path), opts, texts)
 
 
-# --------------------------------------------------------------------------------------
-# The files containerd imports, found by its own rules
-# --------------------------------------------------------------------------------------
-
 #: The most files the module follows through ``imports`` (links can make a chain of them endless).
 MAX_IMPORTS = 256
 

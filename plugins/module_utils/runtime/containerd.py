@@ -54,11 +54,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo impor
 )
 
 
-# --------------------------------------------------------------------------------------
-# The drop-in
-# --------------------------------------------------------------------------------------
-
-
 def _dropin_text(version, cri_path, tree, record, main_path) -> str:
     header = [
         OWNER_MARK + ": the NVIDIA runtime for containerd.",
@@ -87,11 +82,6 @@ def _edit_plain_tree(tree: dict, opts) -> str:
     if opts.enable_cdi:
         tree["enable_cdi"] = True
     return source_name
-
-
-# --------------------------------------------------------------------------------------
-# Entry points
-# --------------------------------------------------------------------------------------
 
 
 def _merge_order(opts, others) -> list:

@@ -84,11 +84,6 @@ class ContainerdOptions:
         return len(parts) == 2 and tuple(parts) < (major, minor)
 
 
-# --------------------------------------------------------------------------------------
-# Version and tables
-# --------------------------------------------------------------------------------------
-
-
 def _has_v1_content(doc) -> bool:
     """Whether a file without ``version`` relies on version-1 plugin names."""
     plugins = doc.get("plugins")
@@ -204,11 +199,6 @@ def desired_runtime(cri: dict, opts: ContainerdOptions, original_default=None, e
 
 
 #: ``(key path below the CRI table, what it must be)`` of the tables the editor walks.
-# --------------------------------------------------------------------------------------
-# The shape of what is read: a refusal naming the file and the key, never a traceback
-# --------------------------------------------------------------------------------------
-
-
 _CRI_SHAPES = (
     (("containerd",), "table"),
     (("containerd", "runtimes"), "table"),
@@ -273,11 +263,6 @@ def check_default_table(cri: dict, path, cri_path, opts) -> None:
             path=path,
             key=key,
         )
-
-
-# --------------------------------------------------------------------------------------
-# What every plan ends with: its facts, its message, and nothing else moved
-# --------------------------------------------------------------------------------------
 
 
 def facts(version, cri_path, opts, **more) -> dict:

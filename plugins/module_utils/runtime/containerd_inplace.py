@@ -26,11 +26,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import checked_record
 
 
-# --------------------------------------------------------------------------------------
-# Top-level keys of the main file: version, imports, disabled_plugins
-# --------------------------------------------------------------------------------------
-
-
 def edit_top(doc, version, version_source, opts, record, style, warnings, with_import) -> None:
     """The main file's top-level keys: the version when the file has none, the disabled plugins, the import."""
     written = version_source in ("file", "v1")  # the file's version is the one it says, or 1
@@ -164,11 +159,6 @@ def _undo_import(doc, entry, opts, warnings) -> None:
     if opts.import_glob in current and opts.import_glob not in original:
         arr = doc["imports"]
         del arr[current.index(opts.import_glob)]
-
-
-# --------------------------------------------------------------------------------------
-# The runtime tables, edited in place
-# --------------------------------------------------------------------------------------
 
 
 def present_inplace(

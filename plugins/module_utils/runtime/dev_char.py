@@ -105,11 +105,6 @@ def rule_text(nvidia_ctk: str = NVIDIA_CTK) -> str:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Is the node exposed?
-# --------------------------------------------------------------------------------------------
-
-
 def effective_mode(mode: str, toolkit_version) -> str:
     """The toolkit runtime's mode once ``auto`` is resolved (``discovery.day2.effective_mode``, its
     1.18 change); a toolkit version that is none fails, since ``auto`` depends on it."""
@@ -203,11 +198,6 @@ def assess(runtime: str, cgroup: tuple, mode: str) -> dict:
     return {"affected": True, "reasons": why}
 
 
-# --------------------------------------------------------------------------------------------
-# The links
-# --------------------------------------------------------------------------------------------
-
-
 def device_numbers(local: str):
     """``(major, minor)`` of the character device at ``local`` (a path on this machine), or None."""
     try:
@@ -258,11 +248,6 @@ def listing(host, wanted: dict) -> str:
     lines = ["%s -> %s%s" % (link, node, "" if link_points_at(host, link, node) else " (missing)")
              for link, node in wanted.items()]
     return "\n".join(lines) + ("\n" if lines else "")
-
-
-# --------------------------------------------------------------------------------------------
-# The module's flow
-# --------------------------------------------------------------------------------------------
 
 
 def exposure(host, params: dict) -> dict:

@@ -68,11 +68,6 @@ def load_tomlkit() -> bool:
     return True
 
 
-# --------------------------------------------------------------------------------------
-# Parsing with useful errors
-# --------------------------------------------------------------------------------------
-
-
 def require_tomlkit() -> None:
     if not HAS_TOMLKIT:
         raise GpuFleetError(
@@ -168,11 +163,6 @@ def strict_toml(text: str):
     return toml_subset.tomllib.loads(text)
 
 
-# --------------------------------------------------------------------------------------
-# Writing TOML that the module owns (drop-ins)
-# --------------------------------------------------------------------------------------
-
-
 def dump_toml(top: dict, header_comments=()) -> str:
     """A plain dict as a whole new TOML file, laid out the way containerd writes its own: a header
     per table, indented two spaces per depth, scalars before sub-tables, each in the dict's order,
@@ -204,10 +194,6 @@ def _owned_table(table: dict, depth: int, blank: bool):
             tbl.raw_append(key, _owned_table(value, depth + 1, True))
     return tbl
 
-
-# --------------------------------------------------------------------------------------
-# A file's layout, and tomlkit's items and tables
-# --------------------------------------------------------------------------------------
 
 _HEADER_RE = re.compile(r"^([ \t]*)\[(?!\[)(.+?)\][ \t]*(#.*)?$")
 _KV_RE = re.compile(r"^([ \t]*)[A-Za-z0-9_\"'.-][^=]*=")

@@ -22,11 +22,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed im
 )
 
 
-# --------------------------------------------------------------------------------------
-# tomlkit's own errors: a refusal that names the file and the table
-# --------------------------------------------------------------------------------------
-
-
 def split_table(doc, path):
     """The first table on ``path`` (a key path) that the file defines in several places, else None."""
     for depth in range(1, len(path) + 1):
@@ -82,11 +77,6 @@ def check_edited_toml(path: str, before, after, table_path) -> None:
         if split_table(doc, list(table_path)):
             raise out_of_order_refusal(path, doc, table_path, "the result would not be valid TOML: %s" % exc)
         raise GpuFleetError("internal error: the edited %s would not be valid TOML: %s; nothing was written" % (path, exc), path=path)
-
-
-# --------------------------------------------------------------------------------------
-# Style-preserving edits
-# --------------------------------------------------------------------------------------
 
 
 def _last_is_blank(table) -> bool:
@@ -336,11 +326,6 @@ def hide_headers(doc, paths) -> None:
             kinds = (edit.tk_items.Table, edit.tk_items.AoT, edit.tk_items.Whitespace, edit.tk_items.Null)
             if all(isinstance(entry[1], kinds) for entry in node.value.body):
                 node._is_super_table = True  # pylint: disable=protected-access
-
-
-# --------------------------------------------------------------------------------------
-# Recorded changes (for an exact undo)
-# --------------------------------------------------------------------------------------
 
 
 def item_of(table, key):

@@ -30,11 +30,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toolkit_se
 RECORD_MARK = "gpufleet.nvidia.toolkit_config state:"
 
 
-# --------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------
-
-
 def read_record(text) -> dict:
     """What the module recorded in ``text`` (``{}`` when nothing)."""
     return managed.find_record_in_text(text, RECORD_MARK)
@@ -50,11 +45,6 @@ def _with_record(text: str, record: dict) -> str:
     if not record.get("keys"):
         return body
     return managed.encode_record(record, RECORD_MARK) + "\n" + body
-
-
-# --------------------------------------------------------------------------------------------
-# Planning
-# --------------------------------------------------------------------------------------------
 
 
 def plan_isolation(text, path: str, state: str) -> tuple:
@@ -108,11 +98,6 @@ def _check_types(doc, path: str) -> None:
                 path=path,
                 key=key,
             )
-
-
-# --------------------------------------------------------------------------------------------
-# The module's flow
-# --------------------------------------------------------------------------------------------
 
 
 def converge(host, params: dict, check_mode: bool = False, want_diff: bool = False) -> dict:
