@@ -67,18 +67,24 @@ def validate_plan(plan, params: dict, context: dict, host) -> dict:
     return report
 
 
-def _write_current(plan, context, workdir) -> str:
-    """The main file as it is now, its imports made absolute, in ``workdir``; its path (containerd reads the
-    imported files where they are)."""
-    text = plan.file(context["main_path"]).before if plan.file(context["main_path"]) else None
+def _write_main(text, context, workdir, name, imports) -> str:
+    """The main file's ``text`` written into ``workdir`` as ``name``, its ``imports`` what ``imports(doc)`` says
+    (absolute: containerd reads the imported files where they are); its path."""
     doc = parse_toml(text or "", context["main_path"])
-    main_dir = os.path.dirname(context["main_path"])
     if "imports" in doc:
-        doc["imports"] = [e if os.path.isabs(e) else os.path.join(main_dir, e) for e in unwrap(doc["imports"]) or []]
-    path = os.path.join(workdir, "current.toml")
+        doc["imports"] = imports(doc)
+    path = os.path.join(workdir, name)
     with open(path, "w") as handle:
         handle.write(doc.as_string())
     return path
+
+
+def _write_current(plan, context, workdir) -> str:
+    """The main file as it is now in ``workdir``; its path."""
+    main_dir = os.path.dirname(context["main_path"])
+    change = plan.file(context["main_path"])
+    return _write_main(change.before if change else None, context, workdir, "current.toml",
+                       lambda doc: [e if os.path.isabs(e) else os.path.join(main_dir, e) for e in unwrap(doc["imports"]) or []])
 
 
 #: Go's zero values: containerd decodes a missing key as its zero value, so the two mean the same.
@@ -178,13 +184,9 @@ def _write_candidate(plan, context, workdir) -> str:
         tmp_dropin = os.path.join(workdir, "99-nvidia.toml")
         with open(tmp_dropin, "w") as handle:
             handle.write(dropin_text)
-    doc = parse_toml(_planned_text(plan, context["main_path"]) or "", context["main_path"])
-    if "imports" in doc:
-        doc["imports"] = _candidate_imports(doc, context, tmp_dropin, os.path.dirname(context["main_path"]))
-    tmp_main = os.path.join(workdir, "config.toml")
-    with open(tmp_main, "w") as handle:
-        handle.write(doc.as_string())
-    return tmp_main
+    main_dir = os.path.dirname(context["main_path"])
+    return _write_main(_planned_text(plan, context["main_path"]), context, workdir, "config.toml",
+                       lambda doc: _candidate_imports(doc, context, tmp_dropin, main_dir))
 
 
 def _check_dump(rc, out, err, params, context, report) -> None:
