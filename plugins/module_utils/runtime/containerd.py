@@ -40,13 +40,13 @@ import copy
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_config import (
     check_default_table, check_shape, check_unrelated, check_version_fits, ContainerdOptions, desired_runtime, detect_version, facts,
-    message, plugin_path, RUNC_TYPE,
+    plugin_path, RUNC_TYPE,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_inplace import (
     absent_inplace, check_ignored_tables, check_main, check_plugin_uris, edit_top, inplace_record, present_inplace, undo_top,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import dump_toml, parse_toml, toml_settings, TomlStyle
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, message, Plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import encode_record, find_record_in_text, OWNER_MARK, unwrap
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import lookup, record_comment, refusing_tomlkit_errors
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import (

@@ -15,7 +15,7 @@ import os
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import deep_merge, dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import is_table, toml_data
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import is_table, toml_data, without_empty
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import check_handler_name
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import unwrap
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import check_edited_toml
@@ -275,13 +275,6 @@ def facts(version, cri_path, opts, **more) -> dict:
     return facts
 
 
-def message(files, did, nothing) -> str:
-    changed = [f for f in files if f.changed]
-    if not changed:
-        return nothing
-    return "%s (%s)" % (did, ", ".join("%s %s" % (f.action, f.path) for f in changed))
-
-
 def _strip(tree: dict, paths) -> dict:
     tree = copy.deepcopy(tree)
     for path in paths:
@@ -293,18 +286,6 @@ def _strip(tree: dict, paths) -> dict:
         if isinstance(node, dict):
             node.pop(path[-1], None)
     return tree
-
-
-def _prune_empty(tree):
-    if not isinstance(tree, dict):
-        return tree
-    out = {}
-    for k, v in tree.items():
-        v = _prune_empty(v)
-        if isinstance(v, dict) and not v:
-            continue
-        out[k] = v
-    return out
 
 
 def check_unrelated(path, before, after, cri_path, name) -> None:
@@ -323,7 +304,7 @@ def check_unrelated(path, before, after, cri_path, name) -> None:
         list(cri_path) + ["containerd", "runtimes", name],
         list(cri_path) + ["containerd", "runtimes", "runc"],
     ]
-    if _prune_empty(_strip(old, managed)) != _prune_empty(_strip(new, managed)):
+    if without_empty(_strip(old, managed)) != without_empty(_strip(new, managed)):
         raise GpuFleetError(
             "internal error: editing %s would change settings the module does not manage; "
             "nothing was written" % path

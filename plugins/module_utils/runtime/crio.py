@@ -27,7 +27,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.docker import check_names
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import dump_toml, is_table, parse_toml, toml_settings, TomlStyle
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, message, Plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import get_path, OWNER_MARK, unwrap, same
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import (
     add_table, check_edited_toml, delete_path, ensure_tables, lookup, note_change, parse_raw, prune_created, record_comment, record_entry,
@@ -189,7 +189,8 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
             new_main = _remove_handler(doc, main_text, runtimes, name, record, warnings)
             exact = apply_undo(new_main, record.get(UNDO_KEY))
             files = [FileChange(main_path, main_text, exact if exact is not None else new_main), FileChange(opts.dropin_path, dropin_text, None)]
-            return Plan(files, msg=_message(files, "removed", name), warnings=warnings, **facts)
+            return Plan(files, msg=message(files, "removed the %s runtime" % name, "the %s runtime is not configured" % name),
+                        warnings=warnings, **facts)
         source_name, table = desired_runtime(merged, opts, record)
         _refuse_overriding_default(others, main_path, opts)
         if opts.mode == "dropin":
@@ -204,7 +205,8 @@ def plan_crio(main_path: str, main_text, dropin_text, other_dropins, opts: CrioO
             _note_undo(main_path, doc, name, origin)
             files = [FileChange(main_path, main_text, doc.as_string()), FileChange(opts.dropin_path, dropin_text, None)]
     check_edited_toml(main_path, main_text, files[0].after if opts.mode == "inplace" else files[1].after, list(RUNTIMES_PATH) + [name])
-    return Plan(files, msg=_message(files, "configured", name), warnings=warnings, source_runtime=source_name, **facts)
+    msg = message(files, "configured the %s runtime" % name, "the %s runtime is already configured" % name)
+    return Plan(files, msg=msg, warnings=warnings, source_runtime=source_name, **facts)
 
 
 def _absent_text(path, text, name):
@@ -278,10 +280,3 @@ def _default_in_place(doc, record, opts, style, warnings) -> None:
     elif not opts.set_as_default and entry is not None:
         restore_entry(doc, entry, warnings)
         record["keys"].remove(entry)
-
-
-def _message(files, verb: str, name: str) -> str:
-    changed = [f for f in files if f.changed]
-    if not changed:
-        return "the %s runtime is %s" % (name, "already configured" if verb == "configured" else "not configured")
-    return "%s the %s runtime (%s)" % (verb, name, ", ".join("%s %s" % (f.action, f.path) for f in changed))

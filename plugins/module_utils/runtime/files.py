@@ -70,6 +70,14 @@ class FileChange:
         }
 
 
+def message(files, did, nothing) -> str:
+    """A plan's message: ``did`` and what happened to each file that changes, else ``nothing``."""
+    changed = [f for f in files if f.changed]
+    if not changed:
+        return nothing
+    return "%s (%s)" % (did, ", ".join("%s %s" % (f.action, f.path) for f in changed))
+
+
 class Plan:
     """What an editor wants to do: the files, a message and facts about the config."""
 

@@ -14,13 +14,13 @@ import os
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_config import (
-    check_shape, check_unrelated, ContainerdOptions, detect_version, facts, message, plugin_path,
+    check_shape, check_unrelated, ContainerdOptions, detect_version, facts, plugin_path,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd_inplace import (
     absent_inplace, check_main, inplace_record, present_inplace,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import defined_tables, parse_toml, TomlStyle
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, Plan
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, message, Plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import GoTemplateMask, OWNER_MARK, unwrap
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import lookup, refusing_tomlkit_errors
 
@@ -97,20 +97,11 @@ _Template = collections.namedtuple("_Template", "label path text mask doc versio
 
 def _generated_version(doc, path):
     """The version of k3s's generated config.toml (None: no file, or no version), its types checked."""
-    try:
-        version = _version_of(doc)
-    except GpuFleetError as exc:
-        raise GpuFleetError("%s: %s" % (path, exc.msg), path=path)
-    if version is not None:
-        check_shape(unwrap(doc), path, plugin_path(version))
-    return version
-
-
-def _version_of(doc):
-    """The ``version`` a parsed file says (None without a file or a version)."""
     if doc is None or "version" not in doc:
         return None
-    return detect_version(doc)[0]
+    version = _template_version(doc, None, path)
+    check_shape(unwrap(doc), path, plugin_path(version))
+    return version
 
 
 def _template_source(label, template_path, template_text, generated_path, generated_text) -> tuple:
@@ -132,7 +123,7 @@ def _template_source(label, template_path, template_text, generated_path, genera
 
 
 def _template_version(doc, generated_version, template_path) -> int:
-    """The template's config version: its own, else the generated file's, else 2."""
+    """The config version of a template (or of the generated file): its own, else ``generated_version``, else 2."""
     if "version" in doc:
         try:
             return detect_version(doc)[0]
