@@ -21,37 +21,25 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import unwrap
 
-try:
-    import tomlkit
-    from tomlkit import items as tk_items
-    from tomlkit.container import Container as TkContainer
-    from tomlkit.container import OutOfOrderTableProxy as TkProxy
-    from tomlkit.exceptions import ParseError as TomlParseError
-
-    HAS_TOMLKIT = True
-    TOMLKIT_IMPORT_ERROR = None
-except ImportError:  # pragma: no cover - exercised on hosts without python3-tomlkit
-    tomlkit = None
-    tk_items = None
-    TkContainer = None
-    TkProxy = None
-    TomlParseError = ValueError
-    HAS_TOMLKIT = False
-    TOMLKIT_IMPORT_ERROR = traceback.format_exc()
+tomlkit = tk_items = TkContainer = TkProxy = None
+TomlParseError = ValueError
+HAS_TOMLKIT = False
+TOMLKIT_IMPORT_ERROR = None
 
 
-def load_tomlkit() -> bool:
-    """Import tomlkit now if it was missing when this file was loaded; whether it is there.
+def load_tomlkit(invalidate: bool = True) -> bool:
+    """Import tomlkit (when this file is loaded, and again if it was missing then); whether it is there.
 
     ``toolkit_packages`` installs ``python3-tomlkit`` and configures the runtime in the same
-    process: the import at the top of this file ran before the install. The import system's
+    process: the import when this file was loaded ran before the install. The import system's
     caches still list the package directory as it was, hence ``invalidate_caches``. Every use
     of tomlkit in the runtime layer goes through this file, so the editors see it at once.
     """
     global tomlkit, tk_items, TkContainer, TkProxy, TomlParseError, HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR
     if HAS_TOMLKIT:
         return True
-    importlib.invalidate_caches()
+    if invalidate:
+        importlib.invalidate_caches()
     try:
         import tomlkit as loaded
         from tomlkit import items as loaded_items
@@ -66,6 +54,9 @@ def load_tomlkit() -> bool:
     )
     HAS_TOMLKIT, TOMLKIT_IMPORT_ERROR = True, None
     return True
+
+
+load_tomlkit(invalidate=False)
 
 
 def require_tomlkit() -> None:
