@@ -20,8 +20,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.containerd
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit import is_table, shows_no_header, tk_value, toml_item
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import unwrap, same
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import (
-    add_table, delete_path, ensure_tables, hide_headers, insert_top_kv, lookup, note_change, parse_raw, prune_created, record_comment, record_entry,
-    replace_path, restore_entry, set_scalar, sync_table, write_record_comment,
+    add_table, delete_path, ensure_tables, hide_headers, insert_top_kv, lookup, note_change, parse_raw, prune_created, put_table, record_comment,
+    record_entry, replace_path, restore_entry, set_scalar, write_record_comment,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import checked_record
 
@@ -211,12 +211,7 @@ def _put_runtime(doc, runtimes_path, name, desired, allow_runc, record, style, c
     if allow_runc and "runc" not in runtimes:
         add_table(runtimes, "runc", {"runtime_type": RUNC_TYPE}, depth, style)
         record["runc"] = True
-    if name in runtimes and is_table(runtimes[name]):
-        sync_table(runtimes[name], desired, depth, style)
-    else:
-        if name in runtimes:
-            del runtimes[name]
-        add_table(runtimes, name, desired, depth, style)
+    put_table(runtimes, name, desired, depth, style)
 
 
 #: A file being edited in place: its document, the record of what changed, its style, the key

@@ -30,8 +30,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.edit impor
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.files import FileChange, message, Plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.managed import get_path, OWNER_MARK, unwrap, same
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.toml_edit import (
-    add_table, check_edited_toml, delete_path, ensure_tables, lookup, note_change, parse_raw, prune_created, record_comment, record_entry,
-    refusing_tomlkit_errors, restore_entry, set_scalar, sync_table, write_record_comment,
+    check_edited_toml, delete_path, ensure_tables, lookup, note_change, parse_raw, prune_created, put_table, record_comment, record_entry,
+    refusing_tomlkit_errors, restore_entry, set_scalar, write_record_comment,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime.undo import (
     apply_undo, checked_record, keep_undo_note, recover_origin, UNDO_KEY, undo_note,
@@ -259,11 +259,7 @@ def _handler_in_place(doc, main_text, record, table, opts, warnings) -> None:
     created = []
     runtimes = ensure_tables(doc, RUNTIMES_PATH, style, created)
     depth = len(RUNTIMES_PATH) + 1
-    desired = deep_merge(unwrap(runtimes[name]) if name in runtimes else {}, table)
-    if name in runtimes and is_table(runtimes[name]):
-        sync_table(runtimes[name], desired, depth, style)
-    else:
-        add_table(runtimes, name, desired, depth, style)
+    put_table(runtimes, name, deep_merge(unwrap(runtimes[name]) if name in runtimes else {}, table), depth, style)
     _default_in_place(doc, record, opts, style, warnings)
     if created:
         record["created"] = created

@@ -217,16 +217,20 @@ def sync_table(table, desired: dict, depth: int, style: TomlStyle) -> bool:
     changed = False
     for key, value in desired.items():
         if isinstance(value, dict):
-            if key in table and is_table(table[key]):
-                changed = sync_table(table[key], value, depth + 1, style) or changed
-            else:
-                if key in table:
-                    del table[key]
-                add_table(table, key, value, depth + 1, style)
-                changed = True
+            changed = put_table(table, key, value, depth + 1, style) or changed
         else:
             changed = set_scalar(table, key, value, depth, style) or changed
     return changed
+
+
+def put_table(parent, key: str, desired: dict, depth: int, style: TomlStyle) -> bool:
+    """Make ``parent[key]`` a table holding every key of ``desired``: synced where it is one, else (re)added."""
+    if key in parent and is_table(parent[key]):
+        return sync_table(parent[key], desired, depth, style)
+    if key in parent:
+        del parent[key]
+    add_table(parent, key, desired, depth, style)
+    return True
 
 
 def ensure_tables(doc, path, style: TomlStyle, created: list):
