@@ -409,9 +409,6 @@ def plan_docker(path: str, text, opts: DockerOptions, state=None, state_path: st
         files = _in_order(FileChange(path, text, text), kept, opts)
         status = "already configured" if opts.state == "present" else "not configured"
         return Plan(files, msg="the %s runtime is %s" % (opts.runtime_name, status), **facts)
-    if opts.state == "absent" and text is not None and not wanted and not current:
-        files = _in_order(FileChange(path, text, text), kept, opts)
-        return Plan(files, msg="the %s runtime is not configured" % opts.runtime_name, **facts)
     after = _new_text(text, current, wanted, opts, before)
     if opts.state == "absent":
         exact = apply_undo(after, before.get(UNDO_KEY))
