@@ -78,17 +78,14 @@ def generate(host, params, output) -> str:
     return "---\n%s (driver %s); local changes are overwritten.\n%s" % (cdi.HEADER, cdi.spec_driver_version(text) or "unknown", body)
 
 
-def _dotted(path: str) -> bool:
-    return any(part in (".", "..") for part in path.split("/"))
-
-
-def _control(path: str) -> bool:
-    return any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path)
+def _plain(path: str) -> bool:
+    """No ``.`` or ``..`` part, no control character."""
+    return not any(part in (".", "..") for part in path.split("/")) and not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path)
 
 
 def absolute_path(value):
     """A host path the spec or the module uses as it is: absolute, no ``.``/``..`` part, no control character."""
-    if not isinstance(value, str) or not value.startswith("/") or _dotted(value) or _control(value):
+    if not isinstance(value, str) or not value.startswith("/") or not _plain(value):
         raise inputs.Invalid(PATH_WORDS)
     return value
 
@@ -96,7 +93,7 @@ def absolute_path(value):
 def check_output_path(path: str) -> None:
     if not path.startswith("/"):
         raise GpuFleetError("cdi_spec: output %r must be an absolute path" % path)
-    if _dotted(path) or _control(path):
+    if not _plain(path):
         raise GpuFleetError("cdi_spec: output %r must be an absolute path without '.' or '..' parts or control characters" % path)
     if not (path.endswith(".yaml") or path.endswith(".json")):
         raise GpuFleetError(
