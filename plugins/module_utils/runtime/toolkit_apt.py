@@ -294,10 +294,9 @@ def apply(host, todo, before=None):
         if todo["install"]:
             _checked(host, APT_GET_INSTALL + todo["install"], "apt-get install " + " ".join(todo["install"]))
             written = []
-        if todo["hold"]:
-            _checked(host, ["apt-mark", "hold"] + todo["hold"], "apt-mark hold")
-        if todo["unhold"]:
-            _checked(host, ["apt-mark", "unhold"] + todo["unhold"], "apt-mark unhold")
+        for key in ("hold", "unhold"):
+            if todo[key]:
+                _checked(host, ["apt-mark", key] + todo[key], "apt-mark " + key)
     except GpuFleetError as exc:
         raise put_back(host, before, written, exc)
 
