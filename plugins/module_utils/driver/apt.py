@@ -36,10 +36,13 @@ import time
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
+    absent_result,
     choose_version,
-    lines,
+    common_upstreams,
+    package_diff as diff_of,
     run_checked,
     sort_versions,
+    version_at,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.dpkg import APT_ENV, DPKG_QUERY, parse_dpkg_query
@@ -286,9 +289,9 @@ class AptBackend(object):
         """``(available, kernel_modules, version)``: the driver's versions there, and the one chosen with its modules."""
         where = "%s (%s %s)" % (self.layout.archive, self.os.get("id"), self.os.get("version_id"))
         ubuntu = isinstance(self.layout, UbuntuLayout)
-        available = self._common_upstreams(archive.madison, self.layout.core(declared.branch, flavor, "dkms"))
+        available = common_upstreams(archive.madison, self.layout.core(declared.branch, flavor, "dkms"))
         if ubuntu and not available:
-            available = self._common_upstreams(archive.madison, self.layout.core(declared.branch, flavor, "precompiled"))
+            available = common_upstreams(archive.madison, self.layout.core(declared.branch, flavor, "precompiled"))
         choosable = self._fabric_manager_choice(declared, available, archive.madison, request.fm_names, notes)
         if ubuntu:
             chosen_modules, version = self._ubuntu_modules(
@@ -301,7 +304,7 @@ class AptBackend(object):
         """``{name: package version}`` of the driver's packages at ``version``, its companions and fabric manager."""
         madison = archive.madison
         want = dict(
-            (name, self._package_version(madison, name, version))
+            (name, version_at(madison, name, version))
             for name in self.layout.core(branch, flavor, chosen_modules)
         )
         if chosen_modules == "precompiled":
@@ -330,9 +333,9 @@ class AptBackend(object):
         """The fabric manager's packages at the driver's version (the driver's own package version where they
         have it); those of another branch or naming that the archive has there move with them."""
         driver_pkg = next((want[n] for n in sorted(want) if self.layout.is_marker(n)), None)
-        out = dict((name, self._preferred_version(madison, name, version, driver_pkg)) for name in request.fm_names)
+        out = dict((name, version_at(madison, name, version, prefer=driver_pkg)) for name in request.fm_names)
         for name in request.fm_other:
-            target = self._package_version(madison, name, version, required=False)
+            target = version_at(madison, name, version, required=False)
             if target:
                 out[name] = target
         return out
@@ -341,7 +344,7 @@ class AptBackend(object):
         """``(carried, removals)``: the extras the archive has at ``version`` (by their new names), those that go."""
         carried, removals = {}, []
         for name, mapped in sorted(request.extras.items()):
-            target = self._package_version(madison, mapped, version, required=False) if mapped else None
+            target = version_at(madison, mapped, version, required=False) if mapped else None
             if target:
                 carried[mapped] = target
             if not target or mapped != name:
@@ -408,17 +411,8 @@ class AptBackend(object):
                      env=APT_ENV)
         plan.remove("pin", PIN_FILE, current["pin"], "no driver to pin")
         plan.remove("unattended-upgrades", UU_FILE, current["unattended"], "no driver to keep back")
-        return {
-            "version": None,
-            "available_versions": [],
-            "packages": {},
-            "kernel_modules": None,
-            "pin_file": PIN_FILE,
-            "notes": [],
-            "changes": {"install": [], "remove": removals, "hold": [], "unhold": held},
-            "package_diff": package_diff(installed, {}, removals, {}),
-            "fabric_manager": self._fabric_manager_report(installed, {}, {}, removals),
-        }
+        return absent_result(PIN_FILE, {"install": [], "remove": removals, "hold": [], "unhold": held},
+                             package_diff(installed, {}, removals, {}), self._fabric_manager_report(installed, {}, {}, removals))
 
     def _plan_headers(self, madison, installed, headers, notes):
         out = {}
@@ -440,19 +434,14 @@ class AptBackend(object):
         return out
 
     def _fabric_manager_report(self, installed, want, install, removals):
-        family = fabric_manager.FAMILY.match
-        return {
-            "packages": dict((n, v) for n, v in want.items() if family(n)) if self.fm_required else {},
-            "installed": dict((n, i["version"]) for n, i in installed.items() if family(n)),
-            "install": sorted(n for n in install if family(n)) if self.fm_required else [],
-            "remove": sorted(n for n in removals if family(n)) if self.fm_required else [],
-        }
+        versions_ = dict((n, i["version"]) for n, i in installed.items())
+        return fabric_manager.plan_report(versions_, want, install, removals, self.fm_required)
 
     def _fabric_manager_choice(self, declared, available, madison, fm_names, notes):
         """The driver versions to choose from: with the fabric manager needed, those it exists at."""
         if not fm_names:
             return available
-        fm_available = self._common_upstreams(madison, fm_names)
+        fm_available = common_upstreams(madison, fm_names)
         if not fm_available and isinstance(self.layout, DebianLayout):
             if any(versions.try_parse_driver_version(v) and versions.matches(declared, v) for v in available):
                 raise GpuFleetError(
@@ -476,33 +465,6 @@ class AptBackend(object):
             return available
         where = "%s (%s %s)" % (self.layout.fm_archive, self.os.get("id"), self.os.get("version_id"))
         return fabric_manager.choice(self.fabric_manager, declared, available, fm_available, fm_names, where, notes)
-
-    @staticmethod
-    def _preferred_version(madison, name, version, prefer):
-        """The package version of ``name`` at upstream ``version``: ``prefer`` (the driver's own) when it has it."""
-        candidates = [v for v in madison.get(name, []) if versions.upstream_version(v) == version]
-        if not candidates:
-            raise GpuFleetError("%s has no version %s in the repositories" % (name, version), package=name)
-        return prefer if prefer in candidates else candidates[0]
-
-    @staticmethod
-    def _common_upstreams(madison, names):
-        sets = [set(versions.upstream_version(v) for v in madison.get(name, [])) for name in names]
-        if not sets:
-            return []
-        common = sets[0]
-        for item in sets[1:]:
-            common &= item
-        return sorted(common)
-
-    @staticmethod
-    def _package_version(madison, name, version, required=True):
-        for pkg_version in madison.get(name, []):
-            if versions.upstream_version(pkg_version) == version:
-                return pkg_version
-        if required:
-            raise GpuFleetError("%s has no version %s in the repositories" % (name, version), package=name)
-        return None
 
     def _choose(self, declared, flavor, available, where):
         try:
@@ -554,11 +516,4 @@ def package_diff(installed, want, removals, headers):
         "%s=%s%s" % (n, installed[n]["version"], " (held)" if installed[n]["held"] else "") for n in names if n in installed
     )
     after = sorted(["%s=%s (held)" % item for item in want.items()] + ["%s=%s" % item for item in headers.items()])
-    if before == after:
-        return None
-    return {
-        "before_header": "packages",
-        "after_header": "packages",
-        "before": lines(before),
-        "after": lines(after),
-    }
+    return diff_of(before, after)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
     MANAGED_BY,
     checked,
+    checked_names,
     checked_packages,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
@@ -24,9 +25,7 @@ def apt_packages(where, packages):
 
 def apt_names(where, names):
     """``names`` when each is a Debian package name."""
-    for name in names:
-        checked(where, "package", inputs.debian_package, name)
-    return list(names)
+    return checked_names(where, names, inputs.debian_package)
 
 
 def render_pin(packages, version, flavor):

@@ -31,21 +31,26 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import k
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
     MANAGED_BY,
+    absent_result,
     checked,
+    checked_names,
     checked_packages,
     choose_version,
     command_line,
-    lines,
+    common_upstreams,
+    package_diff,
     run_checked,
     sort_versions,
+    version_at,
 )
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs, versions
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
 REPO_DIR = "/etc/yum.repos.d"
 DEFAULT_BASEURL = "https://developer.download.nvidia.com/compute/cuda/repos/rhel%(major)s/%(arch)s"
 GPG_KEY = "D42D0685.pub"
 VERSIONLOCK_PLUGIN = "python3-dnf-plugin-versionlock"
+LOCK_FILE = "/etc/dnf/plugins/versionlock.list"
 KERNEL_PACKAGES = {"proprietary": "kmod-nvidia-latest-dkms", "open": "kmod-nvidia-open-dkms"}
 # The compute-only set: nvidia-driver-cuda (nvidia-smi, nvidia-persistenced's service ...) and the
 # packages it pulls at the same version, named so that each one is installed and locked at it.
@@ -177,20 +182,6 @@ def packaged_driver(host):
     return {"name": name, "version": installed[name], "flavor": flavor}
 
 
-def _common_upstreams(found, names):
-    """The upstream versions at which every one of ``names`` is in ``found`` (``{name: [evr, ...]}``), sorted."""
-    upstreams = None
-    for name in names:
-        versions_ = set(versions.upstream_version(evr) for evr in found.get(name, []))
-        upstreams = versions_ if upstreams is None else upstreams & versions_
-    return sorted(upstreams or [])
-
-
-def _evr_at(evrs, version):
-    """The first (newest) of ``evrs`` at upstream ``version``."""
-    return next(evr for evr in evrs if versions.upstream_version(evr) == version)
-
-
 def _specs(install, where="dnf install"):
     """``name-evr`` of each package to install (the name alone where no version is named), sorted.
 
@@ -199,13 +190,6 @@ def _specs(install, where="dnf install"):
     """
     checked_packages(where, install, inputs.rpm_package, inputs.rpm_version)
     return ["%s-%s" % (n, evr) if evr else n for n, evr in sorted(install.items())]
-
-
-def _names(where, names):
-    """``names`` when each is an RPM package name that dnf reads as one."""
-    for name in names:
-        checked(where, "package", inputs.rpm_package, name)
-    return list(names)
 
 
 # The repository's URL as it goes into the .repo file's baseurl and gpgkey and into --repofrompath:
@@ -320,11 +304,11 @@ class DnfBackend(object):
         notes = []
         streams, found, fm_names, fm_other = self._query(current, declared)
         names = sorted(set(COMMON) | {KERNEL_PACKAGES[flavor]})
-        available = _common_upstreams(found, names)
+        available = common_upstreams(found, names)
         version = self._choose(declared, flavor, available, found, fm_names, notes)
         stream = self._stream(declared, flavor, streams)
         self._check_dkms(installed, found)
-        want = dict((name, _evr_at(found[name], version)) for name in names + fm_names)
+        want = dict((name, version_at(found, name, version)) for name in names + fm_names)
         other = [n for n in KERNEL_PACKAGES.values() if n != KERNEL_PACKAGES[flavor] and n in installed]
         install = dict((n, evr) for n, evr in want.items() if installed.get(n) != evr)
         install.update(self._devel(current, found, notes))
@@ -342,11 +326,11 @@ class DnfBackend(object):
             "packages": dict(sorted(want.items())),
             "kernel_modules": "dkms",
             "stream": stream,
-            "pin_file": "/etc/dnf/plugins/versionlock.list",
+            "pin_file": LOCK_FILE,
             "notes": notes,
             "changes": {"install": _specs(install), "remove": other + fm_other, "lock": lock, "unlock": stale},
             "package_diff": self._diff(installed, want, other + fm_other, current["locks"]),
-            "fabric_manager": self._fabric_manager_report(installed, want, install, fm_other),
+            "fabric_manager": fabric_manager.plan_report(installed, want, install, fm_other, self.fm_required),
         }
 
     def _query(self, current, declared):
@@ -380,7 +364,7 @@ class DnfBackend(object):
         where = "NVIDIA's CUDA repository (%s)" % self.baseurl
         choosable = available
         if fm_names:
-            choosable = fabric_manager.choice(self.fabric_manager, declared, available, _common_upstreams(found, fm_names),
+            choosable = fabric_manager.choice(self.fabric_manager, declared, available, common_upstreams(found, fm_names),
                                               fm_names, where, notes)
         try:
             return choose_version(declared, choosable, flavor, where)
@@ -462,7 +446,7 @@ class DnfBackend(object):
     @staticmethod
     def _plan_packages(plan, fm_other, install, other):
         if fm_other:
-            plan.run("packages", ["dnf", "remove", "-y"] + _names("dnf remove", fm_other),
+            plan.run("packages", ["dnf", "remove", "-y"] + checked_names("dnf remove", fm_other, inputs.rpm_package),
                      "remove the fabric manager packages of another branch or naming")
         if install:
             plan.run("packages", ["dnf", "install", "-y", "--allowerasing"] + _specs(install),
@@ -482,36 +466,17 @@ class DnfBackend(object):
             plan.run("versionlock", LOCKS_DELETE + held, "release the driver's locks",
                      undo=["dnf", "versionlock", "add"] + held)
         if ours:
-            plan.run("packages", ["dnf", "remove", "-y"] + _names("dnf remove", ours), "remove the driver's packages")
+            plan.run("packages", ["dnf", "remove", "-y"] + checked_names("dnf remove", ours, inputs.rpm_package), "remove the driver's packages")
             if self.modular:
                 plan.run("stream", STREAM_RESET, "leave the driver's stream")
-        return {
-            "version": None,
-            "available_versions": [],
-            "packages": {},
-            "kernel_modules": None,
-            "pin_file": "/etc/dnf/plugins/versionlock.list",
-            "notes": ["NVIDIA's CUDA repository stays configured"] if current["repo_configured"] else [],
-            "changes": {"install": [], "remove": ours, "lock": [], "unlock": locked},
-            "package_diff": self._diff(installed, {}, ours, current["locks"]),
-            "fabric_manager": self._fabric_manager_report(installed, {}, {}, ours),
-        }
-
-    def _fabric_manager_report(self, installed, want, install, removals):
-        family = fabric_manager.FAMILY.match
-        return {
-            "packages": dict((n, v) for n, v in want.items() if family(n)),
-            "installed": dict((n, v) for n, v in installed.items() if family(n)),
-            "install": sorted(n for n in install if family(n)),
-            "remove": sorted(n for n in removals if family(n)),
-        }
+        return absent_result(LOCK_FILE, {"install": [], "remove": ours, "lock": [], "unlock": locked},
+                             self._diff(installed, {}, ours, current["locks"]),
+                             fabric_manager.plan_report(installed, {}, {}, ours, self.fm_required),
+                             ["NVIDIA's CUDA repository stays configured"] if current["repo_configured"] else [])
 
     @staticmethod
     def _diff(installed, want, removals, locks):
         names = set(want) | set(removals)
         before = sorted("%s-%s%s" % (n, installed[n], " (locked)" if n in locks else "") for n in names if n in installed)
         after = sorted("%s-%s (locked)" % item for item in want.items())
-        if before == after:
-            return None
-        return {"before_header": "packages", "after_header": "packages", "before": lines(before),
-                "after": lines(after)}
+        return package_diff(before, after)

@@ -148,6 +148,18 @@ def installed_version(installed):
     return None
 
 
+def plan_report(installed, want, install, removals, required):
+    """The fabric manager's part of a backend's plan (``installed`` ``{name: version}``): what it wants, installs and
+    removes of the fabric manager where the host needs one, and what is installed of it."""
+    family = FAMILY.match
+    return {
+        "packages": dict((n, v) for n, v in want.items() if family(n)) if required else {},
+        "installed": dict((n, v) for n, v in installed.items() if family(n)),
+        "install": sorted(n for n in install if family(n)) if required else [],
+        "remove": sorted(n for n in removals if family(n)) if required else [],
+    }
+
+
 def read_service(system, container):
     """``{'name', 'managed', 'enabled', 'active', 'detail'}`` of the nvidia-fabricmanager unit.
 

@@ -30,6 +30,13 @@ def checked(where, what, validator, value):
     return inputs.checked("nvidia_driver: %s: %s" % (where, what), validator, value, after="; nothing was changed")
 
 
+def checked_names(where, names, rule):
+    """``names`` (a list) when each is a package name ``rule`` takes (:func:`checked`)."""
+    for name in names:
+        checked(where, "package", rule, name)
+    return list(names)
+
+
 def checked_packages(where, packages, name_rule, version_rule):
     """``packages`` (``{name: version}``, a version None for none) when every name and version is what ``where`` takes."""
     for name, version in sorted(packages.items()):
@@ -101,6 +108,35 @@ def choose_version(requested, available, flavor, where):
     )
 
 
-def lines(items):
-    """The lines of a package diff: one item a line."""
-    return "".join("%s\n" % item for item in items)
+def common_upstreams(found, names):
+    """The upstream versions at which every one of ``names`` is in ``found`` (``{name: [package version, ...]}``), sorted."""
+    upstreams = None
+    for name in names:
+        at = set(versions.upstream_version(v) for v in found.get(name, []))
+        upstreams = at if upstreams is None else upstreams & at
+    return sorted(upstreams or [])
+
+
+def version_at(found, name, version, required=True, prefer=None):
+    """The first (newest) package version of ``name`` in ``found`` at upstream ``version``, ``prefer`` where it is one;
+    None where there is none, or a GpuFleetError when ``required``."""
+    candidates = [v for v in found.get(name, []) if versions.upstream_version(v) == version]
+    if candidates:
+        return prefer if prefer in candidates else candidates[0]
+    if required:
+        raise GpuFleetError("%s has no version %s in the repositories" % (name, version), package=name)
+    return None
+
+
+def package_diff(before, after):
+    """Ansible's diff of the packages, one line each of ``before`` and ``after`` (sorted); None when they are the same."""
+    if before == after:
+        return None
+    return {"before_header": "packages", "after_header": "packages", "before": "".join("%s\n" % b for b in before),
+            "after": "".join("%s\n" % a for a in after)}
+
+
+def absent_result(pin_file, changes, diff, fabric_manager, notes=()):
+    """What a backend's plan of state absent returns: no driver, what goes (``changes``) and its diff."""
+    return {"version": None, "available_versions": [], "packages": {}, "kernel_modules": None, "pin_file": pin_file,
+            "notes": list(notes), "changes": changes, "package_diff": diff, "fabric_manager": fabric_manager}

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import dnf
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import packages
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.driver.replay import (
     FM_570,
@@ -73,9 +74,9 @@ def test_parse_repoquery_sorts_newest_first():
 
 def test_common_upstreams_are_those_every_package_has():
     found = {"a": ["3:580.95.05-1.el9", "3:570.172.08-1.el9"], "b": ["3:570.172.08-1.el9", "3:535.261.03-1.el9"]}
-    assert dnf._common_upstreams(found, ["a", "b"]) == ["570.172.08"]
-    assert dnf._common_upstreams(found, ["a", "missing"]) == []
-    assert dnf._evr_at(found["a"], "570.172.08") == "3:570.172.08-1.el9"
+    assert packages.common_upstreams(found, ["a", "b"]) == ["570.172.08"]
+    assert packages.common_upstreams(found, ["a", "missing"]) == []
+    assert packages.version_at(found, "a", "570.172.08") == "3:570.172.08-1.el9"
 
 
 def test_specs_and_lock_changes():
