@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import namedtuple
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
 
@@ -77,7 +78,7 @@ def write_local(path, content):
         handle.write(content)
 
 
-class Request(object):
+class Request(namedtuple("Request", "names precompiled fm_names fm_other extras headers")):
     """What a present plan asks the archive about.
 
     ``names``: the driver's packages (both kernel module choices) and the fabric manager's;
@@ -87,13 +88,7 @@ class Request(object):
     of the old driver's packages this module did not choose; ``headers``: the kernel headers.
     """
 
-    def __init__(self, names, precompiled, fm_names, fm_other, extras, headers):
-        self.names = names
-        self.precompiled = precompiled
-        self.fm_names = fm_names
-        self.fm_other = fm_other
-        self.extras = extras
-        self.headers = headers
+    __slots__ = ()
 
     def query(self):
         """The packages of one ``apt-cache madison``, sorted."""
@@ -101,12 +96,7 @@ class Request(object):
         return sorted(self.names | carried | set(self.headers) | set(self.fm_other))
 
 
-class Archive(object):
-    """What the archive answered: ``madison`` ``{name: [version, ...]}``, ``policy`` (the companions'
-    candidates) and ``precompiled_driver`` ``{package version: driver version}`` of Ubuntu's
-    precompiled modules."""
-
-    def __init__(self, madison, policy, precompiled_driver):
-        self.madison = madison
-        self.policy = policy
-        self.precompiled_driver = precompiled_driver
+# What the archive answered: ``madison`` ``{name: [version, ...]}``, ``policy`` (the companions'
+# candidates) and ``precompiled_driver`` ``{package version: driver version}`` of Ubuntu's
+# precompiled modules.
+Archive = namedtuple("Archive", "madison policy precompiled_driver")

@@ -70,30 +70,20 @@ def default_params(**params):
     return out
 
 
-def _choices(name):
-    return inputs.one_of(*ARGUMENT_SPEC[name]["choices"])
-
-
 # What each option's value must be, checked before anything is read (in check mode too): the
-# argument spec's choices and types, for callers that are not AnsibleModule, and what the spec
+# argument spec's choices and booleans, for callers that are not AnsibleModule, and what the spec
 # cannot say -- the version is ASCII (check_params then parses it), the repository's URL has
 # nothing a .repo file or dnf's --repofrompath reads as a new line, option or second URL.
-PARAM_RULES = {
-    "method": _choices("method"),
-    "state": _choices("state"),
+_OWN_RULES = {
     "version": inputs.optional(inputs.expecting(
         inputs.version, "a driver version (ASCII digits and dots, %s)" % versions.DRIVER_VERSION_HINT)),
-    "flavor": _choices("flavor"),
-    "kernel_modules": _choices("kernel_modules"),
-    "kernel_headers": inputs.boolean,
-    "manage_sources": inputs.boolean,
-    "update_cache": inputs.boolean,
     "cache_valid_time": inputs.integer(0),
-    "unattended_upgrades_blacklist": inputs.boolean,
-    "blacklist_nouveau": inputs.boolean,
     "cuda_repo_baseurl": inputs.optional(driver_dnf.BASEURL),
-    "fabric_manager": _choices("fabric_manager"),
 }
+PARAM_RULES = dict(
+    (name, _OWN_RULES.get(name) or (inputs.one_of(*spec["choices"]) if "choices" in spec else {"bool": inputs.boolean}[spec["type"]]))
+    for name, spec in ARGUMENT_SPEC.items()
+)
 # The running kernel's release goes into package names and the initramfs tools' argv.
 KERNEL_RELEASE = functools.partial(inputs.name, what="a kernel release")
 # NVIDIA made the open kernel modules its default in the R560 release.
