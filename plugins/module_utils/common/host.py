@@ -96,7 +96,6 @@ def subprocess_runner(host_root: str = "/", timeout: int = 60, cap: int = OUTPUT
         cmd = list(argv)
         if host_root not in ("", "/"):
             cmd = ["chroot", host_root] + cmd
-        group = _Group()
         try:
             # run_command has neither a timeout nor a cap, and the read-only modules run under chroot host_root
             proc = subprocess.Popen(  # noqa: S603 - fixed argv, no shell  pylint: disable=ansible-bad-function,consider-using-with
@@ -106,22 +105,19 @@ def subprocess_runner(host_root: str = "/", timeout: int = 60, cap: int = OUTPUT
                 stderr=subprocess.PIPE,
                 env=_command_environ(env),
                 start_new_session=True,
-                preexec_fn=group.enter,
             )
         except (OSError, ValueError) as exc:
-            group.close()
             return 127, "", str(exc)
         try:
             out, err = _read_tails(proc, timeout, cap)
         except subprocess.TimeoutExpired:
-            group.kill()
+            _kill_group(proc.pid)
             proc.kill()
             proc.wait()
             return 124, "", "%s timed out after %s seconds" % (" ".join(argv), timeout)
         finally:
             proc.stdout.close()
             proc.stderr.close()
-            group.close()
         return proc.returncode, capped_text(*out), capped_text(*err)
 
     return run
@@ -168,43 +164,13 @@ def _command_environ(env):
     return environ
 
 
-class _Group(object):
-    """The process group of one command, whose id (the command's pid: it leads a new session)
-    the child sends up a pipe before it runs the command, so that a timeout can kill the group."""
-
-    def __init__(self):
-        self._read, self._write = os.pipe()
-
-    def enter(self):
-        """In the child, after setsid: send the group's id."""
-        os.write(self._write, str(os.getpid()).encode("ascii"))
-
-    def pgid(self):
-        """The group's id, or None when the child never sent it."""
-        os.close(self._write)
-        self._write = None
-        sent = os.read(self._read, 32)
-        return int(sent) if sent.isdigit() else None
-
-    def kill(self):
-        """Kill what is left of the group (subprocess.run killed and reaped its leader).
-
-        The id stays the group's while any of it lives; once it is empty the kernel hands the
-        number out again only after going round every other pid.
-        """
-        pgid = self.pgid()
-        if pgid is None:
-            return
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except OSError:  # nothing left in it
-            pass
-
-    def close(self):
-        for fd in (self._read, self._write):
-            if fd is not None:
-                os.close(fd)
-        self._read = self._write = None
+def _kill_group(pid):
+    """Kill the process group of the command ``pid``: it leads a session of its own (``start_new_session``), so the
+    group's id is its pid, which stays the group's while the command is not reaped (the runner reaps it after this)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:  # nothing left in it
+        pass
 
 
 def _read_regular(local, cap):

@@ -90,6 +90,18 @@ def _text(value, expected):
     return value
 
 
+def _matching(pattern, expected, doc):
+    """A validator of the strings that ``pattern`` matches whole; others are refused as not ``expected``."""
+
+    def validate(value):
+        if not pattern.fullmatch(_text(value, expected)):
+            raise Invalid(expected)
+        return value
+
+    validate.__doc__ = doc
+    return validate
+
+
 def _plain(value, expected, forbid=""):
     """A non-empty string of printable ASCII without the characters of ``forbid``, else Invalid."""
     text = _text(value, expected)
@@ -145,31 +157,15 @@ def keyring(value):
         raise Invalid("a keyring path (absolute, normalized; %s, no ',', '[' or ']')" % NO_SPACE)
 
 
-def version(value):
-    """A version string of ASCII letters, digits and ``. + ~ : _ -``, starting with a letter or digit."""
-    expected = "a version (ASCII letters, digits and . + ~ : _ -, starting with a letter or digit)"
-    text = _text(value, expected)
-    if not _VERSION.fullmatch(text):
-        raise Invalid(expected)
-    return text
-
-
-def debian_package(value):
-    """A Debian package name (policy 5.6.1: ``[a-z0-9][a-z0-9+.-]+``)."""
-    expected = "a Debian package name (lower-case ASCII letters, digits and + . -, starting with a letter or digit)"
-    text = _text(value, expected)
-    if not _DEBIAN_PACKAGE.fullmatch(text):
-        raise Invalid(expected)
-    return text
-
-
-def debian_version(value):
-    """A Debian package version (policy 5.6.12: ``[epoch:]upstream[-revision]``, starting with a digit)."""
-    expected = "a Debian package version (ASCII letters, digits and . + ~ : -, starting with a digit)"
-    text = _text(value, expected)
-    if not _DEBIAN_VERSION.fullmatch(text):
-        raise Invalid(expected)
-    return text
+version = _matching(
+    _VERSION, "a version (ASCII letters, digits and . + ~ : _ -, starting with a letter or digit)",
+    "A version string of ASCII letters, digits and ``. + ~ : _ -``, starting with a letter or digit.")
+debian_package = _matching(
+    _DEBIAN_PACKAGE, "a Debian package name (lower-case ASCII letters, digits and + . -, starting with a letter or digit)",
+    "A Debian package name (policy 5.6.1: ``[a-z0-9][a-z0-9+.-]+``).")
+debian_version = _matching(
+    _DEBIAN_VERSION, "a Debian package version (ASCII letters, digits and . + ~ : -, starting with a digit)",
+    "A Debian package version (policy 5.6.12: ``[epoch:]upstream[-revision]``, starting with a digit).")
 
 
 def name(value, what="a name"):
