@@ -22,14 +22,9 @@ def plain(value, unknown=None):
         return dict((str(k), plain(v, unknown)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return [plain(v, unknown) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return str(value)
+    for kind in (bool, int, float, str):  # bool first: it is an int
+        if isinstance(value, kind):
+            return kind(value)
     if value is None or unknown is None:
         return value
     return unknown(value)

@@ -88,13 +88,9 @@ def _deb822_fields(stanza):
         if not sep:
             continue
         name = key.strip()
-        fields[name.lower()] = (name, [(index, line)], None)
-    out = {}
-    for lower, (key, lines_, dummy) in fields.items():
-        first = lines_[0][1].partition(":")[2]
-        value = " ".join([first.strip()] + [l.strip() for i, l in lines_[1:]]).strip()
-        out[lower] = (key, lines_, value)
-    return out
+        fields[name.lower()] = (name, [(index, line)])
+    return dict((lower, (key, lines_, " ".join([lines_[0][1].partition(":")[2].strip()] + [l.strip() for i, l in lines_[1:]]).strip()))
+                for lower, (key, lines_) in fields.items())
 
 
 def _deb822_value(fields, name, default=""):
