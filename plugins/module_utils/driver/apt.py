@@ -36,7 +36,7 @@ import time
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
-    absent_result,
+    plan_result,
     choose_version,
     common_upstreams,
     package_diff as diff_of,
@@ -216,22 +216,11 @@ class AptBackend(object):
         self._plan_sources(plan, current)
         self._plan_pins(plan, current, want, version, flavor, unhold)
         self._plan_packages(plan, install, removals, hold)
-        return {
-            "version": version,
-            "available_versions": sort_versions(available),
-            "packages": dict(sorted(want.items())),
-            "kernel_modules": chosen_modules,
-            "pin_file": PIN_FILE,
-            "notes": notes,
-            "changes": {
-                "install": ["%s=%s" % item for item in sorted(install.items())],
-                "remove": removals,
-                "hold": hold,
-                "unhold": unhold,
-            },
-            "package_diff": package_diff(installed, want, removals, header_installs),
-            "fabric_manager": self._fabric_manager_report(installed, want, install, removals),
-        }
+        changes = {"install": ["%s=%s" % item for item in sorted(install.items())], "remove": removals, "hold": hold,
+                   "unhold": unhold}
+        return plan_result(PIN_FILE, changes, package_diff(installed, want, removals, header_installs),
+                           self._fabric_manager_report(installed, want, install, removals), notes, version, available, want,
+                           chosen_modules)
 
     def _ours(self, name):
         """Whether ``name`` is a package this module manages: the driver's, a companion, the fabric manager's."""
@@ -411,8 +400,8 @@ class AptBackend(object):
                      env=APT_ENV)
         plan.remove("pin", PIN_FILE, current["pin"], "no driver to pin")
         plan.remove("unattended-upgrades", UU_FILE, current["unattended"], "no driver to keep back")
-        return absent_result(PIN_FILE, {"install": [], "remove": removals, "hold": [], "unhold": held},
-                             package_diff(installed, {}, removals, {}), self._fabric_manager_report(installed, {}, {}, removals))
+        return plan_result(PIN_FILE, {"install": [], "remove": removals, "hold": [], "unhold": held},
+                           package_diff(installed, {}, removals, {}), self._fabric_manager_report(installed, {}, {}, removals))
 
     def _plan_headers(self, madison, installed, headers, notes):
         out = {}

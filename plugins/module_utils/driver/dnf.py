@@ -31,7 +31,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import k
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver import fabric_manager
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages import (
     MANAGED_BY,
-    absent_result,
     checked,
     checked_names,
     checked_packages,
@@ -39,8 +38,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.driver.packages im
     command_line,
     common_upstreams,
     package_diff,
+    plan_result,
     run_checked,
-    sort_versions,
     version_at,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
@@ -320,18 +319,10 @@ class DnfBackend(object):
         if lock:
             locking = _specs(dict((n, want[n]) for n in lock), "dnf versionlock add")
             plan.run("versionlock", ["dnf", "versionlock", "add"] + locking, "lock the driver's packages at their versions")
-        return {
-            "version": version,
-            "available_versions": sort_versions(available),
-            "packages": dict(sorted(want.items())),
-            "kernel_modules": "dkms",
-            "stream": stream,
-            "pin_file": LOCK_FILE,
-            "notes": notes,
-            "changes": {"install": _specs(install), "remove": other + fm_other, "lock": lock, "unlock": stale},
-            "package_diff": self._diff(installed, want, other + fm_other, current["locks"]),
-            "fabric_manager": fabric_manager.plan_report(installed, want, install, fm_other, self.fm_required),
-        }
+        return plan_result(LOCK_FILE, {"install": _specs(install), "remove": other + fm_other, "lock": lock, "unlock": stale},
+                           self._diff(installed, want, other + fm_other, current["locks"]),
+                           fabric_manager.plan_report(installed, want, install, fm_other, self.fm_required),
+                           notes, version, available, want, "dkms")
 
     def _query(self, current, declared):
         """``(streams, found, fm_names, fm_other)``: the driver's streams and the versions of its packages.
@@ -469,10 +460,10 @@ class DnfBackend(object):
             plan.run("packages", ["dnf", "remove", "-y"] + checked_names("dnf remove", ours, inputs.rpm_package), "remove the driver's packages")
             if self.modular:
                 plan.run("stream", STREAM_RESET, "leave the driver's stream")
-        return absent_result(LOCK_FILE, {"install": [], "remove": ours, "lock": [], "unlock": locked},
-                             self._diff(installed, {}, ours, current["locks"]),
-                             fabric_manager.plan_report(installed, {}, {}, ours, self.fm_required),
-                             ["NVIDIA's CUDA repository stays configured"] if current["repo_configured"] else [])
+        return plan_result(LOCK_FILE, {"install": [], "remove": ours, "lock": [], "unlock": locked},
+                           self._diff(installed, {}, ours, current["locks"]),
+                           fabric_manager.plan_report(installed, {}, {}, ours, self.fm_required),
+                           ["NVIDIA's CUDA repository stays configured"] if current["repo_configured"] else [])
 
     @staticmethod
     def _diff(installed, want, removals, locks):

@@ -136,7 +136,9 @@ def package_diff(before, after):
             "after": "".join("%s\n" % a for a in after)}
 
 
-def absent_result(pin_file, changes, diff, fabric_manager, notes=()):
-    """What a backend's plan of state absent returns: no driver, what goes (``changes``) and its diff."""
-    return {"version": None, "available_versions": [], "packages": {}, "kernel_modules": None, "pin_file": pin_file,
-            "notes": list(notes), "changes": changes, "package_diff": diff, "fabric_manager": fabric_manager}
+def plan_result(pin_file, changes, diff, fabric_manager, notes=(), version=None, available=(), want=None, kernel_modules=None):
+    """What a backend's plan returns: the version chosen among the ``available`` ones and the packages it wants (none
+    for state absent), what moves (``changes``) and its diff, the fabric manager's part."""
+    return {"version": version, "available_versions": sort_versions(available), "packages": dict(sorted((want or {}).items())),
+            "kernel_modules": kernel_modules, "pin_file": pin_file, "notes": list(notes), "changes": changes,
+            "package_diff": diff, "fabric_manager": fabric_manager}
