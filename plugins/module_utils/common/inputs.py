@@ -21,6 +21,7 @@ file or runs a command; they know nothing of a particular module.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import unicodedata
@@ -145,18 +146,6 @@ def absolute_path(value, forbid=""):
     return text
 
 
-def keyring(value):
-    """The path of an apt keyring, as ``signed-by`` takes it: an absolute path without ``,``, ``[`` or ``]``.
-
-    In a one-line source the options end at the first space and ``]``, and ``signed-by`` reads a
-    comma as the start of a second keyring.
-    """
-    try:
-        return absolute_path(value, forbid=",[]")
-    except Invalid:
-        raise Invalid("a keyring path (absolute, normalized; %s, no ',', '[' or ']')" % NO_SPACE)
-
-
 version = _matching(
     _VERSION, "a version (ASCII letters, digits and . + ~ : _ -, starting with a letter or digit)",
     "A version string of ASCII letters, digits and ``. + ~ : _ -``, starting with a letter or digit.")
@@ -197,27 +186,6 @@ def chart_ref(value):
     if text.startswith("-"):
         raise Invalid(expected)
     return text
-
-
-def chart_path(value):
-    """A chart on the control host (a ``.tgz`` archive or a folder): an absolute, normalized path, or empty (not set)."""
-    if value == "":
-        return value
-    try:
-        return absolute_path(value)
-    except Invalid:
-        raise Invalid("a chart path on the control host (an absolute, normalized path of a .tgz or a chart folder; %s), "
-                      "or empty" % NO_SPACE)
-
-
-def rpm_package(value):
-    """An RPM package name as dnf takes it on its command line."""
-    return name(value, "an RPM package name")
-
-
-def rpm_version(value):
-    """An RPM ``[epoch:]version-release`` as dnf takes it after a package name."""
-    return name(value, "an RPM version")
 
 
 def file_mode(value, forbid=0o022):
@@ -292,6 +260,19 @@ def expecting(validator, expected):
             raise Invalid(expected)
 
     return validate
+
+
+# The path of an apt keyring, as ``signed-by`` takes it: an absolute path without ``,``, ``[`` or
+# ``]``. In a one-line source the options end at the first space and ``]``, and ``signed-by`` reads
+# a comma as the start of a second keyring.
+keyring = expecting(functools.partial(absolute_path, forbid=",[]"),
+                    "a keyring path (absolute, normalized; %s, no ',', '[' or ']')" % NO_SPACE)
+# A chart on the control host (a ``.tgz`` archive or a folder): an absolute, normalized path, or empty (not set).
+chart_path = optional(expecting(absolute_path, "a chart path on the control host (an absolute, normalized path of a .tgz "
+                                               "or a chart folder; %s), or empty" % NO_SPACE))
+# An RPM package name as dnf takes it on its command line, and an RPM ``[epoch:]version-release`` after it.
+rpm_package = functools.partial(name, what="an RPM package name")
+rpm_version = functools.partial(name, what="an RPM version")
 
 
 # --- refusals ------------------------------------------------------------------------------------
