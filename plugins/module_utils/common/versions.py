@@ -107,18 +107,18 @@ class DriverVersion(object):
         return hash(self.key())
 
 
+def _numbers(pattern, value, what, hint):
+    """``(text, numbers)`` of ``value`` that ``pattern`` matches (its groups that matched, as ints); else GpuFleetError."""
+    text = str(value).strip() if value is not None else ""
+    match = pattern.match(text)
+    if not match:
+        raise GpuFleetError("version '%s' is not a %s version (%s)" % (value, what, hint), value=value, expected=hint)
+    return text, tuple(int(p) for p in match.groups() if p is not None)
+
+
 def parse_driver_version(value: object) -> DriverVersion:
     """Parse ``580``, ``580.95`` or ``580.95.05``; raise GpuFleetError otherwise."""
-    text = str(value).strip() if value is not None else ""
-    match = _DRIVER_RE.match(text)
-    if not match:
-        raise GpuFleetError(
-            "version '%s' is not a driver version (%s)" % (value, DRIVER_VERSION_HINT),
-            value=value,
-            expected=DRIVER_VERSION_HINT,
-        )
-    parts = tuple(int(p) for p in match.groups() if p is not None)
-    return DriverVersion(text, parts)
+    return DriverVersion(*_numbers(_DRIVER_RE, value, "driver", DRIVER_VERSION_HINT))
 
 
 def try_parse_driver_version(value: object):
@@ -170,16 +170,8 @@ def matches(declared, actual) -> bool:
 
 def parse_cuda_version(value: object) -> tuple:
     """Parse ``12.4`` (GA) or ``12.4.1`` (update 1) into (major, minor, update)."""
-    text = str(value).strip() if value is not None else ""
-    match = _CUDA_RE.match(text)
-    if not match:
-        raise GpuFleetError(
-            "version '%s' is not a CUDA version (%s)" % (value, CUDA_VERSION_HINT),
-            value=value,
-            expected=CUDA_VERSION_HINT,
-        )
-    major, minor, update = match.groups()
-    return (int(major), int(minor), int(update or 0))
+    numbers = _numbers(_CUDA_RE, value, "CUDA", CUDA_VERSION_HINT)[1]
+    return numbers + (0,) * (3 - len(numbers))
 
 
 def cuda_requirement(value: object) -> dict:
