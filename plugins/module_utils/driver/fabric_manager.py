@@ -239,8 +239,8 @@ def package_report(need, fm, service, verbs, version, check_mode, state):
         moved = [n for n in fm["install"] if n in installed]
         actions.append("update" if moved and len(moved) == len(fm["install"]) else "install")
     actions += verbs
-    report = _base(need)
-    report.update(
+    report = _report(
+        need,
         packages=dict(sorted((fm.get("packages") or {}).items())),
         installed_version=installed_version(installed),
         wanted_version=version if need.required and state == "present" else None,
@@ -286,14 +286,10 @@ def _detail(report, check_mode, state):
     return "%s: %s" % (report["reason"], text)
 
 
-def _base(need):
-    """The head of the ``fabric_manager`` return value: the need and its reason."""
-    return {
-        "mode": need.mode,
-        "required": need.required,
-        "reason": need.reason,
-        "nvswitch_count": len(need.nvswitches),
-    }
+def _report(need, **fields):
+    """The ``fabric_manager`` return value: the need and its reason, then ``fields``."""
+    return dict({"mode": need.mode, "required": need.required, "reason": need.reason, "nvswitch_count": len(need.nvswitches)},
+                **fields)
 
 
 def verify(system, need, dpkg, version, container, drift, notes):
@@ -303,8 +299,8 @@ def verify(system, need, dpkg, version, container, drift, notes):
     (the loaded module's, else the installed one's), its service enabled and running where
     systemd runs. Never changes anything.
     """
-    report = _base(need)
-    report.update(
+    report = _report(
+        need,
         packages={},
         installed_version=None,
         wanted_version=str(version) if version and need.required else None,
