@@ -56,11 +56,6 @@ def _target(path):
     return os.path.realpath(path) if os.path.islink(path) else path
 
 
-def _make_parent(directory):
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-
-
 def _partial_place(target):
     """``(folder, prefix)`` of ``target``'s temporary files: the folder above its own, when on the same device."""
     folder = os.path.dirname(os.path.abspath(target))
@@ -171,7 +166,7 @@ def write_file(module, path, content, backup=False, mode=0o644):
     existed = os.path.exists(target)
     backup_file = None
     try:
-        _make_parent(os.path.dirname(target) or ".")
+        os.makedirs(os.path.dirname(target) or ".", 0o755, exist_ok=True)
         if existed and backup:
             backup_file = _backup(module, target)
         _clean_partials(target)
@@ -198,7 +193,7 @@ def replace_file(path, content, mode=None):
     """
     target = _target(path)
     data = encode(path, content)
-    _make_parent(os.path.dirname(target) or ".")
+    os.makedirs(os.path.dirname(target) or ".", 0o755, exist_ok=True)
     existed = os.path.exists(target)
     _clean_partials(target)
     tmp = _partial_near(target, data)

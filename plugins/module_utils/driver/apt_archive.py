@@ -71,9 +71,7 @@ def parse_show_depends(text, branch):
 
 def write_local(path, content):
     """Write a file of the temporary apt configuration: a path of this machine, not of the host."""
-    directory = os.path.dirname(path)
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
+    os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
     with open(path, "w") as handle:
         handle.write(content)
 

@@ -29,7 +29,6 @@ def detect_container(system):
         return "podman"
     if system.exists("/.dockerenv"):
         return "docker"
-    environ = None
     try:
         environ = system.read_bytes("/proc/1/environ", kernel=True)
     except (IOError, OSError):
