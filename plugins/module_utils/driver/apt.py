@@ -127,14 +127,9 @@ class AptBackend(object):
         }
 
     def _lists_fresh(self):
-        newest = None
-        for name in self.system.names(LISTS_DIR):
-            if "_Packages" in name:
-                mtime = self.system.mtime(posixpath.join(LISTS_DIR, name)) or 0
-                newest = mtime if newest is None or mtime > newest else newest
-        if newest is None:
-            return False
-        return time.time() - newest < int(self.params.get("cache_valid_time") or 0)
+        """Whether the newest of apt's package lists is younger than cache_valid_time."""
+        mtimes = [self.system.mtime(posixpath.join(LISTS_DIR, n)) or 0 for n in self.system.names(LISTS_DIR) if "_Packages" in n]
+        return bool(mtimes) and time.time() - max(mtimes) < int(self.params.get("cache_valid_time") or 0)
 
     def _prepare_queries(self, plan, sources):
         """Point the apt queries at the host's lists (refreshed when stale), or at a temporary
@@ -474,12 +469,8 @@ class AptBackend(object):
 
     def _ubuntu_branches(self):
         dummy, out, dummy = self.system.run(["apt-cache"] + self.apt_options + ["pkgnames", "nvidia-headless-no-dkms-"])
-        found = set()
-        for line in out.splitlines():
-            match = re.match(r"^nvidia-headless-no-dkms-(\d+)-server(-open)?$", line.strip())
-            if match:
-                found.add(int(match.group(1)))
-        return [str(b) for b in sorted(found)]
+        matches = (re.match(r"^nvidia-headless-no-dkms-(\d+)-server(-open)?$", line.strip()) for line in out.splitlines())
+        return [str(b) for b in sorted(set(int(m.group(1)) for m in matches if m))]
 
     def _ubuntu_modules(self, requested, declared, flavor, available, pkg, precompiled_driver, where):
         """Precompiled signed modules when they carry the chosen driver for this kernel, else DKMS."""
