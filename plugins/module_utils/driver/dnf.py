@@ -111,9 +111,9 @@ def parse_repoquery(text):
         parts = line.strip().split("\t")
         if len(parts) != 2:
             continue
-        found.setdefault(parts[0], [])
-        if parts[1] not in found[parts[0]]:
-            found[parts[0]].append(parts[1])
+        evrs = found.setdefault(parts[0], [])
+        if parts[1] not in evrs:
+            evrs.append(parts[1])
     for name in found:
         found[name] = sorted(found[name], key=_evr_key, reverse=True)
     return found
@@ -246,10 +246,8 @@ class DnfBackend(object):
 
     @staticmethod
     def _arch(kernel):
-        for arch in ("x86_64", "aarch64"):
-            if kernel.endswith("." + arch):
-                return "sbsa" if arch == "aarch64" else arch
-        return "x86_64"
+        """The repository's name of the kernel's architecture: sbsa for aarch64, else x86_64."""
+        return "sbsa" if kernel.endswith(".aarch64") else "x86_64"
 
     def _names(self):
         return sorted(set(COMMON) | set(KERNEL_PACKAGES.values()))

@@ -153,10 +153,7 @@ def _done(done):
 
 def commit_points(actions):
     """The indexes of the committing commands (COMMITTING): the last of each group in the plan."""
-    last = {}
-    for index, action in enumerate(actions):
-        if action["kind"] == "run" and action["group"] in COMMITTING:
-            last[action["group"]] = index
+    last = dict((a["group"], i) for i, a in enumerate(actions) if a["kind"] == "run" and a["group"] in COMMITTING)
     return set(last.values())
 
 
