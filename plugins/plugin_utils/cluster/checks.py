@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import re
 
+from ansible.module_utils.parsing.convert_bool import boolean as _ansible_boolean
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 
-try:
-    from ansible.module_utils.parsing.convert_bool import boolean as _ansible_boolean
-except ImportError:  # pragma: no cover - ansible-core is always there on the controller
-    _ansible_boolean = None
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -48,8 +46,6 @@ def to_bool(value, var, problems):
     if isinstance(value, bool):
         return value
     try:
-        if _ansible_boolean is None:  # pragma: no cover
-            raise TypeError(value)
         return _ansible_boolean(value, strict=True)
     except TypeError:
         problems.append("%s: %s is not a boolean (expected true or false)" % (var, quoted(value)))

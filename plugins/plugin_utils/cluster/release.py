@@ -15,16 +15,13 @@ import base64
 import json
 import re
 
+import yaml
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import inputs
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import plain
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.checks import (
     CHART_VERSION, DNS_SUBDOMAIN, check_duration, check_input, check_name, check_namespace, one_of, quoted, to_bool,
 )
-
-try:
-    import yaml
-except ImportError:  # pragma: no cover - controller-side code; ansible-core requires PyYAML
-    yaml = None
 
 LABEL_POD_SECURITY = "pod-security.kubernetes.io/enforce"
 POD_SECURITY_LEVELS = ("", "privileged", "baseline", "restricted")
@@ -36,8 +33,6 @@ _SECRET_NAME = "a secret name (expected lower-case alphanumerics, '-' and '.')"
 def dump_yaml(data, sort_keys=False):
     """YAML text the same way every time: block style, keys in the order they were built (or
     sorted, for data whose order came from the user's inventory)."""
-    if yaml is None:  # pragma: no cover
-        raise RuntimeError("PyYAML is required on the control host")
     return yaml.safe_dump(data, default_flow_style=False, sort_keys=sort_keys, width=1000)
 
 

@@ -130,13 +130,9 @@ def _check_unshared(entry, where, problems):
 
 def _replica_count(replicas):
     """``replicas`` as an int (a number or a string of digits), or None."""
-    if isinstance(replicas, bool) or replicas is None:
-        return None
-    if isinstance(replicas, int):
+    if isinstance(replicas, int) and not isinstance(replicas, bool):
         return replicas
-    if isinstance(replicas, str) and replicas.isdigit():
-        return int(replicas)
-    return None
+    return int(replicas) if isinstance(replicas, str) and replicas.isdigit() else None
 
 
 def _replicas(entry, where, strategy, problems):

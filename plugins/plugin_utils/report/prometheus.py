@@ -42,24 +42,20 @@ def _sample(name, labels, value):
     return "%s{%s} %s" % (name, body, value) if body else "%s %s" % (name, value)
 
 
-def _node_samples(row):
-    """The node's samples, by metric."""
+def _node_samples(row, add):
+    """The node's samples, each given to ``add(name, labels, value)``."""
     node = row["host"]
-    out = {name: [] for name, dummy in METRICS}
-    out["gpufleet_node_status"] = [_sample("gpufleet_node_status", [("node", node), ("status", s)], int(row["status"] == s))
-                                   for s in fleet.STATUSES]
-    out["gpufleet_node_info"] = [_sample("gpufleet_node_info", _info_labels(row), 1)]
-    out["gpufleet_node_gpus"] = [_sample("gpufleet_node_gpus", [("node", node)], int(row["gpus"]["count"] or 0))]
-    out["gpufleet_node_guard"] = [
-        _sample("gpufleet_node_guard", [("node", node), ("guard", g["name"]), ("status", state)], int((g.get("status") or "skipped") == state))
-        for g in row.get("day2") or [] for state in GUARD_STATES]
-    layers = (row.get("layers") or {}).items()
-    out["gpufleet_node_packages_held"] = [
-        _sample("gpufleet_node_packages_held", [("node", node), ("layer", name)], int(layer["held"] in ("held", "locked")))
-        for name, layer in layers if layer.get("held")]
-    out["gpufleet_node_changed"] = [_sample("gpufleet_node_changed", [("node", node), ("layer", name)], int(layer["changed"]))
-                                    for name, layer in layers]
-    return out
+    for status in fleet.STATUSES:
+        add("gpufleet_node_status", [("node", node), ("status", status)], int(row["status"] == status))
+    add("gpufleet_node_info", _info_labels(row), 1)
+    add("gpufleet_node_gpus", [("node", node)], int(row["gpus"]["count"] or 0))
+    for g in row.get("day2") or []:
+        for state in GUARD_STATES:
+            add("gpufleet_node_guard", [("node", node), ("guard", g["name"]), ("status", state)], int((g.get("status") or "skipped") == state))
+    for name, layer in (row.get("layers") or {}).items():
+        if layer.get("held"):
+            add("gpufleet_node_packages_held", [("node", node), ("layer", name)], int(layer["held"] in ("held", "locked")))
+        add("gpufleet_node_changed", [("node", node), ("layer", name)], int(layer["changed"]))
 
 
 def _info_labels(row):
@@ -87,20 +83,23 @@ def _number(value):
 def render_prometheus(report):
     """The report as a textfile collector file: every metric once with its HELP and TYPE, then its samples."""
     samples = {name: [] for name, dummy in METRICS}
-    for row in report["nodes"]:
-        for name, lines in _node_samples(row).items():
-            samples[name] += lines
+
+    def add(name, labels, value):
+        samples[name].append(_sample(name, labels, value))
+
     counts = dict((s, 0) for s in fleet.STATUSES)
     for row in report["nodes"]:
+        _node_samples(row, add)
         counts[row["status"]] = counts.get(row["status"], 0) + 1
-    samples["gpufleet_fleet_nodes"] = [_sample("gpufleet_fleet_nodes", [("status", s)], n) for s, n in counts.items()]
+    for status, count in counts.items():
+        add("gpufleet_fleet_nodes", [("status", status)], count)
     epoch = _epoch(report.get("generated_at"))
     if epoch is not None:
-        samples["gpufleet_report_generated_timestamp_seconds"] = [_sample("gpufleet_report_generated_timestamp_seconds", [], epoch)]
+        add("gpufleet_report_generated_timestamp_seconds", [], epoch)
     duration = _number((report.get("run") or {}).get("duration_s"))
     if duration is not None:
-        samples["gpufleet_run_duration_seconds"] = [_sample("gpufleet_run_duration_seconds", [], duration)]
-    samples["gpufleet_run_in_progress"] = [_sample("gpufleet_run_in_progress", [], int((report.get("run") or {}).get("state") == "running"))]
+        add("gpufleet_run_duration_seconds", [], duration)
+    add("gpufleet_run_in_progress", [], int((report.get("run") or {}).get("state") == "running"))
     lines = []
     for name, help_text in METRICS:
         if samples[name]:

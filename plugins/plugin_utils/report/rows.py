@@ -7,6 +7,7 @@ checked on it and why, from its facts, its validation and the cluster's verdict.
 
 from __future__ import annotations
 
+import collections
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
@@ -39,15 +40,7 @@ def gpu_text(facts):
 
 def _name_groups(names):
     """``[[name, count]]`` in the order the names first come."""
-    groups = []
-    for name in names:
-        name = name or "unknown NVIDIA GPU"
-        group = next((g for g in groups if g[0] == name), None)
-        if group is None:
-            groups.append([name, 1])
-        else:
-            group[1] += 1
-    return groups
+    return [list(group) for group in collections.Counter(name or "unknown NVIDIA GPU" for name in names).items()]
 
 
 def _os_text(facts):
