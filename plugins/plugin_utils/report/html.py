@@ -113,13 +113,9 @@ def _badge(status, text=None):
     return '<span class="badge %s">%s</span>' % (_e(status), _e(text or fleet.STATUS_TITLES.get(status, status)))
 
 
-def _msgs(items, css="msgs"):
-    return '<ul class="%s">%s</ul>' % (css, "".join("<li>%s</li>" % _e(m) for m in items))
-
-
 def _list(items, css="msgs"):
     """The items as a list; '' without any (the line is left out)."""
-    return _msgs(items, css) if items else ""
+    return '<ul class="%s">%s</ul>' % (css, "".join("<li>%s</li>" % _e(m) for m in items)) if items else ""
 
 
 def _card(number, label, css=""):

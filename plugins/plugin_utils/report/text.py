@@ -25,6 +25,11 @@ def _wrapped(label, text, width=TEXT_WIDTH):
                          break_long_words=False, break_on_hyphens=False) or [head.rstrip()]
 
 
+def _all_wrapped(label, texts):
+    """Each of ``texts`` :func:`_wrapped` under ``label``."""
+    return [line for text in texts for line in _wrapped(label, text)]
+
+
 def summary_line(report):
     """The fleet in one sentence: its status, its nodes with and without GPU, the rows by status."""
     s = report["summary"]
@@ -53,10 +58,7 @@ def _notes_on_one_line(report):
 def _notes_text(run, brief=False):
     """The run's notes (what a lab lacks, for instance: the HTML's "About this fleet"), each under
     ``note``; ``brief``: only each one's first sentence."""
-    lines = []
-    for note in run.get("notes") or []:
-        lines += _wrapped("note", _first_sentence(note) if brief else note)
-    return lines
+    return _all_wrapped("note", (_first_sentence(note) if brief else note for note in run.get("notes") or []))
 
 
 def _fleet_text(report, most=20, brief=False):
@@ -69,9 +71,7 @@ def _fleet_text(report, most=20, brief=False):
     for item in report.get("lifecycle") or []:
         if item["state"] in ("past", "unknown"):
             lines += _wrapped("branch", "%s (%s)" % (item["msg"], floors.hosts_text(item["hosts"], most)))
-    for line in floors.fleet_lines(report, most):
-        lines += _wrapped("security", line)
-    return lines
+    return lines + _all_wrapped("security", floors.fleet_lines(report, most))
 
 
 def _cluster_text(cluster):
@@ -79,9 +79,7 @@ def _cluster_text(cluster):
     for part in (cluster.get("stack"), cluster.get("cuda_pod")):
         if part and part.get("msg"):
             lines += _wrapped("", "%s: %s" % (part.get("status") or "skipped", part["msg"]))
-    for msg in cluster.get("failed") or []:
-        lines += _wrapped("failed", msg)
-    return lines
+    return lines + _all_wrapped("failed", cluster.get("failed") or [])
 
 
 def _driver_text(d):
@@ -91,9 +89,7 @@ def _driver_text(d):
     driver = "declared %s, installed %s, loaded %s" % (d.get("declared") or "none", d.get("installed") or "none", d.get("loaded") or "none")
     note = ", ".join(x for x in (fleet.flavor_text(d), d.get("source")) if x)
     lines = _wrapped("driver", driver + (" (%s)" % note if note else ""))
-    for entry in d.get("lifecycle") or []:
-        lines += _wrapped("", "%s %s - %s" % (entry["of"], entry["version"], entry["text"]))
-    return lines
+    return lines + _all_wrapped("", ("%s %s - %s" % (entry["of"], entry["version"], entry["text"]) for entry in d.get("lifecycle") or []))
 
 
 def _row_text(row):
@@ -101,20 +97,13 @@ def _row_text(row):
     title = fleet.STATUS_TITLES.get(row["status"], row["status"]).upper()
     lines = ["", "%s  %s%s" % (row["host"], title, "  (node %s)" % row["node"] if row["node"] != row["host"] else "")]
     lines += _wrapped("GPUs", row["gpus"]["text"]) + _driver_text(row["driver"])
-    for line in floors.row_lines(row.get("security")):
-        lines += _wrapped("security", "below a floor: " + line)
+    lines += _all_wrapped("security", ("below a floor: " + line for line in floors.row_lines(row.get("security"))))
     guards = "; ".join("%s: %s" % (g["title"], fleet.DAY2_STATUS.get(g["status"], "not checked")) for g in row.get("day2") or [])
     if guards:
         lines += _wrapped("day-2", guards)
-    for line in monitoring.row_lines(row.get("monitoring")):
-        lines += _wrapped("monitoring", line)
-    lines += _layers_text(row)
-    for key in ("failed", "drifted"):
-        for msg in row[key]:
-            lines += _wrapped(key, msg)
-    for fix in row.get("fix") or []:
-        lines += _wrapped("fix", fix)
-    return lines
+    lines += _all_wrapped("monitoring", monitoring.row_lines(row.get("monitoring"))) + _layers_text(row)
+    lines += _all_wrapped("failed", row["failed"]) + _all_wrapped("drifted", row["drifted"])
+    return lines + _all_wrapped("fix", row.get("fix") or [])
 
 
 def _layers_text(row):
@@ -156,8 +145,8 @@ def render_text(report):
         lines += _row_text(row)
     if report.get("not_checked"):
         lines.append("")
-    for item in report.get("not_checked") or []:
-        lines += _wrapped("not checked", item["msg"] + (" (%s)" % ", ".join(item["hosts"]) if item["hosts"] else ""))
+    lines += _all_wrapped("not checked", (item["msg"] + (" (%s)" % ", ".join(item["hosts"]) if item["hosts"] else "")
+                                          for item in report.get("not_checked") or []))
     return "\n".join(lines) + "\n"
 
 
