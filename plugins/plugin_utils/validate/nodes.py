@@ -97,22 +97,14 @@ def _check_allocatable(checks, node, expect, gpu_count, mig):
         return total
     expected = gpu_count * replicas
     if value is None:
-        checks.add(
-            "allocatable",
-            FAILED,
-            "node %s advertises no %s (expected %d): the device plugin is not running there, or found no GPU"
-            % (name, resource, expected),
-        )
+        status, msg = FAILED, ("node %s advertises no %s (expected %d): the device plugin is not running there, or found no GPU"
+                               % (name, resource, expected))
     elif value != expected:
-        checks.add(
-            "allocatable",
-            FAILED,
-            "node %s: %s allocatable is %d, expected %d (%d GPUs x %d replicas)" % (name, resource, value, expected, gpu_count, replicas),
-        )
+        status, msg = FAILED, "node %s: %s allocatable is %d, expected %d (%d GPUs x %d replicas)" % (
+            name, resource, value, expected, gpu_count, replicas)
     else:
-        checks.add(
-            "allocatable", OK, "node %s: %d %s allocatable (%d GPUs x %d replicas)" % (name, value, resource, gpu_count, replicas)
-        )
+        status, msg = OK, "node %s: %d %s allocatable (%d GPUs x %d replicas)" % (name, value, resource, gpu_count, replicas)
+    checks.add("allocatable", status, msg)
     return value
 
 
@@ -170,11 +162,7 @@ def _check_stack_pods(checks, name, stack_info, pods):
     title = STACK_TITLES[stack_info["name"]]
     mine = [p for p in stack_info["not_ready"] if p["node"] == name]
     if mine:
-        checks.add(
-            "pods",
-            FAILED,
-            "%s pods not ready on %s: %s" % (title, name, "; ".join("%s (%s)" % (p["name"], p["why"]) for p in mine)),
-        )
+        checks.add("pods", FAILED, "%s pods not ready on %s: %s" % (title, name, "; ".join("%s (%s)" % (p["name"], p["why"]) for p in mine)))
     else:
         on_node = len([p for p in pods if _dig(p, "spec", "nodeName") == name])
         checks.add("pods", OK, "%s: %d pods on %s, all ready or completed" % (title, on_node, name))
