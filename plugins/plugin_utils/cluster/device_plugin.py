@@ -125,14 +125,9 @@ def _values(s, data, default, rc_name):
     if rc_name:
         values["runtimeClassName"] = rc_name
     registry = release.image_registry(s)
-    repository = s.get("image_repository") or (registry + "/k8s-device-plugin" if registry else "")
-    if repository:
-        values["image"] = {"repository": repository}
+    release.set_image(values, registry, "k8s-device-plugin", s.get("image_repository"), release.pull_secrets(s))
     if registry and nfd:
         values["nfd"]["image"] = {"repository": registry + "/" + release.NFD_IMAGE}
-    secrets = release.pull_secrets(s)
-    if secrets:
-        values["imagePullSecrets"] = [{"name": n} for n in secrets]
     return deep_merge(values, release.overrides(s, DERIVED_VALUES))
 
 

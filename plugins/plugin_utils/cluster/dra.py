@@ -35,7 +35,7 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.checks imp
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.fleet import TOOLKIT_ENABLE_CDI_DEFAULT, nodes_of
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.node_labels import label_plan
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.cluster.release import (
-    chart_repo_url, common, image_registry, namespace_object, overrides, pull_secrets, result,
+    chart_repo_url, common, image_registry, namespace_object, overrides, pull_secrets, result, set_image,
 )
 
 ROLE = "dra_driver"
@@ -343,10 +343,7 @@ def _standalone_values(s, gates, compute_domains, registry, secrets):
     }
     if gates:
         values["featureGates"] = gates
-    if registry:
-        values["image"] = {"repository": registry + "/dra-driver-nvidia-gpu"}
-    if secrets:
-        values["imagePullSecrets"] = [{"name": n} for n in secrets]
+    set_image(values, registry, "dra-driver-nvidia-gpu", secrets=secrets)
     return values
 
 

@@ -216,9 +216,7 @@ def _driver_version(version, precompiled, problems):
 
 def _driver_modules(s, driver_enabled):
     """GPUDirect RDMA, GDS and GDRCopy: modules only the operator's driver containers load."""
-    extras = {}
-    for key in ("rdma_enabled", "rdma_use_host_mofed", "gds_enabled", "gdrcopy_enabled"):
-        extras[key] = s.flag(key, False)
+    extras = dict((key, s.flag(key, False)) for key in ("rdma_enabled", "rdma_use_host_mofed", "gds_enabled", "gdrcopy_enabled"))
     if extras["rdma_use_host_mofed"] and not extras["rdma_enabled"]:
         s.problems.append(
             "gpu_operator_rdma_use_host_mofed: true only applies to GPUDirect RDMA (gpu_operator_rdma_enabled "

@@ -50,19 +50,6 @@ DERIVED_VALUES = ("nodeSelector", "kubernetesDRA.enabled", "runtimeClassName")
 _VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 
 
-def _images(s, values):
-    """The image repository (the exporter's exact one, else the mirror's prefix) and pull secrets,
-    named as the device plugin's settings they are."""
-    images = s.under("device_plugin")
-    registry = release.image_registry(images)
-    repository = s.get("image_repository") or (registry + "/" + IMAGE if registry else "")
-    if repository:
-        values["image"] = {"repository": repository}
-    secrets = release.pull_secrets(images)
-    if secrets:
-        values["imagePullSecrets"] = [{"name": n} for n in secrets]
-
-
 def exporter_values(s):
     """The dcgm-exporter chart's values (see the module's docstring), then the overrides."""
     values = {
@@ -73,7 +60,9 @@ def exporter_values(s):
     rc_name = s.get("runtime_class_name") or ""
     if rc_name:
         values["runtimeClassName"] = rc_name
-    _images(s, values)
+    # the exporter's exact image, else its name under the mirror; the mirror and pull secrets are the device plugin's settings
+    images = s.under("device_plugin")
+    release.set_image(values, release.image_registry(images), IMAGE, s.get("image_repository"), release.pull_secrets(images))
     return deep_merge(values, release.overrides(s, DERIVED_VALUES))
 
 

@@ -111,6 +111,16 @@ def pull_secrets(s):
     return names
 
 
+def set_image(values, registry, image, repository="", secrets=()):
+    """A chart's ``image.repository`` (``repository``, else ``image`` under the mirror's ``registry``)
+    and its ``imagePullSecrets``, each where there is one."""
+    repository = repository or (registry + "/" + image if registry else "")
+    if repository:
+        values["image"] = {"repository": repository}
+    if secrets:
+        values["imagePullSecrets"] = [{"name": n} for n in secrets]
+
+
 def registry_secret(s):
     """The name of the pull secret the role creates from the registry credentials, or ''."""
     prefix = s.prefix
