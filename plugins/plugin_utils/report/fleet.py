@@ -212,10 +212,6 @@ def to_json(report):
     return json.dumps(report, indent=2, sort_keys=False) + "\n"
 
 
-#: A day-2 guard's status as its badge says it.
-DAY2_STATUS = {"ok": "ok", "drift": "drift", "failed": "failed", "skipped": "not checked"}
-
-
 def flavor_text(driver):
     """The flavour as the row says it: ``open``, ``proprietary``, ``flavour unknown: why``; '' without a driver."""
     if driver.get("flavor") == "unknown":

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet, floors
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet, floors, monitoring
 
 CSS = """
 * { box-sizing: border-box; }
@@ -227,7 +227,7 @@ def _guards_html(guards):
     for status in ("ok", "skipped"):
         titles = [g["title"] for g in guards or [] if (g["status"] or "skipped") == status]
         if titles:
-            rest.append("%s %s" % (_badge(status, fleet.DAY2_STATUS[status]), _e(", ".join(titles))))
+            rest.append("%s %s" % (_badge(status, monitoring.STATUS_WORDS[status]), _e(", ".join(titles))))
     return "<br/>".join(bad + rest)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 #: The checks shown, with their titles.
 CHECKS = (("gfd_labels", "GFD labels"), ("metrics", "DCGM metrics"))
+#: A check's status in words, for these checks and the day-2 guards.
 STATUS_WORDS = {"ok": "ok", "drift": "drift", "failed": "failed", "skipped": "not checked"}
 
 

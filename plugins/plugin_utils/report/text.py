@@ -98,7 +98,7 @@ def _row_text(row):
     lines = ["", "%s  %s%s" % (row["host"], title, "  (node %s)" % row["node"] if row["node"] != row["host"] else "")]
     lines += _wrapped("GPUs", row["gpus"]["text"]) + _driver_text(row["driver"])
     lines += _all_wrapped("security", ("below a floor: " + line for line in floors.row_lines(row.get("security"))))
-    guards = "; ".join("%s: %s" % (g["title"], fleet.DAY2_STATUS.get(g["status"], "not checked")) for g in row.get("day2") or [])
+    guards = "; ".join("%s: %s" % (g["title"], monitoring.STATUS_WORDS.get(g["status"], "not checked")) for g in row.get("day2") or [])
     if guards:
         lines += _wrapped("day-2", guards)
     lines += _all_wrapped("monitoring", monitoring.row_lines(row.get("monitoring"))) + _layers_text(row)

@@ -28,7 +28,6 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks im
 PRODUCT = "nvidia.com/gpu.product"
 COUNT = "nvidia.com/gpu.count"
 MEMORY = "nvidia.com/gpu.memory"
-GFD_LABELS = (PRODUCT, COUNT, MEMORY)
 DRA_ENV = "KUBERNETES_ENABLE_DRA"
 #: The metric every DCGM exporter serves (DCGM's default counters).
 METRIC = "DCGM_FI_DEV_GPU_UTIL"
