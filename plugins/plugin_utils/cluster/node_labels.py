@@ -109,12 +109,8 @@ def _cluster_metadata(cluster_nodes):
     """``{name: metadata}`` of the cluster's nodes; None without a cluster."""
     if cluster_nodes is None:
         return None
-    current = {}
-    for item in cluster_nodes:
-        meta = (item or {}).get("metadata") or {}
-        if meta.get("name"):
-            current[meta["name"]] = meta
-    return current
+    metas = [(item or {}).get("metadata") or {} for item in cluster_nodes]
+    return dict((meta["name"], meta) for meta in metas if meta.get("name"))
 
 
 def _planned_node(entry, current, role, problems):

@@ -111,13 +111,8 @@ def _int_or_none(raw):
 def _sharing(expect, hv):
     config = (expect or {}).get("sharing_config") if expect else hv.get("gpufleet_sharing_config")
     replicas = (expect or {}).get("replicas") or 1
-    if not config and replicas == 1:
-        return {"config": config or None, "replicas": replicas, "text": "none"}
-    return {
-        "config": config or None,
-        "replicas": replicas,
-        "text": "%s%s" % (config or "default", " (x%d)" % replicas if replicas != 1 else ""),
-    }
+    text = "none" if not config and replicas == 1 else "%s%s" % (config or "default", " (x%d)" % replicas if replicas != 1 else "")
+    return {"config": config or None, "replicas": replicas, "text": text}
 
 
 _NO_FACTS = "no facts: the host was unreachable, or the run stopped before it was discovered"
