@@ -49,12 +49,6 @@ STATUS_TITLES = {
 }
 
 
-def host_data(hosts, hostvars, keys=HOST_VARS):
-    """``{host: {var: value}}`` of the report's variables (:func:`hostvars.host_data`); the cluster
-    verdict is read once per verdict, and :func:`_cluster_of` merges the node verdicts read."""
-    return hostvars_reader.host_data(hosts, hostvars, keys)
-
-
 def report_date(today, generated_at):
     """The date the report judges driver branches on: ``today``, else the day ``generated_at`` starts with.
 
@@ -80,7 +74,8 @@ def _fleet_lifecycle(rows):
 
 
 def _cluster_of(data):
-    """The cluster verdict: the first one found, with the node verdicts of all of them."""
+    """The cluster verdict: the first one found, with the node verdicts of all of them (hostvars.host_data
+    reads each verdict once, not once per host)."""
     found = None
     nodes = {}
     for entry in data.values():
@@ -110,7 +105,7 @@ def build_report(hosts, hostvars, generated_at=None, run=None, title=None, data=
     Driver branches are judged on ``today`` (a date or ``YYYY-MM-DD``), else on the day of
     ``generated_at``; ``lifecycle`` lists the fleet's branches with their hosts.
     """
-    data = data if data is not None else host_data(hosts, hostvars)
+    data = data if data is not None else hostvars_reader.host_data(hosts, hostvars, HOST_VARS)
     cluster = _cluster_of(data)
     day = report_date(today, generated_at)
     run = common_data.plain(run or {}, unknown=str)

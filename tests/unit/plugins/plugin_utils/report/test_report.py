@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report import fleet_report
 from ansible_collections.gpufleet.nvidia.plugins.filter.fleet_report_html import fleet_report_html
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import hostvars as hostvars_reader
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import fleet as R
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report.rows import _name_groups, _stopped, _unvalidated
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import html as H
@@ -144,7 +145,7 @@ def test_host_data_reads_only_the_report_variables_and_survives_broken_ones():
             return dict.__getitem__(self, key)
 
     hv = {"a": Broken({"gpufleet_nvidia": {"gpu_count": 0}, "nvidia_driver_version": "{{ undefined_thing }}", "secret": "x"})}
-    assert R.host_data(["a", "missing"], hv) == {"a": {"gpufleet_nvidia": {"gpu_count": 0}}, "missing": {}}
+    assert hostvars_reader.host_data(["a", "missing"], hv, R.HOST_VARS) == {"a": {"gpufleet_nvidia": {"gpu_count": 0}}, "missing": {}}
 
 
 def test_host_data_reads_the_facts_from_ansible_facts_without_touching_injected_ones():
@@ -159,8 +160,9 @@ def test_host_data_reads_the_facts_from_ansible_facts_without_touching_injected_
 
     hv = {"a": NoInjected({"ansible_facts": {"gpufleet_nvidia": {"gpu_count": 1}, "gpufleet_nvidia_validation": {"status": "ok"}},
                            "gpufleet_nvidia": {"gpu_count": 1}, "nvidia_driver_version": "580"})}
-    assert R.host_data(["a"], hv) == {"a": {"gpufleet_nvidia": {"gpu_count": 1}, "gpufleet_nvidia_validation": {"status": "ok"},
-                                            "nvidia_driver_version": "580"}}
+    assert hostvars_reader.host_data(["a"], hv, R.HOST_VARS) == {"a": {"gpufleet_nvidia": {"gpu_count": 1},
+                                                                      "gpufleet_nvidia_validation": {"status": "ok"},
+                                                                      "nvidia_driver_version": "580"}}
 
 
 def _old_host_data(hosts, hostvars):
@@ -193,7 +195,7 @@ def test_the_cluster_verdict_every_host_carries_is_read_once():
     for h in verdicts:
         hv[h]["validate_cluster_verdict"] = shared
     _CountedNodes.reads = 0
-    data = R.host_data(HOSTS, hv)
+    data = hostvars_reader.host_data(HOSTS, hv, R.HOST_VARS)
     # each node verdict read once, not once per host
     assert _CountedNodes.reads == len(shared["nodes"])
     assert [h for h in HOSTS if "validate_cluster_verdict" in data[h]] == verdicts[:1]
@@ -211,7 +213,7 @@ def test_the_verdicts_of_several_batches_are_each_read():
         for h in batch:
             hv[h]["validate_cluster_verdict"] = verdict
     expected = R.build_report(HOSTS, None, generated_at=GENERATED_AT, run=RUN, data=_old_host_data(HOSTS, hv))
-    data = R.host_data(HOSTS, hv)
+    data = hostvars_reader.host_data(HOSTS, hv, R.HOST_VARS)
     assert [h for h in HOSTS if "validate_cluster_verdict" in data[h]] == [batches[0][0], batches[1][0]]
     assert R._cluster_of(data)["nodes"].keys() == whole["nodes"].keys()  # pylint: disable=protected-access
     assert R.build_report(HOSTS, hv, generated_at=GENERATED_AT, run=RUN) == expected
