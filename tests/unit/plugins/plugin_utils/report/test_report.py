@@ -160,9 +160,8 @@ def test_host_data_reads_the_facts_from_ansible_facts_without_touching_injected_
 
     hv = {"a": NoInjected({"ansible_facts": {"gpufleet_nvidia": {"gpu_count": 1}, "gpufleet_nvidia_validation": {"status": "ok"}},
                            "gpufleet_nvidia": {"gpu_count": 1}, "nvidia_driver_version": "580"})}
-    assert hostvars_reader.host_data(["a"], hv, R.HOST_VARS) == {"a": {"gpufleet_nvidia": {"gpu_count": 1},
-                                                                      "gpufleet_nvidia_validation": {"status": "ok"},
-                                                                      "nvidia_driver_version": "580"}}
+    assert hostvars_reader.host_data(["a"], hv, R.HOST_VARS) == {
+        "a": {"gpufleet_nvidia": {"gpu_count": 1}, "gpufleet_nvidia_validation": {"status": "ok"}, "nvidia_driver_version": "580"}}
 
 
 def _old_host_data(hosts, hostvars):
