@@ -21,6 +21,10 @@ RANCHER = {
     "k3s": ("/usr/local/bin/k3s", "/usr/bin/k3s"),
     "rke2": ("/usr/local/bin/rke2", "/usr/bin/rke2", "/opt/rke2/bin/rke2"),
 }
+TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1")
+# The toolkit's binaries that say its version where no package does, first found first asked.
+TOOLKIT_VERSIONS = (("nvidia_ctk", "nvidia-ctk", r"version\s+v?(\d[^\s]*)"),
+                    ("nvidia_container_cli", "nvidia-container-cli", r"cli-version:\s*v?(\S+)"))
 # The tables containerd's CRI plugin has had, newest first (the order validation looks them up in).
 CRI_PLUGINS = ("io.containerd.cri.v1.runtime", "io.containerd.grpc.v1.cri", "cri")
 
@@ -69,11 +73,18 @@ def cri_plugin_name(version, empty=False):
     return "io.containerd.grpc.v1.cri"
 
 
+def _binary(host, probes, probe, name, pattern):
+    """``{installed, path, version}`` of the runtime binary ``name`` (its ``--version`` read with ``pattern``)."""
+    path = host.which(name)
+    if not path:
+        probes.missing(probe, "%s not found" % name)
+        return {"installed": False, "path": None, "version": None}
+    return {"installed": True, "path": path, "version": run_version(host, probes, probe, [path, "--version"], pattern)}
+
+
 def gather_containerd(host, probes):
-    facts = {
-        "installed": False,
-        "path": None,
-        "version": None,
+    facts = _binary(host, probes, "containerd", "containerd", r"containerd\s+\S+\s+v?(\S+)")
+    facts.update({
         "config_path": CONTAINERD_CONFIG,
         "config_exists": False,
         "config_version": None,
@@ -82,19 +93,11 @@ def gather_containerd(host, probes):
         "cri_disabled": False,
         "imports": [],
         "runtimes": None,
-    }
-    path = host.which("containerd")
-    if path:
-        facts["installed"] = True
-        facts["path"] = path
-        version = run_version(host, probes, "containerd", [path, "--version"], r"containerd\s+\S+\s+v?(\S+)")
-        facts["version"] = version
-    else:
-        probes.missing("containerd", "containerd not found")
+    })
     facts["config_exists"] = host.exists(CONTAINERD_CONFIG)
     if not facts["config_exists"]:
         probes.missing("containerd_config", "%s does not exist" % CONTAINERD_CONFIG)
-        facts["cri_plugin"] = "io.containerd.grpc.v1.cri" if path else None
+        facts["cri_plugin"] = "io.containerd.grpc.v1.cri" if facts["path"] else None
         return facts
     try:
         text = host.read_text(CONTAINERD_CONFIG)
@@ -120,23 +123,8 @@ def gather_containerd(host, probes):
 
 
 def gather_docker(host, probes):
-    facts = {
-        "installed": False,
-        "path": None,
-        "version": None,
-        "config_path": DOCKER_CONFIG,
-        "config_exists": False,
-        "runtimes": None,
-        "default_runtime": None,
-    }
-    path = host.which("dockerd")
-    if path:
-        facts["installed"] = True
-        facts["path"] = path
-        facts["version"] = run_version(host, probes, "docker", [path, "--version"], r"version\s+v?([0-9][^,\s]*)")
-    else:
-        probes.missing("docker", "dockerd not found")
-    facts["config_exists"] = host.exists(DOCKER_CONFIG)
+    facts = _binary(host, probes, "docker", "dockerd", r"version\s+v?([0-9][^,\s]*)")
+    facts.update({"config_path": DOCKER_CONFIG, "config_exists": host.exists(DOCKER_CONFIG), "runtimes": None, "default_runtime": None})
     if not facts["config_exists"]:
         probes.missing("docker_config", "%s does not exist" % DOCKER_CONFIG)
         return facts
@@ -159,24 +147,13 @@ def gather_docker(host, probes):
 
 
 def gather_crio(host, probes):
-    facts = {
-        "installed": False,
-        "path": None,
-        "version": None,
+    facts = _binary(host, probes, "crio", "crio", r"(?im)(?:crio version|^Version:)\s*v?(\d[^\s]*)")
+    facts.update({
         "config_path": CRIO_CONFIG,
         "config_exists": host.exists(CRIO_CONFIG),
         "dropin_dir": CRIO_DROPIN_DIR,
         "dropin_dir_exists": host.isdir(CRIO_DROPIN_DIR),
-    }
-    path = host.which("crio")
-    if path:
-        facts["installed"] = True
-        facts["path"] = path
-        facts["version"] = run_version(
-            host, probes, "crio", [path, "--version"], r"(?im)(?:crio version|^Version:)\s*v?(\d[^\s]*)"
-        )
-    else:
-        probes.missing("crio", "crio not found")
+    })
     return facts
 
 
@@ -213,33 +190,17 @@ def gather_toolkit(host, probes, dpkg):
         "packages": None,
     }
     if dpkg is not None:
-        facts["packages"] = {
-            name: dpkg[name]
-            for name in (
-                "nvidia-container-toolkit",
-                "nvidia-container-toolkit-base",
-                "libnvidia-container-tools",
-                "libnvidia-container1",
-            )
-            if name in dpkg
-        }
+        facts["packages"] = {name: dpkg[name] for name in TOOLKIT_PACKAGES if name in dpkg}
         if "nvidia-container-toolkit" in dpkg:
             facts["version"] = dpkg["nvidia-container-toolkit"]
             facts["version_source"] = "dpkg"
             probes.ok("toolkit", "dpkg: nvidia-container-toolkit %s" % facts["version"])
-    if facts["version"] is None and facts["nvidia_ctk"]:
-        facts["version"] = run_version(
-            host, probes, "toolkit", [facts["nvidia_ctk"], "--version"], r"version\s+v?(\d[^\s]*)"
-        )
-        facts["version_source"] = "nvidia-ctk" if facts["version"] else None
-    elif facts["version"] is None and facts["nvidia_container_cli"]:
-        facts["version"] = run_version(
-            host, probes, "toolkit", [facts["nvidia_container_cli"], "--version"], r"cli-version:\s*v?(\S+)"
-        )
-        facts["version_source"] = "nvidia-container-cli" if facts["version"] else None
+    tools = [(facts[key], source, pattern) for key, source, pattern in TOOLKIT_VERSIONS if facts[key]]
+    if facts["version"] is None and tools:
+        path, source, pattern = tools[0]
+        facts["version"] = run_version(host, probes, "toolkit", [path, "--version"], pattern)
+        facts["version_source"] = source if facts["version"] else None
     elif facts["version"] is None:
         probes.missing("toolkit", "neither nvidia-ctk nor nvidia-container-cli found")
-    facts["installed"] = bool(
-        facts["version"] or facts["nvidia_ctk"] or facts["nvidia_container_cli"] or facts["nvidia_container_runtime"]
-    )
+    facts["installed"] = bool(facts["version"] or facts["nvidia_ctk"] or facts["nvidia_container_cli"] or facts["nvidia_container_runtime"])
     return facts
