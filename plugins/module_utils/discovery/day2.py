@@ -30,11 +30,9 @@ import stat
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import toml_subset
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import kernels
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.container import CRIO_CONFIG, CRIO_DROPIN_DIR, DOCKER_CONFIG, TOOLKIT_CONFIG
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.libraries import fix_text
 
-TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
-CRIO_FILES = ("/etc/crio/crio.conf",)
-CRIO_DROPINS = "/etc/crio/crio.conf.d"
 RANCHER_CONFIG = "/var/lib/rancher/%s/agent/etc/containerd/config.toml"
 CGROUP_V2_MARK = "/sys/fs/cgroup/cgroup.controllers"
 FIX_CDI = ('create the /dev/char links: nvidia-ctk system create-dev-char-symlinks --create-all, and a udev rule that keeps '
@@ -94,7 +92,7 @@ def crio_driver(host, container):
     if not dig(container, "crio", "installed"):
         return None
     manager = "systemd"
-    files = list(CRIO_FILES) + [posixpath.join(CRIO_DROPINS, n) for n in host.names(CRIO_DROPINS) if n.endswith(".conf")]
+    files = [CRIO_CONFIG] + [posixpath.join(CRIO_DROPIN_DIR, n) for n in host.names(CRIO_DROPIN_DIR) if n.endswith(".conf")]
     for path in files:
         data = _toml(host, path) if host.isfile(path) else None
         value = dig(data or {}, "crio", "runtime", "cgroup_manager")
@@ -108,7 +106,7 @@ def docker_driver(host, container):
     if not dig(container, "docker", "installed"):
         return None
     try:
-        data = json.loads(host.read_text("/etc/docker/daemon.json") or "{}")
+        data = json.loads(host.read_text(DOCKER_CONFIG) or "{}")
     except (IOError, OSError, ValueError, RecursionError):
         data = {}
     for option in (data.get("exec-opts") if isinstance(data, dict) else None) or []:
