@@ -14,12 +14,12 @@ import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig, plural as _plural
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.container import TOOLKIT_CONFIG
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.day2 import toolkit_mode
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import (
     FAILED,
     OK,
     SKIPPED,
     _read,
-    _read_toml_file,
 )
 
 CDI_MODES = ("auto", "enabled", "disabled")
@@ -175,13 +175,6 @@ def _read_cdi_data(entry, data):
         raise ValueError("a device without a name")
 
 
-def _toolkit_mode(host):
-    data, error = _read_toml_file(host, TOOLKIT_CONFIG)
-    if error or not data:
-        return None
-    return _dig(data, "nvidia-container-runtime", "mode")
-
-
 def check_cdi(checks, host, facts, mode, dirs, runtime):
     """The CDI check, where CDI is enabled: a spec of kind nvidia.com/gpu parses, was written for
     the loaded driver and names every GPU. Returns what the result says of CDI."""
@@ -204,7 +197,7 @@ def _cdi_enabled_by(host, mode, runtime):
         why.append("declared enabled")
     if runtime.get("cdi"):
         why.append("%s enables CDI" % runtime.get("name"))
-    if _toolkit_mode(host) == "cdi":
+    if toolkit_mode(host) == "cdi":
         why.append('%s has mode = "cdi"' % TOOLKIT_CONFIG)
     return why
 
