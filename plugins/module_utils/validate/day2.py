@@ -33,11 +33,8 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors impo
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import day2, kernels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.libraries import fix_text
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.runtime import managed, toolkit_settings
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import DRIFT, FAILED, OK, SKIPPED
 
-OK = "ok"
-DRIFT = "drift"
-FAILED = "failed"
-SKIPPED = "skipped"
 CONTAINER_NAME = "gpufleet-nvml-reload-check"
 RANCHER_TEMPLATES = ("/var/lib/rancher/%s/agent/etc/containerd/config.toml.tmpl",
                      "/var/lib/rancher/%s/agent/etc/containerd/config-v3.toml.tmpl")
@@ -170,12 +167,7 @@ def _tail(answer):
 
 def _records(text):
     """The state records written into ``text`` by the runtime editors (one per handler)."""
-    found = []
-    for line in (text or "").splitlines():
-        record = managed.decode_record_line(line)
-        if record is not None:
-            found.append(record)
-    return found
+    return [r for r in map(managed.decode_record_line, (text or "").splitlines()) if r is not None]
 
 
 def _settings(text, template):
