@@ -145,12 +145,15 @@ class KubeApi(object):
         params = inspect.signature(self.core.patch_node).parameters
         self._patch_kwargs = {"_content_type": _PATCH_TYPE} if "_content_type" in params else {}
 
-    def _call(self, what, method, *args, **kwargs):
-        """``(status, body)``; a 404 answers ``(404, None)``, other HTTP errors raise."""
+    def _call(self, what, method, *args, answer=False, **kwargs):
+        """``(status, body)``; a 404 answers ``(404, None)``, other HTTP errors raise, unless ``answer``:
+        then every HTTP error answers its ``(status, body)``."""
         kwargs.update({"_preload_content": False, "_request_timeout": self.timeout})
         try:
             response = method(*args, **kwargs)
         except self.api_exception as exc:
+            if answer:
+                return exc.status, _error_body(exc)
             if exc.status == 404:
                 return 404, None
             body = _error_body(exc)
@@ -186,13 +189,5 @@ class KubeApi(object):
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         if grace_period is not None:
             body["deleteOptions"] = {"gracePeriodSeconds": grace_period}
-        try:
-            response = self.core.create_namespaced_pod_eviction(
-                name, namespace, body, _preload_content=False, _request_timeout=self.timeout
-            )
-        except self.api_exception as exc:
-            return exc.status, _error_body(exc)
-        except Exception as exc:  # pylint: disable=broad-except
-            raise GpuFleetError("gpu_drain: evict pod %s/%s: the cluster at %s does not answer: %s"
-                                % (namespace, name, self.server, first_line(exc))) from exc
-        return response.status, json.loads(response.data) if response.data else {}
+        return self._call("evict pod %s/%s" % (namespace, name), self.core.create_namespaced_pod_eviction,
+                          name, namespace, body, answer=True)
