@@ -29,18 +29,11 @@ ARCHITECTURES = (
 )
 
 # pci.ids names start with the chip: GV100GL, TU104GL, GA100, GH100, AD102GL, GB100, GB202GL...
-CHIP_PREFIX_ARCHITECTURE = {
-    "GK": "Kepler",
-    "GM": "Maxwell",
-    "GP": "Pascal",
-    "GV": "Volta",
-    "TU": "Turing",
-    "GA": "Ampere",
-    "AD": "Ada Lovelace",
-    "GH": "Hopper",
-    "GB": "Blackwell",
-}
-_CHIP_RE = re.compile(r"^(GK|GM|GP|GV|TU|GA|AD|GH|GB)\d")
+# (one prefix per architecture, in the same order).
+CHIP_PREFIX_ARCHITECTURE = dict(zip(("GK", "GM", "GP", "GV", "TU", "GA", "AD", "GH", "GB"), ARCHITECTURES))
+_CHIP_RE = re.compile(r"^(%s)\d" % "|".join(CHIP_PREFIX_ARCHITECTURE))
+# The spellings nvidia-smi and pci.ids use for an architecture, lower-cased.
+_SPELLINGS = dict([(arch.lower(), arch) for arch in ARCHITECTURES] + [("ada", "Ada Lovelace"), ("adalovelace", "Ada Lovelace")])
 
 # device id -> (chip, marketing name, architecture)
 GPUS = {
@@ -201,25 +194,13 @@ def architecture_rank(architecture):
 
 def normalise_architecture(value):
     """Map nvidia-smi's and pci.ids' spellings onto ARCHITECTURES; None when unknown."""
-    if not value:
-        return None
-    text = str(value).strip()
-    for arch in ARCHITECTURES:
-        if text.lower() == arch.lower():
-            return arch
-    if text.lower() in ("ada", "adalovelace"):
-        return "Ada Lovelace"
-    return None
+    return _SPELLINGS.get(str(value).strip().lower()) if value else None
 
 
 def architecture_from_name(name):
     """The architecture that a pci.ids name's chip prefix (``GH100 [...]``) gives, or None."""
-    if not name:
-        return None
-    match = _CHIP_RE.match(name)
-    if not match:
-        return None
-    return CHIP_PREFIX_ARCHITECTURE[match.group(1)]
+    match = _CHIP_RE.match(name) if name else None
+    return CHIP_PREFIX_ARCHITECTURE[match.group(1)] if match else None
 
 
 def lookup(device_id, subsystem_vendor=None, subsystem_device=None):
