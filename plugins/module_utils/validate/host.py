@@ -35,6 +35,8 @@ arguments raise :class:`GpuFleetError`.
 
 from __future__ import annotations
 
+import collections
+
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import host as common_host
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.data import dig as _dig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
@@ -157,13 +159,7 @@ def merged_params(params):
 
 def runtime_summary(runtime):
     """What the result says of the runtime check."""
-    return {
-        "name": runtime["name"],
-        "handler": runtime["handler"],
-        "present": runtime["present"],
-        "source": runtime.get("source"),
-        "default_runtime": runtime.get("default_runtime"),
-    }
+    return dict((k, runtime.get(k)) for k in ("name", "handler", "present", "source", "default_runtime"))
 
 
 def validate_host(host, params=None, facts=None, cuda_runner=None):
@@ -291,15 +287,8 @@ def validate_node(host, params, option_prefix=""):
 def summary_line(result):
     if result["status"] == SKIPPED:
         return (result["not_checked"] or [NO_GPU_MESSAGE])[0]
-    counts = dict((s, 0) for s in (OK, DRIFT, FAILED, SKIPPED))
-    for check in result["checks"]:
-        counts[check["status"]] += 1
+    counts = collections.Counter(check["status"] for check in result["checks"])
     text = "%s: %d ok, %d drifted, %d failed, %d not checked" % (
-        result["status"],
-        counts[OK],
-        counts[DRIFT],
-        counts[FAILED],
-        counts[SKIPPED],
-    )
+        result["status"], counts[OK], counts[DRIFT], counts[FAILED], counts[SKIPPED])
     first = (result["failed"] or result["drifted"] or [None])[0]
     return text + (" - " + first if first else "")
