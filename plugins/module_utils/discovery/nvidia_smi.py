@@ -30,12 +30,7 @@ def _text(node, path):
 
 
 def _mode(value):
-    if value is None:
-        return None
-    lowered = value.lower()
-    if lowered in ("enabled", "disabled"):
-        return lowered
-    return None
+    return value.lower() if value is not None and value.lower() in ("enabled", "disabled") else None
 
 
 def parse_nvidia_smi_xml(text):
@@ -75,6 +70,22 @@ def parse_nvidia_smi_xml(text):
     }
 
 
+def run_and_parse(host, probes, name, argv, parse, facts):
+    """``parse(stdout)`` of ``argv``; None where it fails or its output does not parse (ValueError):
+    then ``facts`` gets ``state`` error and a ``detail``, and the probe ``name`` says why."""
+    rc, out, err = host.run(argv)
+    if rc != 0:
+        facts.update(state="error", detail=first_line(out) or first_line(err) or "exit status %s" % rc)
+        probes.error(name, command_detail(argv, rc, out, err))
+        return None
+    try:
+        return parse(out)
+    except ValueError as exc:
+        facts.update(state="error", detail=str(exc))
+        probes.error(name, "%s: %s" % (" ".join(argv), exc))
+        return None
+
+
 def gather_nvidia_smi(host, probes):
     facts = {
         "state": "missing",
@@ -90,19 +101,8 @@ def gather_nvidia_smi(host, probes):
         facts["detail"] = "not found"
         return facts
     facts["path"] = path
-    argv = [path, "-q", "-x"]
-    rc, out, err = host.run(argv)
-    if rc != 0:
-        facts["state"] = "error"
-        facts["detail"] = first_line(out) or first_line(err) or "exit status %s" % rc
-        probes.error("nvidia_smi", command_detail(argv, rc, out, err))
-        return facts
-    try:
-        parsed = parse_nvidia_smi_xml(out)
-    except ValueError as exc:
-        facts["state"] = "error"
-        facts["detail"] = str(exc)
-        probes.error("nvidia_smi", "%s -q -x: %s" % (path, exc))
+    parsed = run_and_parse(host, probes, "nvidia_smi", [path, "-q", "-x"], parse_nvidia_smi_xml, facts)
+    if parsed is None:
         return facts
     facts.update(parsed)
     facts["state"] = "ok"

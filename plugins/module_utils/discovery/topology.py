@@ -9,11 +9,8 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import versions
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import (
-    command_detail,
-    first_line,
-    run_version,
-)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.nvidia_smi import run_and_parse
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.probes import first_line, run_version
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _GPU_COLUMN = re.compile(r"^GPU\d+$")
@@ -74,20 +71,10 @@ def gather_topology(host, probes, nvidia_smi):
         facts["detail"] = "one GPU: no GPU-to-GPU topology"
         probes.ok("topology", facts["detail"])
         return facts
-    argv = [nvidia_smi["path"], "topo", "-m"]
-    rc, out, err = host.run(argv)
-    if rc != 0:
-        facts["state"] = "error"
-        facts["detail"] = first_line(out) or first_line(err) or "exit status %s" % rc
-        probes.error("topology", command_detail(argv, rc, out, err))
+    parsed = run_and_parse(host, probes, "topology", [nvidia_smi["path"], "topo", "-m"], parse_topo_matrix, facts)
+    if parsed is None:
         return facts
-    try:
-        facts.update(parse_topo_matrix(out))
-    except ValueError as exc:
-        facts["state"] = "error"
-        facts["detail"] = str(exc)
-        probes.error("topology", "%s: %s" % (" ".join(argv), exc))
-        return facts
+    facts.update(parsed)
     facts["state"] = "ok"
     facts["detail"] = "%d GPUs, %d NVLink pairs" % (len(facts["gpus"]), facts["nvlink_pairs"])
     probes.ok("topology", facts["detail"])
