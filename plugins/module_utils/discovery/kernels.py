@@ -142,11 +142,7 @@ def next_boot_other(host, running):
 
 def _module_files(host, release):
     """The nvidia module files of one kernel's module tree."""
-    base = None
-    for root in MODULE_ROOTS:
-        if host.isdir(posixpath.join(root, release)):
-            base = posixpath.join(root, release)
-            break
+    base = next((posixpath.join(r, release) for r in MODULE_ROOTS if host.isdir(posixpath.join(r, release))), None)
     if base is None:
         return []
     folders = [posixpath.join(base, place) for place in MODULE_PLACES]
