@@ -102,11 +102,7 @@ def _cri_table(config):
 
 
 def _explicit_cdi(files_data):
-    for data in files_data:
-        for plugin in CRI_PLUGINS:
-            if _dig(data, "plugins", plugin, "enable_cdi") is True:
-                return True
-    return False
+    return any(_dig(data, "plugins", plugin, "enable_cdi") is True for data in files_data for plugin in CRI_PLUGINS)
 
 
 def check_containerd(host, facts, flavor, handler):
