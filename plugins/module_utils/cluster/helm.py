@@ -157,19 +157,21 @@ class Helm(object):
             raise
         return _json(out, "status of release %s" % release)
 
+    def _get(self, kind, release, namespace, words):
+        """``helm get KIND RELEASE -o json`` as data (``{}`` for an empty answer)."""
+        out = self._call(["get", kind, release, "--namespace", namespace, "--output", "json"],
+                         "reading the %s of release %s" % (words, release), cluster=True)
+        return _json(out, "%s of release %s" % (kind, release)) or {}
+
     def metadata(self, release, namespace):
         """The release's chart and version (``helm get metadata -o json``): ``helm status -o json``
         names no chart in Helm 3.18 or 4.1 (its keys: name, info, config, manifest, version,
         namespace, and Helm 4's apply_method)."""
-        out = self._call(["get", "metadata", release, "--namespace", namespace, "--output", "json"],
-                         "reading the chart of release %s" % release, cluster=True)
-        return _json(out, "metadata of release %s" % release) or {}
+        return self._get("metadata", release, namespace, "chart")
 
     def values(self, release, namespace):
         """The values the release was given (``helm get values``: user-supplied only)."""
-        out = self._call(["get", "values", release, "--namespace", namespace, "--output", "json"],
-                         "reading the values of release %s" % release, cluster=True)
-        return _json(out, "values of release %s" % release) or {}
+        return self._get("values", release, namespace, "values")
 
     def upgrade(self, release, namespace, chart, values_file, wait, timeout):
         args = ["upgrade", release] + self.chart_args(chart) + [
@@ -333,7 +335,7 @@ def check(helm, params, values_file):
     check_release_line(params.get("release_lines"), current, version, params["name"])
     action, reason = decide(current, version, params["values"], params["name"])
     return {
-        "crds": [_crd_summary(c) for c in crds] if crds is not None else None,
+        "crds": [(c.get("metadata") or {}).get("name") for c in crds] if crds is not None else None,
         "helm_version": helm.version_text,
         "chart": {"name": meta.get("name"), "version": meta.get("version"), "ref": chart["ref"]},
         "rendered_objects": len([d for d in re.split(r"^---\s*$", manifest, flags=re.M) if re.search(r"^kind:", d, re.M)]),
@@ -343,11 +345,6 @@ def check(helm, params, values_file):
         "changed": action != "none",
         "diff": values_diff(current, params["values"], version),
     }
-
-
-def _crd_summary(crd):
-    meta = crd.get("metadata") or {}
-    return meta.get("name")
 
 
 def apply(helm, params, values_file, checked):
