@@ -129,7 +129,7 @@ options:
         it blocks. Its result is RV(preflight); its warnings are the task's.
       - Judged on a node with GPUs only, unless O(preflight_without_gpu).
       - A failed preflight returns the facts in its result, which Ansible does not set as facts on a
-        failed task; the site playbook's rescue sets them (the report role's C(stopped) tasks).
+        failed task; the site playbook's rescue sets them, for the report.
     type: dict
   preflight_without_gpu:
     description: Judge O(preflight) on a node without GPUs too (one prepared as a GPU node).
