@@ -1,6 +1,6 @@
 """The role_arguments action plugin in ansible-playbook on a local host, next to Ansible's own
 validate_argument_spec: both must name the same wrong values (its functions are tested in
-tests/unit/plugins/action/test_role_arguments.py)."""
+tests/unit/plugins/plugin_utils/common/test_role_arguments.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.action import role_arguments as R
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import role_arguments as R
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import fleets as F
 
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
