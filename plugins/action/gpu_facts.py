@@ -27,6 +27,8 @@ DOCUMENTED = argspec.from_stub(__file__)
 ACTION_SPEC = dict((k, v) for k, v in DOCUMENTED.items() if k in ("roles", "preflight", "preflight_without_gpu"))
 #: preflight's options that discovery supplies itself.
 SUPPLIED = ("facts", "host_root")
+#: preflight's options as this task takes them (the facts are put in after the node is read).
+PREFLIGHT_SPEC = dict((k, v) for k, v in preflight.ARGUMENT_SPEC.items() if k != "facts")
 
 
 def validated(spec, values, name, **kwargs):
@@ -42,18 +44,22 @@ def preflight_params(options, host_root):
     given = sorted(set(options) & set(SUPPLIED))
     if given:
         raise AnsibleActionFail("preflight: %s cannot be set here: discovery supplies %s" % (", ".join(given), " and ".join(SUPPLIED)))
-    spec = dict((k, v) for k, v in preflight.ARGUMENT_SPEC.items() if k != "facts")
-    return validated(spec, dict(options, host_root=host_root), "preflight", required_if=preflight.REQUIRED_IF)
+    return validated(PREFLIGHT_SPEC, dict(options, host_root=host_root), "preflight", required_if=preflight.REQUIRED_IF)
 
 
 def judge(result, own, host_root):
-    """Add preflight's verdict on the facts in the module's ``result`` (a node with GPUs, or one prepared without).
+    """Add ``gpu_node`` and preflight's verdict on the facts in the module's ``result``.
 
-    Its options are checked here, when they are used, as preflight's own task checked them: a node
-    that needs no preflight needs none of its options either (``driver_version`` for ``package``).
+    ``gpu_node``: the node has GPUs, or is prepared as a GPU node without one
+    (``preflight_without_gpu``); preflight judges only such a node. Its options are checked here,
+    when they are used, as preflight's own task checked them: a node that needs no preflight needs
+    none of its options either (``driver_version`` for ``package``).
     """
     facts = (result.get("ansible_facts") or {}).get("gpufleet_nvidia")
-    if result.get("failed") or own["preflight"] is None or facts is None or not (facts.get("gpu_count") or own["preflight_without_gpu"]):
+    if result.get("failed") or facts is None:
+        return result
+    result["gpu_node"] = bool(facts.get("gpu_count") or own["preflight_without_gpu"])
+    if own["preflight"] is None or not result["gpu_node"]:
         return result
     try:
         params = preflight_params(own["preflight"], host_root)

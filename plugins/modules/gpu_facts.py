@@ -176,6 +176,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+gpu_node:
+  description:
+    - Whether the node is to be prepared as a GPU node - it has NVIDIA GPUs, or O(preflight_without_gpu)
+      is set - as the discover role groups it (C(discover_gpu_group), else C(discover_nogpu_group)).
+  returned: when the module read the node
+  type: bool
+  sample: true
 preflight:
   description: With O(preflight), preflight's result, as M(gpufleet.nvidia.preflight) returns it.
   returned: when O(preflight) is set and the node has GPUs (or O(preflight_without_gpu))

@@ -45,7 +45,7 @@ def run_action(capture, task_vars=None, **args):
 def test_without_the_options_it_is_the_module():
     result, module_args = run_action(H200, host_root="/host")
     assert module_args == {"host_root": "/host"}
-    assert result["ansible_facts"]["gpufleet_nvidia"]["gpu_count"] == 1
+    assert result["ansible_facts"]["gpufleet_nvidia"]["gpu_count"] == 1 and result["gpu_node"] is True
     assert "preflight" not in result and "roles" not in result and not result.get("failed")
 
 
@@ -65,9 +65,12 @@ def test_a_blocking_preflight_fails_the_task_with_its_message_and_keeps_the_fact
 
 def test_a_node_without_gpus_is_judged_only_when_prepared_without_one():
     result, dummy = run_action("debian12-nogpu", preflight=dict(PREINSTALLED, driver_method="package"))
-    assert "preflight" not in result and not result.get("failed")
+    assert "preflight" not in result and not result.get("failed") and result["gpu_node"] is False
     result, dummy = run_action("debian12-nogpu", preflight=dict(PREINSTALLED, driver_method="package"), preflight_without_gpu=True)
-    assert "preflight" in result
+    assert "preflight" in result and result["gpu_node"] is True
+    # without preflight, gpu_node still says how the discover role groups the node
+    result, dummy = run_action("debian12-nogpu", preflight_without_gpu=True)
+    assert "preflight" not in result and result["gpu_node"] is True
 
 
 def test_wrong_preflight_options_fail_the_node_that_preflight_judges():
