@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment(object):
-    # The attributes of the collection's read-only modules (gpu_facts, preflight, host_validate).
+    # The attributes of the collection's read-only modules (preflight, host_validate).
     READ_ONLY = r"""
 options: {}
 attributes:

@@ -11,7 +11,8 @@ short_description: Discover a host's NVIDIA GPUs, driver, container stack, OS an
 version_added: 0.1.0
 description:
   - Reads, without changing anything, what the rest of the collection needs to know about a host
-    and returns it as the C(gpufleet_nvidia) fact.
+    and returns it as the C(gpufleet_nvidia) fact. Only with O(local_facts_dir) does it write, and
+    only its local fact file.
   - GPUs and NVSwitches come from sysfs (C(/sys/bus/pci/devices)), named from the host's C(pci.ids)
     or, without one, from a table of data-center GPUs in the collection.
   - The driver is described from C(/proc/modules), C(/proc/driver/nvidia/version),
@@ -135,8 +136,25 @@ options:
     description: Judge O(preflight) on a node without GPUs too (one prepared as a GPU node).
     type: bool
     default: false
-extends_documentation_fragment:
-  - gpufleet.nvidia.attributes.read_only
+  local_facts_dir:
+    description:
+      - Also keep a summary of the hardware (C(gpu_count), the GPUs' names, C(os) as C(<id> <version_id>),
+        C(kernel)) as a local fact, in C(gpufleet_nvidia.fact) of this folder on the node (as JSON, root's,
+        mode 0644; the folder is made root's, mode 0755), which fact gathering then reads into
+        C(ansible_local.gpufleet_nvidia). The discover role sets it when C(discover_local_facts) is on.
+      - Unset, the module writes nothing. The path is on the node itself, not under O(host_root).
+    type: path
+attributes:
+  check_mode:
+    description: Can run in check_mode and return the same facts; the local fact file is not written.
+    support: full
+  diff_mode:
+    description: Shows the local fact file's change, with O(local_facts_dir); nothing else is changed.
+    support: full
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
 notes:
   - O(roles), O(preflight) and O(preflight_without_gpu) are answered by the action plugin, on the
     control host; the module on the node never sees them.
@@ -457,7 +475,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import Host
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import facts as gpu_facts, local_fact
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.errors import GpuFleetError
 
@@ -472,6 +490,7 @@ ARGUMENT_SPEC = dict(
     host_root=dict(type="path", default="/"),
     command_timeout=dict(type="int", default=60),
     validate=dict(type="dict", options=host_validate.GPU_FACTS_SPEC),
+    local_facts_dir=dict(type="path"),
     **ACTION_SPEC
 )
 
@@ -489,6 +508,8 @@ def main():
             host = Host.for_module(module, params["host_root"], params["command_timeout"])
             validation, facts = host_validate.validate_node(host, validate, option_prefix="validate.")
             result.update(validation=validation, validate_params=host_validate.read_params(validate))
+        if params["local_facts_dir"]:
+            result["changed"], result["diff"] = local_fact.keep(module, params["local_facts_dir"], facts)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
     module.exit_json(ansible_facts={"gpufleet_nvidia": facts}, **result)

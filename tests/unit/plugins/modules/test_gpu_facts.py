@@ -138,3 +138,51 @@ def test_validate_with_bad_options_fails_cleanly(replay):
     with pytest.raises(AnsibleFailJson) as err:
         run_module(gpu_facts, {"validate": {"cuda_test_timeout": 0}})
     assert err.value.result["msg"] == "validate.cuda_test_timeout: 0 is not a number of seconds (expected 1 or more)"
+
+
+def _old_tasks_text(facts):
+    """What the discover role's copy task wrote: its summary through Ansible's own to_nice_json filter."""
+    from ansible.plugins.filter.core import to_nice_json
+
+    summary = dict(
+        gpu_count=facts["gpu_count"], gpus=[gpu["name"] for gpu in facts["gpus"]],
+        os="%s %s" % (facts["os"]["id"], facts["os"]["version_id"]), kernel=facts["kernel"]["release"],
+    )
+    return to_nice_json(summary, sort_keys=True) + "\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fact file is made root's, as the role's copy task made it")
+def test_local_fact_is_the_file_the_roles_tasks_wrote_and_written_once(replay, tmp_path):
+    replay("ubuntu2404-h200-preinstalled")
+    folder = tmp_path / "facts.d"
+    checked = run_module(gpu_facts, {"local_facts_dir": str(folder)}, check_mode=True)
+    assert checked["changed"] is True and not folder.exists()
+    assert checked["diff"]["before"] == "" and checked["diff"]["after"]
+
+    first = run_module(gpu_facts, {"local_facts_dir": str(folder)})
+    fact = folder / "gpufleet_nvidia.fact"
+    assert first["changed"] is True
+    assert fact.read_text() == _old_tasks_text(first["ansible_facts"]["gpufleet_nvidia"]) == first["diff"]["after"]
+    assert '"gpus": [\n        "GH100 [H200 SXM 141GB]"\n    ]' in fact.read_text()
+    assert oct(fact.stat().st_mode & 0o7777) == "0o644" and oct(folder.stat().st_mode & 0o7777) == "0o755"
+
+    again = run_module(gpu_facts, {"local_facts_dir": str(folder)})
+    assert again["changed"] is False
+
+    os.chmod(str(fact), 0o600)  # someone changed its mode: put back, as the copy task's mode did
+    fixed = run_module(gpu_facts, {"local_facts_dir": str(folder)})
+    assert fixed["changed"] is True and oct(fact.stat().st_mode & 0o7777) == "0o644"
+
+
+def test_without_local_facts_dir_nothing_is_written(replay, tmp_path):
+    replay("debian12-nogpu")
+    result = run_module(gpu_facts, {})
+    assert result["changed"] is False and "diff" not in result
+
+
+def test_local_fact_of_an_os_without_version_id_is_as_the_template_wrote_it():
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import local_fact
+
+    # "{{ os.id }} {{ os.version_id }}" with no VERSION_ID (Debian sid) rendered "debian " on ansible-core 2.19 and 2.21
+    facts = dict(gpu_count=0, gpus=[], os=dict(id="debian", version_id=None), kernel=dict(release="6.12.0"))
+    assert '"os": "debian "' in local_fact.summary(facts)
