@@ -77,6 +77,30 @@ def test_a_run_whose_every_node_fails_reports_each_node_where_and_why_with_the_f
     assert "The fleet failed: 3 nodes failed, 0 drifted (gpu-a, gpu-b, gpu-c). See " in out
 
 
+def test_a_report_that_fails_nothing_still_fails_each_node_where_the_run_stopped(tmp_path):
+    tmp = str(tmp_path)
+    root = hostfs.materialize(H200_ROOT)
+    node = {"discover_host_root": root, "validate_host_root": root, "container_toolkit_enabled": False,
+            "report_fail_on": "never", "validate_fail_on": "never"}
+    nogpu = hostfs.materialize(os.path.join(F.FIXTURES, "hosts", "debian12-nogpu", "root"))
+    hosts = {
+        "gpu-a": dict(node, nvidia_driver_method="package", nvidia_driver_version="580"),
+        "gpu-b": dict(node, nvidia_driver_method="preinstalled", discover_preflight=False, gpufleet_become=True,
+                      ansible_become_exe="/nonexistent/sudo", ansible_become_user="nobody"),
+        # not stopped: no GPU, so no host layer runs on it (the report fails it, as declared in gpu_nodes)
+        "gpu-ok": dict(node, discover_host_root=nogpu, validate_host_root=nogpu),
+    }
+    rc, out, report = _run(tmp, hosts)
+    assert rc != 0 and "The fleet failed" not in out, out[-6000:]
+    # a play of the stopped nodes alone fails each of them, after the report
+    tail = out[out.index("PLAY [Fail each node where the run stopped"):]
+    assert "The run stopped on gpu-a at discovery and preflight (" in tail, out[-6000:]
+    assert "The run stopped on gpu-b at the driver layer (" in tail
+    assert "gpu-ok" not in tail.split("PLAY RECAP")[0], tail[-3000:]
+    recap = dict((line.split()[0], line) for line in tail.split("PLAY RECAP")[1].strip().splitlines())
+    assert "failed=1" in recap["gpu-a"] and "failed=1" in recap["gpu-b"] and "failed=0" in recap["gpu-ok"]
+
+
 def test_a_declared_gpu_node_found_without_a_gpu_is_failed_and_named(tmp_path):
     tmp = str(tmp_path)
     root = hostfs.materialize(os.path.join(F.FIXTURES, "hosts", "debian12-nogpu", "root"))
