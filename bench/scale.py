@@ -43,7 +43,8 @@ Environment knobs:
     BENCH_SCALE_FORKS=16              forks (the work is CPU bound on the controller here: every
                                       "node" is this machine; more forks than cores only add
                                       worker processes)
-    BENCH_SCALE_RUNS=1                runs per size and playbook (the tables show medians)
+    BENCH_SCALE_RUNS=1                runs per size and playbook (the tables show medians; issue 30's
+                                      targets, median, min and max of the runs)
     BENCH_SCALE_REF=""                a git ref to measure (its tree, exported with git archive)
                                       instead of the working tree, e.g. BENCH_SCALE_REF=HEAD
     BENCH_SCALE_BASELINE=""           a git ref measured too, in the same runs, each of its runs
@@ -54,6 +55,7 @@ Environment knobs:
                                       measured ones, where the controller's CPU goes at each size
                                       (py-spy record --subprocesses, collapsed stacks, under
                                       .cache/bench/scale/profiles/); not installed by the bench
+    BENCH_SCALE_PYSPY_SIZES=""        the sizes py-spy records (all of BENCH_SCALE_SIZES when empty)
 """
 
 from __future__ import annotations
@@ -165,6 +167,7 @@ class Config(object):
         self.baseline = os.environ.get("BENCH_SCALE_BASELINE", "")
         self.name = os.environ.get("BENCH_SCALE_NAME", "scale-latest")
         self.pyspy = os.environ.get("BENCH_SCALE_PYSPY", "")
+        self.pyspy_sizes = sorted(set(int(s) for s in env_list("BENCH_SCALE_PYSPY_SIZES", ""))) or self.sizes
         if not self.sizes or min(self.sizes) < 1 or self.runs < 1 or self.forks < 1:
             raise BenchError("BENCH_SCALE_SIZES must list sizes of 1 or more, BENCH_SCALE_RUNS and _FORKS be 1 or more")
         if self.pyspy and not shutil.which(self.pyspy):
@@ -172,7 +175,7 @@ class Config(object):
 
     def as_dict(self):
         return {"sizes": self.sizes, "forks": self.forks, "runs": self.runs, "ref": self.ref or "working tree",
-                "baseline": self.baseline or None, "pyspy": bool(self.pyspy)}
+                "baseline": self.baseline or None, "pyspy": bool(self.pyspy), "pyspy_sizes": self.pyspy_sizes}
 
 
 def times_cpu(path):
@@ -462,7 +465,7 @@ class Scale(object):
                                           "peak_tree_pss_mib", "module_processes")}
             self.results["sizes"].append(row)
         if self.cfg.pyspy:
-            for n in self.cfg.sizes:
+            for n in [size for size in self.cfg.sizes if size in self.cfg.pyspy_sizes]:
                 for what in compared:
                     log("py-spy: %s on %d nodes" % (what, n))
                     self.run(what, n, inventories[n], profile=True)
@@ -550,6 +553,52 @@ def marginal_kib(rows, index, what):
     return (b[what + "_median"]["peak_rss_mib"] - a[what + "_median"]["peak_rss_mib"]) * 1024.0 / (b["n"] - a["n"])
 
 
+def _spread(values, fmt):
+    """``median (min-max)`` of one figure over the runs."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return fmt(values[0])
+    return "%s (%s-%s)" % (fmt(median(values)), fmt(values[0]), fmt(values[-1]))
+
+
+def _per_run(rows, what, index, key):
+    """``key`` of each run of ``what`` at ``rows[index]`` (the runs of a size, in their order)."""
+    return [run[key] for run in rows[index][what]]
+
+
+def targets_table(rows, h, markdown):
+    """Issue 30's four targets, each figure taken run by run (run i of each playbook, the same
+    interleaved round), then its median, min and max over the runs."""
+    out = ["", h("Issue 30's targets, run by run: median (min-max) over the runs"), ""]
+    runs = min(len(r[w]) for r in rows for w in ("site", "floor", "hand"))
+    table_rows = []
+    for i, r in enumerate(rows):
+        n = r["n"]
+        wall = [_per_run(rows, "site", i, "wall_s")[k] / _per_run(rows, "floor", i, "wall_s")[k] for k in range(runs)]
+        cpu = [_per_run(rows, "site", i, "controller_cpu_s")[k] / _per_run(rows, "hand", i, "controller_cpu_s")[k]
+               for k in range(runs)]
+        rss = [None] * runs
+        if i:
+            rss = [(_per_run(rows, "site", i, "peak_rss_mib")[k] - _per_run(rows, "site", i - 1, "peak_rss_mib")[k])
+                   * 1024.0 / (n - rows[i - 1]["n"]) for k in range(runs)]
+        table_rows.append([n, _spread(wall, fmt_ratio), _spread(cpu, fmt_ratio), _spread(rss, fmt_mib)])
+    out.append(table(["nodes", "site/floor wall (target <= 1.2x)", "site/hand controller CPU (target <= 1.2x)",
+                      "marginal controller peak RSS KiB/node (target <= 50)"], table_rows, markdown))
+    if len(rows) >= 4:
+        def slope(what, a, b, k):
+            return ((rows[b][what][k]["controller_cpu_s"] - rows[a][what][k]["controller_cpu_s"])
+                    / float(rows[b]["n"] - rows[a]["n"]))
+        last = len(rows) - 1
+        ratios = [slope("site", last - 1, last, k) / slope("site", 0, 1, k) for k in range(runs)]
+        out.append("")
+        out.append("Marginal controller CPU per node of site.yml from %d to %d nodes over that from %d to %d nodes "
+                   "(target <= 1.1x): %s, over %d run(s)." % (rows[last - 1]["n"], rows[last]["n"], rows[0]["n"],
+                                                             rows[1]["n"], _spread(ratios, fmt_ratio), runs))
+    return out
+
+
 def hand_table(rows, h, markdown):
     """site.yml next to bench/scale-hand.yml, the same reads and node checks written by hand."""
     out = ["", h("site.yml / the hand-written playbook (bench/scale-hand.yml), in the same runs"), ""]
@@ -606,6 +655,7 @@ def render(results, markdown=False):
     out.append("")
     out.append(flatness(rows, "site", "site.yml") + ".")
     out += hand_table(rows, h, markdown)
+    out += targets_table(rows, h, markdown)
     if "baseline" in rows[0]:
         out.append("")
         out.append(h("Before and after: the baseline %s / the measured tree, in the same runs" % meta["baseline"]))
