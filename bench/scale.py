@@ -593,9 +593,9 @@ def targets_table(rows, h, markdown):
         last = len(rows) - 1
         ratios = [slope("site", last - 1, last, k) / slope("site", 0, 1, k) for k in range(runs)]
         out.append("")
+        sizes = (rows[last - 1]["n"], rows[last]["n"], rows[0]["n"], rows[1]["n"])
         out.append("Marginal controller CPU per node of site.yml from %d to %d nodes over that from %d to %d nodes "
-                   "(target <= 1.1x): %s, over %d run(s)." % (rows[last - 1]["n"], rows[last]["n"], rows[0]["n"],
-                                                             rows[1]["n"], _spread(ratios, fmt_ratio), runs))
+                   "(target <= 1.1x): %s, over %d run(s)." % (sizes + (_spread(ratios, fmt_ratio), runs)))
     return out
 
 
