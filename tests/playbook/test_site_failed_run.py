@@ -94,6 +94,7 @@ def test_a_report_that_fails_nothing_still_fails_each_node_where_the_run_stopped
     assert rc != 0 and "The fleet failed" not in out, out[-6000:]
     # a play of the stopped nodes alone fails each of them, after the report
     tail = out[out.index("PLAY [Fail each node where the run stopped"):]
+    assert "TASK [Fail the run when the cluster change" not in tail
     assert "The run stopped on gpu-a at discovery and preflight (" in tail, out[-6000:]
     assert "The run stopped on gpu-b at the driver layer (" in tail
     assert "gpu-ok" not in tail.split("PLAY RECAP")[0], tail[-3000:]
@@ -112,3 +113,19 @@ def test_a_declared_gpu_node_found_without_a_gpu_is_failed_and_named(tmp_path):
     assert "The inventory declares it a GPU node (gpu_nodes): the report fails it" in out
     (row,) = report["nodes"]
     assert row["status"] == "failed" and row["failed"][0].startswith("declared a GPU node (inventory group gpu_nodes), but no NVIDIA GPU")
+
+
+def test_a_refused_cluster_change_fails_the_run_in_the_last_play(tmp_path):
+    tmp = str(tmp_path)
+    root = hostfs.materialize(H200_ROOT)
+    node = {"discover_host_root": root, "validate_host_root": root, "container_toolkit_enabled": False,
+            "report_fail_on": "never", "gpufleet_cluster_layer": "gpu-operator", "discover_preflight": False,
+            "nvidia_driver_method": "preinstalled"}
+    rc, out, report = _run(tmp, {"gpu-x": node})
+    assert rc != 0 and report["run"]["cluster_change"]["state"] == "refused", out[-6000:]
+    # no node stopped: the last play takes the hosts because the change was refused, and says so once
+    last = out[out.index("PLAY [Fail each node where the run stopped, and the run when the cluster change"):]
+    assert "The run stopped on" not in last, last
+    assert "fatal: [gpu-x]: FAILED!" in last
+    assert "The cluster change was refused before any layer ran, and nothing was changed: gpufleet_cluster_layer: " \
+           "'gpu-operator' is not a cluster layer" in last
