@@ -36,18 +36,21 @@ def summary(facts):
 def keep(module, directory, facts):
     """Write the summary of ``facts`` into ``directory`` unless it is there already, root's and 0644.
 
-    Returns ``(changed, diff)``; in check mode nothing is written. Raises GpuFleetError.
+    Returns ``(changed, diff)``; in check mode nothing is written. Raises GpuFleetError, naming the option.
     """
     path = os.path.join(directory, NAME)
     text = summary(facts)
-    before = io.read_file(path)
-    changed = before != text
-    if changed and not module.check_mode:
-        try:
-            os.makedirs(directory, 0o755, exist_ok=True)
-        except OSError as exc:
-            raise GpuFleetError("local_facts_dir: could not create %s: %s" % (directory, exc), path=directory)
-        io.write_file(module, path, text)
+    try:
+        before = io.read_file(path)
+        changed = before != text
+        if changed and not module.check_mode:
+            try:
+                os.makedirs(directory, 0o755, exist_ok=True)
+            except OSError as exc:
+                raise GpuFleetError("could not create %s: %s" % (directory, exc))
+            io.write_file(module, path, text)
+    except GpuFleetError as exc:
+        raise GpuFleetError("local_facts_dir: %s" % exc.msg, path=path)
     # as the file and copy tasks' owner, group and modes; each difference is a change, and check mode is kept
     for where, mode in ((directory, "0755"), (path, "0644")):
         if os.path.exists(where):

@@ -186,3 +186,26 @@ def test_local_fact_of_an_os_without_version_id_is_as_the_template_wrote_it():
     # "{{ os.id }} {{ os.version_id }}" with no VERSION_ID (Debian sid) rendered "debian " on ansible-core 2.19 and 2.21
     facts = dict(gpu_count=0, gpus=[], os=dict(id="debian", version_id=None), kernel=dict(release="6.12.0"))
     assert '"os": "debian "' in local_fact.summary(facts)
+
+
+def test_a_local_facts_dir_that_cannot_be_made_fails_naming_it(replay, tmp_path):
+    replay("debian12-nogpu")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the folder should be\n")
+    with pytest.raises(AnsibleFailJson) as failed:
+        run_module(gpu_facts, {"local_facts_dir": str(blocker / "facts.d")})
+    assert failed.value.result["msg"].startswith("local_facts_dir: could not read %s" % (blocker / "facts.d" / "gpufleet_nvidia.fact"))
+    assert blocker.read_text() == "a file where the folder should be\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fact file is made root's, as the role's copy task made it")
+def test_a_local_facts_dir_under_a_file_fails_naming_the_folder(replay, tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io
+
+    replay("debian12-nogpu")
+    monkeypatch.setattr(io, "read_file", lambda path: None)  # nothing there yet, as on a new node
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x\n")
+    with pytest.raises(AnsibleFailJson) as failed:
+        run_module(gpu_facts, {"local_facts_dir": str(blocker / "facts.d")})
+    assert failed.value.result["msg"].startswith("local_facts_dir: could not create %s: " % (blocker / "facts.d"))
