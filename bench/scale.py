@@ -563,11 +563,6 @@ def _spread(values, fmt):
     return "%s (%s-%s)" % (fmt(median(values)), fmt(values[0]), fmt(values[-1]))
 
 
-def _per_run(rows, what, index, key):
-    """``key`` of each run of ``what`` at ``rows[index]`` (the runs of a size, in their order)."""
-    return [run[key] for run in rows[index][what]]
-
-
 def targets_table(rows, h, markdown):
     """Issue 30's four targets, each figure taken run by run (run i of each playbook, the same
     interleaved round), then its median, min and max over the runs."""
@@ -575,15 +570,13 @@ def targets_table(rows, h, markdown):
     runs = min(len(r[w]) for r in rows for w in ("site", "floor", "hand"))
     table_rows = []
     for i, r in enumerate(rows):
-        n = r["n"]
-        wall = [_per_run(rows, "site", i, "wall_s")[k] / _per_run(rows, "floor", i, "wall_s")[k] for k in range(runs)]
-        cpu = [_per_run(rows, "site", i, "controller_cpu_s")[k] / _per_run(rows, "hand", i, "controller_cpu_s")[k]
-               for k in range(runs)]
-        rss = [None] * runs
+        wall = [s["wall_s"] / f["wall_s"] for s, f in zip(r["site"], r["floor"])]
+        cpu = [s["controller_cpu_s"] / h_["controller_cpu_s"] for s, h_ in zip(r["site"], r["hand"])]
+        rss = [None]
         if i:
-            rss = [(_per_run(rows, "site", i, "peak_rss_mib")[k] - _per_run(rows, "site", i - 1, "peak_rss_mib")[k])
-                   * 1024.0 / (n - rows[i - 1]["n"]) for k in range(runs)]
-        table_rows.append([n, _spread(wall, fmt_ratio), _spread(cpu, fmt_ratio), _spread(rss, fmt_mib)])
+            step = (r["n"] - rows[i - 1]["n"]) / 1024.0
+            rss = [(s["peak_rss_mib"] - p["peak_rss_mib"]) / step for s, p in zip(r["site"], rows[i - 1]["site"])]
+        table_rows.append([r["n"], _spread(wall, fmt_ratio), _spread(cpu, fmt_ratio), _spread(rss, fmt_mib)])
     out.append(table(["nodes", "site/floor wall (target <= 1.2x)", "site/hand controller CPU (target <= 1.2x)",
                       "marginal controller peak RSS KiB/node (target <= 50)"], table_rows, markdown))
     if len(rows) >= 4:

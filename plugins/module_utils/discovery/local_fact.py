@@ -44,11 +44,7 @@ def keep(module, directory, facts):
         before = io.read_file(path)
         changed = before != text
         if changed and not module.check_mode:
-            try:
-                os.makedirs(directory, 0o755, exist_ok=True)
-            except OSError as exc:
-                raise GpuFleetError("could not create %s: %s" % (directory, exc))
-            io.write_file(module, path, text)
+            io.write_file(module, path, text)  # makes a missing folder, 0755
     except GpuFleetError as exc:
         raise GpuFleetError("local_facts_dir: %s" % exc.msg, path=path)
     # as the file and copy tasks' owner, group and modes; each difference is a change, and check mode is kept

@@ -199,7 +199,7 @@ def test_a_local_facts_dir_that_cannot_be_made_fails_naming_it(replay, tmp_path)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the fact file is made root's, as the role's copy task made it")
-def test_a_local_facts_dir_under_a_file_fails_naming_the_folder(replay, tmp_path, monkeypatch):
+def test_a_local_facts_dir_under_a_file_fails_naming_the_file(replay, tmp_path, monkeypatch):
     from ansible_collections.gpufleet.nvidia.plugins.module_utils.common import io
 
     replay("debian12-nogpu")
@@ -208,4 +208,4 @@ def test_a_local_facts_dir_under_a_file_fails_naming_the_folder(replay, tmp_path
     blocker.write_text("x\n")
     with pytest.raises(AnsibleFailJson) as failed:
         run_module(gpu_facts, {"local_facts_dir": str(blocker / "facts.d")})
-    assert failed.value.result["msg"].startswith("local_facts_dir: could not create %s: " % (blocker / "facts.d"))
+    assert failed.value.result["msg"].startswith("local_facts_dir: could not write %s: " % (blocker / "facts.d" / "gpufleet_nvidia.fact"))
