@@ -71,8 +71,7 @@ def judge(result, own, host_root):
     result["warnings"] = list(result.get("warnings") or []) + list(verdict.get("warnings") or [])
     if verdict.get("failed"):
         # the node stops here: its validation serves no later play, and Ansible prints a failed result whole
-        result.pop("validation", None)
-        result.pop("validate_params", None)
+        result["ansible_facts"].pop("gpufleet_nvidia_validation", None)
         result.update(failed=True, msg=verdict["msg"])
     return result
 

@@ -49,12 +49,11 @@ options:
     description:
       - Also validate the node, in the same pass, as M(gpufleet.nvidia.host_validate) does with
         these options (its options but O(host_root) and O(command_timeout), which are this
-        module's, and O(gpufleet.nvidia.host_validate#module:cluster_expect)), and return
-        RV(validation) and RV(validate_params).
-      - Unset, nothing is validated. The site playbook sets it at discovery, and hands the result
-        to M(gpufleet.nvidia.host_validate)'s O(gpufleet.nvidia.host_validate#module:reuse) on
-        the nodes that no host layer changed, so that a run that changes nothing reads each node
-        once.
+        module's), and set the validation as the C(gpufleet_nvidia_validation) host fact, as
+        M(gpufleet.nvidia.host_validate) does.
+      - Unset, nothing is validated. The site playbook sets it at discovery, with the validate
+        role's options, and validates again only the nodes that a host layer changed, so that a
+        run that changes nothing reads each node once.
     type: dict
     suboptions:
       gpu_count:
@@ -115,6 +114,13 @@ options:
         description: See M(gpufleet.nvidia.host_validate).
         type: int
         default: 180
+      isolate_unprivileged:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: bool
+      cluster_expect:
+        description: See M(gpufleet.nvidia.host_validate).
+        type: dict
+        default: {}
   roles:
     description:
       - Check these roles' variables first, on the control host, as M(gpufleet.nvidia.role_arguments)
@@ -217,18 +223,6 @@ argument_errors:
   returned: when O(roles) is set
   type: dict
   sample: {nvidia_driver: ["argument 'nvidia_driver_state' is of type list and we were unable to convert to str"]}
-validation:
-  description:
-    - With O(validate), the node's validation, as RV(gpufleet.nvidia.host_validate#module:validation)
-      of M(gpufleet.nvidia.host_validate), made from the same reads as the facts.
-  returned: when O(validate) is set
-  type: dict
-  sample: {status: ok, summary: "ok: 6 ok, 0 drifted, 0 failed, 2 not checked", gpu_count: 1}
-validate_params:
-  description: With O(validate), the options the validation was made with, for M(gpufleet.nvidia.host_validate)'s reuse.
-  returned: when O(validate) is set
-  type: dict
-  sample: {driver_version: "580", container_runtime: containerd, host_root: /, command_timeout: 60}
 ansible_facts:
   description: The facts this module sets on the host.
   returned: always
@@ -470,6 +464,13 @@ ansible_facts:
               couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is
               installed and running."}
             modinfo: {state: missing, detail: modinfo not found (kmod not installed)}
+    gpufleet_nvidia_validation:
+      description:
+        - With O(validate), the node's validation, as M(gpufleet.nvidia.host_validate) sets this fact
+          (RV(gpufleet.nvidia.host_validate#module:validation)), made from the same reads as the facts.
+      returned: when O(validate) is set
+      type: dict
+      sample: {status: ok, summary: "ok: 6 ok, 0 drifted, 0 failed, 2 not checked", gpu_count: 1}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -500,19 +501,19 @@ def main():
     params = module.params
     result = dict(changed=False)
     try:
+        host = Host.for_module(module, params["host_root"], params["command_timeout"])
         if params["validate"] is None:
-            host = Host.for_module(module, params["host_root"], params["command_timeout"])
             facts = gpu_facts.gather_facts(host)
+            validated = {}
         else:
             validate = dict(params["validate"], host_root=params["host_root"], command_timeout=params["command_timeout"])
-            host = Host.for_module(module, params["host_root"], params["command_timeout"])
             validation, facts = host_validate.validate_node(host, validate, option_prefix="validate.")
-            result.update(validation=validation, validate_params=host_validate.read_params(validate))
+            validated = {"gpufleet_nvidia_validation": validation}
         if params["local_facts_dir"]:
             result["changed"], result["diff"] = local_fact.keep(module, params["local_facts_dir"], facts)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
-    module.exit_json(ansible_facts={"gpufleet_nvidia": facts}, **result)
+    module.exit_json(ansible_facts=dict(validated, gpufleet_nvidia=facts), **result)
 
 
 if __name__ == "__main__":

@@ -176,18 +176,6 @@ options:
         expected C(labels). Nothing on the node is checked against it.
     type: dict
     default: {}
-  reuse:
-    description:
-      - A result registered earlier in the same run, on the same node, of
-        M(gpufleet.nvidia.gpu_facts) run with O(gpufleet.nvidia.gpu_facts#module:validate) or of
-        this module. When its RV(validate_params) are this task's options (all but
-        O(cluster_expect)), its validation is returned as this task's, and the node is not read
-        again; otherwise the node is validated as usual and RV(reuse_refused) says why.
-      - B(The caller vouches that nothing changed the node in between.) The site playbook passes
-        discovery's validation only to the nodes on which no host layer reported a change.
-      - Checked by the action plugin on the control host, so a reused validation costs no round
-        trip to the node.
-    type: dict
 extends_documentation_fragment:
   - gpufleet.nvidia.attributes.read_only
 notes:
@@ -324,30 +312,6 @@ validation:
       returned: always
       sample: {node: gpu-a, replicas: 4, resource: nvidia.com/gpu, sharing_config: ts-4,
                labels: {nvidia.com/gpu.present: "true"}}
-validate_params:
-  description: The options the validation was made with (all but O(cluster_expect) and O(reuse)), for O(reuse).
-  returned: always
-  type: dict
-  sample: {gpu_count: null, driver_version: "580", driver_method: package, toolkit_version: "",
-           container_runtime: containerd, runtime_handler: nvidia, cdi: auto, cdi_spec_dirs: [/etc/cdi, /var/run/cdi],
-           cuda_test: true, nvml_reload_test: false, nvml_reload_test_image: "", prepared_without_gpu: false,
-           nvcc_path: null, cuda_test_timeout: 180,
-           command_timeout: 60, host_root: /}
-reused:
-  description: Whether the validation is that of O(reuse), and the node was not read again.
-  returned: always
-  type: bool
-  sample: true
-reuse_refused:
-  description: Why O(reuse) was given but not used.
-  returned: when O(reuse) was given and not used
-  type: str
-  sample: the earlier validation was made with other driver_version
-gpufleet_nvidia:
-  description: The fresh facts, as M(gpufleet.nvidia.gpu_facts) returns them; also set as the host fact.
-  returned: when the node was read (not RV(reused))
-  type: dict
-  sample: {gpu_count: 1, driver: {version: 580.159.04}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -360,27 +324,13 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.common.host import
 def main():
     module = AnsibleModule(argument_spec=host_validate.ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    validation, why_not = (None, None)
-    if params["reuse"] is not None:
-        validation, why_not = host_validate.reusable(params["reuse"], params)
-    if validation is not None:
-        module.exit_json(**host_validate.reused_result(validation, params))
     try:
         validation, facts = host_validate.validate_node(
             Host.for_module(module, params["host_root"], params["command_timeout"]), params)
     except GpuFleetError as exc:
         module.fail_json(msg=exc.msg, **exc.details)
-    result = dict(
-        changed=False,
-        validation=validation,
-        validate_params=host_validate.read_params(params),
-        reused=False,
-        gpufleet_nvidia=facts,
-        ansible_facts={"gpufleet_nvidia": facts, "gpufleet_nvidia_validation": validation},
-    )
-    if why_not:
-        result["reuse_refused"] = why_not
-    module.exit_json(**result)
+    module.exit_json(changed=False, validation=validation,
+                     ansible_facts={"gpufleet_nvidia": facts, "gpufleet_nvidia_validation": validation})
 
 
 if __name__ == "__main__":

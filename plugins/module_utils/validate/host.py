@@ -105,49 +105,13 @@ ARGUMENT_SPEC = dict(
     command_timeout=dict(type="int", default=60),
     host_root=dict(type="path", default="/"),
     cluster_expect=dict(type="dict", default={}),
-    reuse=dict(type="dict"),
 )
 # Every option's default, for callers of validate_host() that give only some (from the spec).
 DEFAULTS = dict(
-    (k, v.get("default")) for k, v in ARGUMENT_SPEC.items() if k not in ("cuda_test_timeout", "command_timeout", "host_root", "reuse")
+    (k, v.get("default")) for k, v in ARGUMENT_SPEC.items() if k not in ("cuda_test_timeout", "command_timeout", "host_root")
 )
 # What gpu_facts takes under ``validate``: its own host_root and command_timeout serve both.
-# isolate_unprivileged is not among them: discovery's validation takes the toolkit role's default
-# rule, so host_validate reuses it where nothing else is declared and reads the node again where
-# something is.
-GPU_FACTS_SPEC = dict(
-    (k, v) for k, v in ARGUMENT_SPEC.items()
-    if k not in ("host_root", "command_timeout", "cluster_expect", "reuse", "isolate_unprivileged")
-)
-# The options that decide what a validation reads and concludes (cluster_expect is only echoed).
-READ_KEYS = tuple(k for k in ARGUMENT_SPEC if k not in ("cluster_expect", "reuse"))
-
-
-def read_params(params):
-    """The options of ``params`` that a validation's outcome depends on, to compare two of them."""
-    return dict((k, params.get(k)) for k in READ_KEYS)
-
-
-def reusable(reuse, params):
-    """``(validation, why_not)``: the validation of ``reuse`` when it answers ``params``.
-
-    ``reuse`` is a result registered earlier in the run, of gpu_facts run with ``validate`` or of
-    host_validate: ``validation`` and the ``validate_params`` it was made with. It answers
-    ``params`` when those are the same; the caller vouches that nothing changed the node since.
-    ``cluster_expect`` is only echoed, so this call's replaces the earlier one.
-    """
-    if not isinstance(reuse, dict) or not isinstance(reuse.get("validation"), dict):
-        return None, "reuse holds no validation (expected a result of gpu_facts with validate, or of host_validate)"
-    made_with = reuse.get("validate_params")
-    if not isinstance(made_with, dict):
-        return None, "reuse does not say what its validation was made with (validate_params)"
-    wanted = read_params(params)
-    differ = sorted(k for k in READ_KEYS if made_with.get(k) != wanted[k])
-    if differ:
-        return None, "the earlier validation was made with other %s" % ", ".join(differ)
-    validation = dict(reuse["validation"])
-    validation["cluster_expect"] = dict(params.get("cluster_expect") or {})
-    return validation, None
+GPU_FACTS_SPEC = dict((k, v) for k, v in ARGUMENT_SPEC.items() if k not in ("host_root", "command_timeout"))
 
 
 def merged_params(params):
@@ -257,17 +221,6 @@ def check_options(params):
             "cuda_test_timeout: %s is not a number of seconds (expected 1 or more)" % timeout,
             cuda_test_timeout=timeout,
         )
-
-
-def reused_result(validation, params):
-    """The result of host_validate when it takes ``validation`` (from :func:`reusable`) as its own."""
-    return dict(
-        changed=False,
-        validation=validation,
-        validate_params=read_params(params),
-        reused=True,
-        ansible_facts={"gpufleet_nvidia_validation": validation},
-    )
 
 
 def validate_node(host, params, option_prefix=""):

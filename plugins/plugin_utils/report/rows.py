@@ -125,10 +125,13 @@ def build_row(host, hv, cluster, today=None):
     ``today`` (a date) is what the driver branches' end of life is compared with.
     """
     facts = hv.get("gpufleet_nvidia") or {}
-    val = hv.get("gpufleet_nvidia_validation") or {}
+    stopped_at = hv.get("gpufleet_stopped_at") or hv.get("report_stopped_at")
+    # a validation made before the task that stopped (the report role's stopped entry point says so) is left out
+    outdated = isinstance(stopped_at, dict) and stopped_at.get("validation_outdated")
+    val = {} if outdated else hv.get("gpufleet_nvidia_validation") or {}
     cnode = _dig(cluster, "nodes", host) if cluster else None
     expect = val.get("cluster_expect") or {}
-    stopped = _stopped(hv.get("gpufleet_stopped_at") or hv.get("report_stopped_at"))
+    stopped = _stopped(stopped_at)
     gpus = _row_gpus(facts, val)
     failed, drifted, not_checked = _row_messages(val, cnode, cluster, stopped)
     status, not_checked = _row_status(facts, val, cnode, stopped, gpus["count"], not_checked)

@@ -1,8 +1,8 @@
 """What each action plugin accepts is what its module's documentation says, and nothing else.
 
 ``fleet_report_files``, ``kube_client_info`` and ``role_arguments`` read their argument spec from
-the DOCUMENTATION of their module file (``common/argspec.py``); ``host_validate`` and
-``preflight`` validate with the module's own spec from module_utils, which sanity holds to the
+the DOCUMENTATION of their module file (``common/argspec.py``); ``preflight`` validates with the
+module's own spec from module_utils, which sanity holds to the
 documentation. Either way the documented options (the file's own and its fragments', as
 ansible-doc merges them) must be the options the plugin accepts, with the same type, default,
 choices and the rest: the test fails when they differ. The messages a user sees for a wrong
@@ -29,7 +29,6 @@ from ansible_collections.gpufleet.nvidia.plugins.action import role_arguments as
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import argspec
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.common import role_arguments as role_arguments_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery import preflight as preflight_lib
-from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate import host as host_validate_lib
 
 PACKAGE = "ansible_collections.gpufleet.nvidia.plugins"
 # Each action plugin and the spec it validates its task with.
@@ -37,7 +36,6 @@ SPECS = {
     "fleet_report_files": F.ARGUMENT_SPEC,
     "kube_client_info": K.ARGUMENT_SPEC,
     "role_arguments": R.ARGUMENT_SPEC,
-    "host_validate": host_validate_lib.ARGUMENT_SPEC,
     "preflight": preflight_lib.ARGUMENT_SPEC,
 }
 # What an option's documentation may hold beyond SPEC_KEYS: text only. Anything else (suboptions,

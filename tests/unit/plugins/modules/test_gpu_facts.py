@@ -108,25 +108,36 @@ def test_validate_in_the_same_pass_is_host_validates_verdict(replay, check_mode)
     assert seen["args"] == ("/", 7)
     # one pass: the facts and the validation from the same reads, nvidia-smi asked once
     assert [c[0].rsplit("/", 1)[-1] for c in seen["host"].calls] == ["nvidia-smi"]
-    assert sorted(result) == ["ansible_facts", "changed", "validate_params", "validation"]
-    assert sorted(result["ansible_facts"]) == ["gpufleet_nvidia"]
-    assert result["validate_params"] == dict(
-        VALIDATE, gpu_count=None, toolkit_version="", runtime_handler="nvidia", cdi="auto",
-        cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"], cuda_test=True, nvml_reload_test=False, nvml_reload_test_image="", prepared_without_gpu=False,
-        nvcc_path=None, cuda_test_timeout=180, command_timeout=7, host_root="/", isolate_unprivileged=None,
-    )
+    # the validation set as the fact host_validate sets, nothing returned twice
+    assert sorted(result) == ["ansible_facts", "changed"]
+    assert sorted(result["ansible_facts"]) == ["gpufleet_nvidia", "gpufleet_nvidia_validation"]
     replay("ubuntu2404-h200-preinstalled")
     alone = run_module(host_validate, dict(VALIDATE, command_timeout=7), check_mode=check_mode)
-    assert result["validation"] == alone["validation"]
-    assert result["validation"]["status"] == "ok"
-    assert result["validate_params"] == alone["validate_params"]
-    assert result["ansible_facts"]["gpufleet_nvidia"] == alone["gpufleet_nvidia"]
+    assert result["ansible_facts"] == alone["ansible_facts"]
+    assert result["ansible_facts"]["gpufleet_nvidia_validation"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("options", [
+    {"isolate_unprivileged": True},
+    {"cluster_expect": {"node": "node-a", "replicas": 2, "resource": "nvidia.com/gpu.shared", "sharing_config": "ts-2", "labels": {}}},
+])
+def test_validate_takes_every_option_of_host_validate_but_its_own(replay, options):
+    from ansible_collections.gpufleet.nvidia.plugins.modules import host_validate
+
+    replay("ubuntu2404-h200-preinstalled")
+    result = run_module(gpu_facts, {"validate": dict(VALIDATE, **options)})
+    replay("ubuntu2404-h200-preinstalled")
+    alone = run_module(host_validate, dict(VALIDATE, **options))
+    assert result["ansible_facts"]["gpufleet_nvidia_validation"] == alone["validation"]
+    if "cluster_expect" in options:  # echoed: the validation without it differs (isolation: no toolkit on this capture)
+        replay("ubuntu2404-h200-preinstalled")
+        assert run_module(gpu_facts, {"validate": VALIDATE})["ansible_facts"]["gpufleet_nvidia_validation"] != alone["validation"]
 
 
 def test_without_validate_nothing_is_validated(replay):
     replay("ubuntu2404-h200-preinstalled")
     result = run_module(gpu_facts, {})
-    assert "validation" not in result and "validate_params" not in result
+    assert sorted(result["ansible_facts"]) == ["gpufleet_nvidia"]
 
 
 def test_validate_with_bad_options_fails_cleanly(replay):

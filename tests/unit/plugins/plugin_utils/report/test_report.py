@@ -105,6 +105,24 @@ def test_drifted_failed_and_stopped_rows():
     assert down["gpus"]["text"] == "unknown (no facts)" and down["os"] is None  # never read: not a host without GPU
 
 
+def test_a_validation_made_before_the_stop_is_left_out_of_the_row():
+    """site.yml: discovery validated the node, then its driver layer failed (the report role's stopped entry point).
+
+    The cluster checks leave out a node where the run stopped: no cluster verdict here either."""
+    hv = example_hostvars(cluster=False)
+    stop = {"stage": "the driver layer", "task": "Install the driver", "msg": "apt failed"}
+    hv["gpu-h200-02"]["report_stopped_at"] = dict(stop, validation_outdated=True)
+    outdated = row(R.build_report(HOSTS, hv), "gpu-h200-02")
+    assert len(outdated["failed"]) == 1
+    assert outdated["failed"][0].startswith("the run stopped at the driver layer: Install the driver / apt failed")
+    assert outdated["status"] == "failed" and outdated["day2"] == []
+    # a stop that validation itself made (validate_fail_on) keeps the validation that made it
+    hv["gpu-h200-02"]["report_stopped_at"] = stop
+    kept = row(R.build_report(HOSTS, hv), "gpu-h200-02")
+    assert kept["failed"][0] == outdated["failed"][0]
+    assert kept["failed"][1].startswith("nvidia-smi failed: NVIDIA-SMI has failed")
+
+
 def test_what_was_not_checked_is_said_once_with_its_hosts():
     report = example_report()
     by_msg = dict((i["msg"], i["hosts"]) for i in report["not_checked"])
