@@ -15,7 +15,7 @@ sharing configs, waivers and the toolkit.
 What runs: ``playbooks/site.yml --skip-tags driver,toolkit,runtime`` with
 ``gpufleet_cluster_layer: gpu_operator``, ``gpu_operator_apply: false`` and a render directory
 (the plan is built from the whole fleet and written as files; nothing is applied),
-``validate_cluster: false``, preflight on, discovery's validation reused by the validate play,
+``validate_cluster: false``, preflight on, discovery's validation standing for every node (no host layer runs),
 the report written to a temporary folder (``report_fail_on: never``: the captures have no
 nvidia-smi to run, so their host checks fail, and the report says so). Next to it, at the same
 size, the floor: bench/scale-floor.yml, one ``ping`` per host and no facts; and the hand-written
