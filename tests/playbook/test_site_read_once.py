@@ -197,3 +197,16 @@ def test_site_fails_the_nodes_validate_fail_on_fails_in_the_last_play(tmp_path):
     assert not rows["gpu-b"]["failed"][0].startswith("the run stopped")
     # the stopped node keeps the validation that stopped it
     assert any("nvidia-smi" in m for m in rows["gpu-a"]["failed"][1:])
+
+
+def test_the_fleet_verdict_names_a_node_without_a_validation_instead_of_failing(tmp_path):
+    tmp = str(tmp_path)
+    plays = [{"name": "Judge", "hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "Judge the fleet", "ansible.builtin.import_role": {"name": "gpufleet.nvidia.validate", "tasks_from": "fleet"}}]}]
+    inventory = _inventory(tmp, {"gpu-a": NODE})
+    with open(os.path.join(tmp, "playbook.yml"), "w") as handle:
+        yaml.safe_dump(plays, handle, sort_keys=False)
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", inventory, os.path.join(tmp, "playbook.yml")], env=_env(tmp),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout
+    assert '"gpu-a: skipped",' in proc.stdout and '"not validated in this run"' in proc.stdout
