@@ -11,9 +11,9 @@ author: gpufleet.nvidia maintainers
 description:
   - Used by the C(gpufleet.nvidia.validate) role, on one node (its assert) and once for every node
     (its C(fleet) entry point), in one pass over the hosts' variables.
-  - A node's status is the worst of its host checks (C(gpufleet_nvidia_validation)) and its node's
+  - "A node's status is the worst of its host checks (C(gpufleet_nvidia_validation)) and its node's
     cluster checks (O(cluster)'s C(nodes)) - C(failed), C(drift), C(ok), else C(skipped) - and its
-    lines are C(<host>: <status>), then the failed, drifted and not checked messages.
+    lines are C(<host>: <status>), then the failed, drifted and not checked messages."
   - C(validate_fail_on) V(failed) fails a node whose status is C(failed); V(drift) also one that drifted.
 positional: hostvars, cluster, fail_on, read_fail_on
 options:
