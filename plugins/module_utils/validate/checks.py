@@ -16,6 +16,12 @@ RANK = {SKIPPED: 0, OK: 1, DRIFT: 2, FAILED: 3}
 _TAIL = 600
 
 
+def worst(statuses):
+    """The worst of ``statuses`` (failed, drift, ok), else skipped; what is not a status is passed over."""
+    ranked = [s for s in statuses if s in RANK and s != SKIPPED]
+    return max(ranked, key=lambda s: RANK[s]) if ranked else SKIPPED
+
+
 class Checks(object):
     """The checks of one node, in order, each ``{name, status, msg}``."""
 
@@ -27,10 +33,7 @@ class Checks(object):
         return status
 
     def status(self):
-        ranked = [c["status"] for c in self.items if c["status"] != SKIPPED]
-        if not ranked:
-            return SKIPPED
-        return max(ranked, key=lambda s: RANK[s])
+        return worst(c["status"] for c in self.items)
 
     def messages(self, status):
         return [c["msg"] for c in self.items if c["status"] == status]

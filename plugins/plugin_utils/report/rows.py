@@ -19,13 +19,7 @@ from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.report import (
     monitoring,
 )
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.discovery.driver import found_of
-
-_RANK = {"skipped": 0, "ok": 1, "drift": 2, "failed": 3}
-
-
-def _worst(*statuses):
-    ranked = [s for s in statuses if s in _RANK and s != "skipped"]
-    return max(ranked, key=lambda s: _RANK[s]) if ranked else "skipped"
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import worst
 
 
 def gpu_text(facts):
@@ -231,7 +225,7 @@ def _row_status(facts, val, cnode, stopped, gpu_count, not_checked):
         return _unvalidated(facts, stopped, not_checked)
     if not gpu_count and val.get("status") == "skipped" and not stopped:
         return "no_gpu", not_checked
-    status = _worst(val.get("status"), (cnode or {}).get("status"), "failed" if stopped else "skipped")
+    status = worst([val.get("status"), (cnode or {}).get("status"), "failed" if stopped else "skipped"])
     if status == "skipped":
         status = "no_gpu" if not gpu_count else "ok"
     return status, not_checked

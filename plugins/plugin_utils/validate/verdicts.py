@@ -6,6 +6,8 @@ point once for every node)."""
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import worst
+
 FAIL_ON = ("never", "failed", "drift")
 #: What fails a node, by validate_fail_on.
 FAILING = {"never": (), "failed": ("failed",), "drift": ("failed", "drift")}
@@ -13,16 +15,11 @@ FAILING = {"never": (), "failed": ("failed",), "drift": ("failed", "drift")}
 NOT_VALIDATED = {"status": "skipped", "failed": [], "drifted": [], "not_checked": ["not validated in this run"]}
 
 
-def status_of(statuses):
-    """The worst of ``statuses``: failed, drift, ok, else skipped."""
-    return next((s for s in ("failed", "drift", "ok") if s in statuses), "skipped")
-
-
 def verdict(host, validation, cnode, fail_on):
     """``{status, lines, msg, fails}`` of one node: its host ``validation`` and its cluster verdict ``cnode``."""
     validation = validation or NOT_VALIDATED
     cnode = cnode or {}
-    status = status_of([validation.get("status"), cnode.get("status") or "skipped"])
+    status = worst([validation.get("status"), cnode.get("status")])
     failed = list(validation.get("failed") or []) + list(cnode.get("failed") or [])
     drifted = list(validation.get("drifted") or []) + list(cnode.get("drifted") or [])
     not_checked = list(validation.get("not_checked") or []) + list(cnode.get("not_checked") or [])

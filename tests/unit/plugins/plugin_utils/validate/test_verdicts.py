@@ -8,7 +8,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.validate_verdicts import validate_verdicts
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.validate import verdicts as V
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.validate.checks import worst
 
 
 def _validation(status, failed=(), drifted=(), not_checked=()):
@@ -63,8 +63,9 @@ def test_a_wrong_validate_fail_on_is_named():
         validate_verdicts(["gpu-ok"], HOSTVARS, {}, "sometimes")
 
 
-def test_status_of():
-    assert V.status_of(["ok", "skipped"]) == "ok"
-    assert V.status_of(["skipped", "skipped"]) == "skipped"
-    assert V.status_of(["ok", "drift"]) == "drift"
-    assert V.status_of(["drift", "failed"]) == "failed"
+def test_the_worst_status_the_node_and_the_report_share():
+    assert worst(["ok", "skipped"]) == "ok"
+    assert worst(["skipped", "skipped"]) == "skipped"
+    assert worst(["ok", "drift"]) == "drift"
+    assert worst(["drift", "failed"]) == "failed"
+    assert worst(["ok", None, "unknown"]) == "ok"  # what is not a status is passed over
